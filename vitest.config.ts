@@ -7,6 +7,6 @@ export default defineConfig({
     hookTimeout: 30_000,
     // Tests start real servers and SQLite files; two workers match the two cores here.
     pool: 'forks',
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    maxWorkers: 2,
   },
 });

@@ -1,0 +1,154 @@
+#!/usr/bin/env node
+import { resolve } from 'node:path';
+import { Command, InvalidArgumentError } from 'commander';
+import { loadConfig } from './config/load.js';
+import { ConfigErrors } from './config/errors.js';
+import type { Config } from './config/types.js';
+import { createApp, rulesFor, SOURCE_NAMES, UnsupportedChannelError, type App } from './main.js';
+import { compileRouter, RouteError } from './notify/routing.js';
+import { RuleErrors } from './rules/parse.js';
+import { startSimulator } from './simulator/index.js';
+import { runDemo } from './demo.js';
+
+/** Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments. */
+const EXIT_CONFIG = 2;
+
+function fail(message: string, code: number): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(code);
+}
+
+async function load(file: string): Promise<Config> {
+  try {
+    return await loadConfig(resolve(file), process.env, { sourceNames: SOURCE_NAMES });
+  } catch (e) {
+    if (e instanceof ConfigErrors) fail(e.format(), EXIT_CONFIG);
+    throw e;
+  }
+}
+
+/** Build the app, mapping bad rules/routes/channels to exit code 2 with their messages. */
+function build(config: Config): App {
+  try {
+    return createApp(config);
+  } catch (e) {
+    if (e instanceof RuleErrors || e instanceof RouteError || e instanceof UnsupportedChannelError) fail(e.message, EXIT_CONFIG);
+    fail(`hostwatch: cannot start: ${(e as Error).message}`, 1);
+  }
+}
+
+function onShutdown(stop: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`hostwatch: ${signal}, finishing in-flight work…\n`);
+    stop().then(
+      () => process.exit(0),
+      (e) => fail(`hostwatch: error while stopping: ${(e as Error).message}`, 1),
+    );
+  };
+  process.once('SIGTERM', () => handler('SIGTERM'));
+  process.once('SIGINT', () => handler('SIGINT'));
+}
+
+function positiveInt(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a whole number ≥ 0');
+  return n;
+}
+
+const program = new Command()
+  .name('hostwatch')
+  .description('Polls the Hosting Control API and turns changes into signed, durable events.')
+  .showHelpAfterError()
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : EXIT_CONFIG));
+
+program
+  .command('run')
+  .description('run the daemon in the foreground until SIGTERM/SIGINT')
+  .requiredOption('-c, --config <file>', 'config file (YAML)')
+  .action(async (o: { config: string }) => {
+    const app = build(await load(o.config));
+    onShutdown(() => app.stop());
+    app.start();
+  });
+
+program
+  .command('poll')
+  .description('poll every enabled source once, deliver what is pending, and exit')
+  .requiredOption('-c, --config <file>', 'config file (YAML)')
+  .option('--once', 'one full cycle (required: the daemon is `hostwatch run`)')
+  .action(async (o: { config: string; once?: boolean }) => {
+    if (!o.once) fail('hostwatch poll: pass --once (the continuous daemon is `hostwatch run`)', EXIT_CONFIG);
+    const app = build(await load(o.config));
+    try {
+      const { pending } = await app.runOnce();
+      if (pending > 0) app.log.warn({ pending }, 'deliveries still pending after the drain timeout; they stay in the outbox');
+    } finally {
+      await app.stop();
+    }
+  });
+
+program
+  .command('check')
+  .description('validate the config and the rules; print every error; exit 2 on any')
+  .requiredOption('-c, --config <file>', 'config file (YAML)')
+  .action(async (o: { config: string }) => {
+    const problems: string[] = [];
+    let config: Config | null = null;
+    try {
+      config = await loadConfig(resolve(o.config), process.env, { sourceNames: SOURCE_NAMES });
+    } catch (e) {
+      if (!(e instanceof ConfigErrors)) throw e;
+      problems.push(e.format());
+    }
+    let ruleCount = 0;
+    if (config) {
+      try {
+        ruleCount = rulesFor(config).length;
+      } catch (e) {
+        if (!(e instanceof RuleErrors)) throw e;
+        problems.push(e.message);
+      }
+      try {
+        compileRouter(config.routes, config.channels);
+      } catch (e) {
+        if (!(e instanceof RouteError)) throw e;
+        problems.push(`${config.file}: ${e.message}`);
+      }
+      for (const c of config.channels) {
+        if (c.type === 'slack' || c.type === 'email') {
+          problems.push(`${config.file}: channels: "${c.name}": type ${c.type} is not delivered by this version yet; use webhook or console`);
+        }
+      }
+    }
+    if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
+    process.stdout.write(`${config!.file}: OK (${ruleCount} rules, ${config!.channels.length} channels)\n`);
+  });
+
+program
+  .command('simulate')
+  .description('run the Hosting Control API simulator alone')
+  .option('--port <n>', 'port (0 = any free port)', positiveInt, 8787)
+  .option('--seed <s>', 'world seed', positiveInt, 1)
+  .option('--sites <n>', 'number of sites', positiveInt, 5)
+  .option('--tick <ms>', 'advance the world every N ms (0 = never)', positiveInt, 5000)
+  .action(async (o: { port: number; seed: number; sites: number; tick: number }) => {
+    const sim = await startSimulator({ port: o.port, seed: o.seed, sites: o.sites, tickMs: o.tick || false });
+    process.stdout.write(`simulator listening on ${sim.url}  (API key: sim-key; control: ${sim.url}/_sim/)\n`);
+    onShutdown(() => sim.close());
+  });
+
+program
+  .command('demo')
+  .description('simulator + daemon + readable console output (npm start)')
+  .option('--duration <s>', 'stop after N seconds (0 = run until Ctrl-C)', positiveInt, 0)
+  .action(async (o: { duration: number }) => {
+    const demo = await runDemo({ durationMs: o.duration * 1000 });
+    onShutdown(() => demo.stop());
+    await demo.done;
+    process.exit(0);
+  });
+
+program.parseAsync(process.argv).catch((e: unknown) => fail(`hostwatch: ${(e as Error).message}`, 1));

@@ -1,0 +1,50 @@
+/**
+ * Durations as people write them in config and rule files: `500ms`, `30s`, `5m`, `6h`,
+ * `2d`, and combinations from the largest unit down (`1h30m`, `1d12h`), like Prometheus.
+ * Programs hold durations as integer milliseconds.
+ */
+
+const UNIT_MS = { d: 86_400_000, h: 3_600_000, m: 60_000, s: 1_000, ms: 1 } as const;
+type Unit = keyof typeof UNIT_MS;
+/** Largest first: the order units must appear in, and the order formatDuration uses. */
+const UNITS: readonly Unit[] = ['d', 'h', 'm', 's', 'ms'];
+
+// `ms` must be tried before `m`, or "500ms" would read as 500 minutes followed by "s".
+const PART = /(\d+)(ms|d|h|m|s)/y;
+
+/** Parses a duration like `30s` or `1h30m` into milliseconds; null if it is not one. */
+export function parseDuration(text: string): number | null {
+  if (text === '0') return 0;
+  if (text.length === 0) return null;
+  let total = 0;
+  let lastRank = -1;
+  PART.lastIndex = 0;
+  while (PART.lastIndex < text.length) {
+    const match = PART.exec(text);
+    if (match === null) return null;
+    const unit = match[2] as Unit;
+    const rank = UNITS.indexOf(unit);
+    // Each unit once, largest first: "30m1h" and "1m1m" are almost surely typos.
+    if (rank <= lastRank) return null;
+    lastRank = rank;
+    total += Number(match[1]) * UNIT_MS[unit];
+  }
+  return Number.isSafeInteger(total) ? total : null;
+}
+
+/** Formats milliseconds the way parseDuration reads them (5_400_000 -> "1h30m", 0 -> "0s"). */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms)) return String(ms);
+  if (ms < 0) return `-${formatDuration(-ms)}`;
+  let rest = Math.round(ms);
+  if (rest === 0) return '0s';
+  let out = '';
+  for (const unit of UNITS) {
+    const count = Math.floor(rest / UNIT_MS[unit]);
+    if (count > 0) {
+      out += `${count}${unit}`;
+      rest -= count * UNIT_MS[unit];
+    }
+  }
+  return out;
+}

@@ -1,0 +1,294 @@
+/**
+ * Config text -> normalized Config, or every error found. Pure: the caller supplies the text,
+ * the environment and the source names; nothing here reads files or the process.
+ *
+ * Steps: YAML -> plain data with positions and `${VAR}` resolved (yaml-tree.ts) -> schema of
+ * the written shape (schema.ts) -> checks across keys -> defaults and milliseconds (Config).
+ */
+import { dirname, isAbsolute, resolve } from 'node:path';
+import type { z } from 'zod';
+import type { Env } from './env.js';
+import { formatPath, REDACTED, type ConfigError } from './errors.js';
+import {
+  buildConfigSchema,
+  isSecretPath,
+  REQUIRED,
+  UNKNOWN_KEY,
+  UNKNOWN_SOURCE,
+  type CheckedConfig,
+} from './schema.js';
+import type { ChannelConfig, Config } from './types.js';
+import { readYamlTree, type KeyPath, type YamlTree } from './yaml-tree.js';
+
+export type ParseResult = { ok: true; config: Config } | { ok: false; errors: ConfigError[] };
+
+export interface ParseOptions {
+  /** Names of the sources that exist; `sources:` may only name these. */
+  sourceNames: readonly string[];
+  /** Folder that relative paths (storage.path, rules) resolve against; default: the config file's folder. */
+  baseDir?: string;
+}
+
+/** Every default, in one place (docs/configuration.md lists the same values). */
+export const DEFAULTS = {
+  name: 'hostwatch',
+  api: { timeout_ms: 30_000, max_requests_per_second: 5, max_concurrency: 4, retries: 3, max_pages: 50 },
+  storage: { path: './data/hostwatch.db' },
+  channelTimeoutMs: 10_000,
+  smtpPort: 587,
+  delivery: {
+    // The Standard Webhooks retry schedule, without its immediate first attempt.
+    retry_schedule_ms: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, 72_000_000, 86_400_000],
+    drain_timeout_ms: 30_000,
+    concurrency: 8,
+  },
+  log: { level: 'info', pretty: false },
+} as const;
+
+/**
+ * Parses and validates config text; returns the normalized Config or all errors, in file order.
+ * `file` names the file in errors as given; Config.file is it made absolute (names like
+ * "<demo>" are kept as they are).
+ */
+export function parseConfig(text: string, file: string, env: Env, opts: ParseOptions): ParseResult {
+  const tree = readYamlTree(text, file, env);
+  if (tree.syntaxFailed) return { ok: false, errors: tree.errors };
+
+  const data = tree.data ?? {};
+  const checked = buildConfigSchema(opts.sourceNames).safeParse(data);
+  const errors = [
+    ...tree.errors,
+    ...(checked.success ? [] : issuesToErrors(checked.error.issues, [], data, tree, file)),
+    ...crossCheck(data, tree, file),
+  ];
+  if (errors.length > 0 || !checked.success) return { ok: false, errors: tidy(errors, tree) };
+
+  const absoluteFile = isAbsolute(file) || file.startsWith('<') ? file : resolve(file);
+  return { ok: true, config: normalize(checked.data, absoluteFile, opts.baseDir ?? dirname(absoluteFile)) };
+}
+
+// ---- zod issues -> ConfigErrors -----------------------------------------------------------
+
+function issuesToErrors(
+  issues: readonly z.core.$ZodIssue[],
+  base: KeyPath,
+  data: unknown,
+  tree: YamlTree,
+  file: string,
+): ConfigError[] {
+  const out: ConfigError[] = [];
+  for (const issue of issues) {
+    const path = [...base, ...(issue.path as (string | number)[])];
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) out.push(unknownKeyError(issue.message, [...path, key], tree, file));
+      continue;
+    }
+    // A union that failed in every branch: if one branch got past the outer shape (a list
+    // with one bad item), its inner errors are the useful ones; else the union's own message.
+    if (issue.code === 'invalid_union' && issue.errors.length > 0) {
+      const inner = issue.errors.find((branch) => branch.length > 0 && branch.every((i) => i.path.length > 0));
+      if (inner !== undefined) {
+        out.push(...issuesToErrors(inner, path, data, tree, file));
+        continue;
+      }
+    }
+    out.push(valueError(path, issue.message, data, tree, file));
+  }
+  return out;
+}
+
+/** An error about the value at `path`, with "(got ...)", or "is required" when it is missing. */
+function valueError(path: KeyPath, message: string, data: unknown, tree: YamlTree, file: string): ConfigError {
+  const value = valueAtPath(data, path);
+  const position = tree.valueAt(path);
+  const base = { file, line: position.line, column: position.column, path: formatPath(path) };
+  if (value === undefined) {
+    return { ...base, message: message.startsWith(REQUIRED) ? message : `${REQUIRED}; ${message}` };
+  }
+  if (message.startsWith(REQUIRED)) return { ...base, message };
+  const secret = isSecretPath(path, data) && value !== null && value !== '';
+  const shown = secret ? REDACTED : value;
+  return { ...base, value: shown, message: `${message} (got ${showValue(shown)})` };
+}
+
+function unknownKeyError(message: string, path: KeyPath, tree: YamlTree, file: string): ConfigError {
+  const key = String(path[path.length - 1]);
+  const allowedText = message.slice(message.indexOf('allowed: ') + 'allowed: '.length);
+  const allowed = allowedText === '(none)' ? [] : allowedText.split(', ');
+  const suggestion = closest(key, allowed);
+  const kind = message.startsWith(UNKNOWN_SOURCE) ? UNKNOWN_SOURCE : UNKNOWN_KEY;
+  const hint = suggestion === null ? '' : ` (did you mean ${suggestion}?)`;
+  const position = tree.keyAt(path);
+  return { file, line: position.line, column: position.column, path: formatPath(path), message: `${kind}${hint}; allowed: ${allowedText}` };
+}
+
+/** How a value is shown after "got": text quoted, lists and maps by kind (they can be large). */
+function showValue(value: unknown): string {
+  if (Array.isArray(value)) return value.length === 0 ? 'an empty list' : 'a list';
+  if (value !== null && typeof value === 'object') return 'a map';
+  if (typeof value === 'string') {
+    const shown = value.length > 80 ? `${value.slice(0, 77)}...` : value;
+    return JSON.stringify(shown);
+  }
+  return String(value);
+}
+
+/** The allowed word nearest to a misspelt one, if it is near enough to be the likely intent. */
+function closest(word: string, allowed: readonly string[]): string | null {
+  let best: string | null = null;
+  let bestDistance = Infinity;
+  for (const candidate of allowed) {
+    const distance = editDistance(word.toLowerCase(), candidate);
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best !== null && bestDistance <= Math.max(1, Math.floor(best.length / 3)) ? best : null;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitute = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current.push(Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitute));
+    }
+    previous = current;
+  }
+  return previous[b.length] ?? 0;
+}
+
+function valueAtPath(data: unknown, path: KeyPath): unknown {
+  let current = data;
+  for (const segment of path) {
+    if (current === null || typeof current !== 'object') return undefined;
+    if (!Object.prototype.hasOwnProperty.call(current, segment)) return undefined;
+    current = (current as Record<string | number, unknown>)[segment];
+  }
+  return current;
+}
+
+/**
+ * Drops errors about values whose `${VAR}` failed (already reported), keeps one error per
+ * path, and sorts by position so the list reads top to bottom like the file.
+ */
+function tidy(errors: readonly ConfigError[], tree: YamlTree): ConfigError[] {
+  const seen = new Set<string>();
+  const underUnresolved = (path: string) =>
+    [...tree.unresolved].some((p) => path === p || path.startsWith(`${p}.`) || path.startsWith(`${p}[`));
+  const kept = errors.filter((error) => {
+    const fromTree = tree.errors.includes(error);
+    if (!fromTree && underUnresolved(error.path)) return false;
+    // One error per path, except that one value may have several failed ${VAR}s.
+    const key = fromTree ? `${error.path}\n${error.message}` : error.path;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+  return kept.sort((a, b) => (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
+}
+
+// ---- checks across keys -------------------------------------------------------------------
+
+/**
+ * Channel names are unique and routes name defined channels. These run on the written data
+ * even when other keys are invalid, so one run reports everything.
+ */
+function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] {
+  const errors: ConfigError[] = [];
+  const record = (data !== null && typeof data === 'object' ? data : {}) as Record<string, unknown>;
+  const channels = record['channels'] ?? [];
+  const routes = record['routes'] ?? [];
+  if (!Array.isArray(channels)) return errors;
+
+  const names = new Map<string, number>();
+  channels.forEach((channel: unknown, index) => {
+    const name = (channel as { name?: unknown } | null)?.name;
+    if (typeof name !== 'string') return;
+    const earlier = names.get(name);
+    if (earlier === undefined) names.set(name, index);
+    else errors.push(valueError(['channels', index, 'name'], `must be unique; channels[${earlier}] is already named ${name}`, data, tree, file));
+  });
+
+  if (!Array.isArray(routes)) return errors;
+  const defined = [...names.keys()];
+  const allowed = defined.length === 0 ? 'but no channels are defined' : `one of ${defined.join(', ')}`;
+  routes.forEach((route: unknown, routeIndex) => {
+    const targets = (route as { channels?: unknown } | null)?.channels;
+    if (!Array.isArray(targets)) return;
+    targets.forEach((target: unknown, index) => {
+      if (typeof target === 'string' && !names.has(target)) {
+        errors.push(valueError(['routes', routeIndex, 'channels', index], `must name a defined channel, ${allowed}`, data, tree, file));
+      }
+    });
+  });
+  return errors;
+}
+
+// ---- written -> normalized ----------------------------------------------------------------
+
+function normalize(written: CheckedConfig, file: string, baseDir: string): Config {
+  const api = written.api;
+  const resolvePath = (path: string) => (path === ':memory:' ? path : resolve(baseDir, path));
+  const sources: Config['sources'] = {};
+  for (const [name, override] of Object.entries(written.sources ?? {})) {
+    sources[name] = { enabled: override?.enabled ?? true, every_ms: override?.every ?? null };
+  }
+  return {
+    file,
+    name: written.name ?? DEFAULTS.name,
+    api: {
+      base_url: api.base_url,
+      key: api.key,
+      timeout_ms: api.timeout ?? DEFAULTS.api.timeout_ms,
+      max_requests_per_second: api.max_requests_per_second ?? DEFAULTS.api.max_requests_per_second,
+      max_concurrency: api.max_concurrency ?? DEFAULTS.api.max_concurrency,
+      retries: api.retries ?? DEFAULTS.api.retries,
+      max_pages: api.max_pages ?? DEFAULTS.api.max_pages,
+    },
+    storage: { path: resolvePath(written.storage?.path ?? DEFAULTS.storage.path) },
+    sites: written.sites ?? 'all',
+    sources,
+    rules: (written.rules ?? []).map(resolvePath),
+    channels: (written.channels ?? []).map(normalizeChannel),
+    routes: (written.routes ?? []).map((route) => ({ match: route.match ?? null, channels: route.channels })),
+    delivery: {
+      retry_schedule_ms: written.delivery?.retry_schedule ?? [...DEFAULTS.delivery.retry_schedule_ms],
+      drain_timeout_ms: written.delivery?.drain_timeout ?? DEFAULTS.delivery.drain_timeout_ms,
+      concurrency: written.delivery?.concurrency ?? DEFAULTS.delivery.concurrency,
+    },
+    server: { listen: written.server?.listen ?? null, token: written.server?.token ?? null },
+    log: { level: written.log?.level ?? DEFAULTS.log.level, pretty: written.log?.pretty ?? DEFAULTS.log.pretty },
+  };
+}
+
+function normalizeChannel(channel: NonNullable<CheckedConfig['channels']>[number]): ChannelConfig {
+  switch (channel.type) {
+    case 'webhook':
+      return { name: channel.name, type: 'webhook', url: channel.url, secret: channel.secret, timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs };
+    case 'slack':
+      return { name: channel.name, type: 'slack', url: channel.url, timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs };
+    case 'console':
+      return { name: channel.name, type: 'console' };
+    case 'email': {
+      const port = channel.smtp.port ?? DEFAULTS.smtpPort;
+      return {
+        name: channel.name,
+        type: 'email',
+        to: channel.to,
+        from: channel.from,
+        smtp: {
+          host: channel.smtp.host,
+          port,
+          user: channel.smtp.user ?? null,
+          pass: channel.smtp.pass ?? null,
+          // Port 465 speaks TLS from the first byte; 587 and 25 upgrade with STARTTLS.
+          secure: channel.smtp.secure ?? port === 465,
+        },
+      };
+    }
+  }
+}
+

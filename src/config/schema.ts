@@ -1,0 +1,285 @@
+/**
+ * The config as users write it (YAML), as a zod schema. Every schema carries the message a
+ * user reads: what is allowed. parse.ts adds the path, position and the value it got.
+ * Durations leave this schema as milliseconds; defaults are applied later, in parse.ts.
+ */
+import { z } from 'zod';
+import { formatDuration, parseDuration } from './duration.js';
+
+/** The start of every unknown-key message; parse.ts splits such issues into one error per key. */
+export const UNKNOWN_KEY = 'unknown key';
+export const UNKNOWN_SOURCE = 'unknown source';
+/** Messages starting with this are about a missing value and get no "(got ...)". */
+export const REQUIRED = 'is required';
+
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+export const CHANNEL_TYPES = ['webhook', 'slack', 'email', 'console'] as const;
+
+const M = {
+  name: 'must be lowercase letters, digits, ".", "_" or "-", like hostwatch or agency-prod',
+  channelName: 'must be lowercase letters, digits, "_" or "-", like ops or oncall',
+  apiKey: 'must be a non-empty API key, usually key: ${HOSTWATCH_API_KEY}',
+  baseUrl: 'must be an http(s) URL like https://panel.example.com',
+  baseUrlApiV1:
+    'must not end with /api/v1: the client appends /api/v1 itself, so write the panel address alone, like https://panel.example.com',
+  url: 'must be an http(s) URL like https://example.net/hook',
+  secret: 'must be a Standard Webhooks secret: "whsec_" followed by base64, like whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+  rate: 'must be a number greater than 0 and at most 1000',
+  path: 'must be a non-empty file path',
+  sites: 'must be "all" or a non-empty list of site ids, like [12, 40]',
+  siteId: 'must be a positive integer site id',
+  rules: 'must be a list of rule files or folders, like [./rules]',
+  channels: 'must be a list of channels, each like { name: ops, type: slack, url: ... }',
+  channel: `must be a map with a name and a type (${CHANNEL_TYPES.join(', ')})`,
+  channelType: `must be one of ${CHANNEL_TYPES.join(', ')}`,
+  email: 'must be an e-mail address like ops@example.net or "Ops <ops@example.net>"',
+  emails: 'must be an e-mail address or a non-empty list of them, like [ops@example.net]',
+  host: 'must be a non-empty host name like smtp.example.net',
+  text: 'must be a non-empty string',
+  routes: 'must be a list of routes, each like { match: "severity == \'critical\'", channels: [ops] }',
+  match: 'must be a non-empty CEL expression in a string, like "severity == \'critical\'", or left out to match every event',
+  routeChannels: 'must be a non-empty list of channel names, like [ops, hooks]',
+  retrySchedule: 'must be a list of durations, like [5s, 5m, 30m]',
+  listen: 'must be host:port like 127.0.0.1:8080 or [::1]:8080, with a port from 0 to 65535',
+  token: 'must be a non-empty string, usually token: ${HOSTWATCH_TOKEN}, or left out for no token',
+  level: `must be one of ${LOG_LEVELS.join(', ')}`,
+  bool: 'must be true or false',
+} as const;
+
+// ---- building blocks ----------------------------------------------------------------------
+
+/** A map whose keys are all known: anything else is reported as an unknown key with the allowed ones. */
+function section<T extends z.ZodRawShape>(shape: T, options: { unknown?: string; notAMap?: string } = {}) {
+  const keys = Object.keys(shape).join(', ');
+  const unknown = `${options.unknown ?? UNKNOWN_KEY}; allowed: ${keys === '' ? '(none)' : keys}`;
+  const notAMap = options.notAMap ?? `must be a map with keys ${keys}`;
+  return z.strictObject(shape, { error: (issue) => (issue.code === 'unrecognized_keys' ? unknown : notAMap) });
+}
+
+function text(message: string = M.text) {
+  return z.string(message).refine((value) => value.trim() !== '', message);
+}
+
+/** Numbers may also arrive as strings, which is what `${VAR}` gives: `port: ${SMTP_PORT}`. */
+function numeric(message: string) {
+  return z.union([z.number(message), z.string(message).regex(/^\s*-?\d+(\.\d+)?\s*$/, message).transform(Number)], message);
+}
+
+function integer(min: number, max: number, message = `must be an integer from ${min} to ${max}`) {
+  return numeric(message).pipe(z.number().int(message).min(min, message).max(max, message));
+}
+
+/** Booleans may also arrive as the strings "true" / "false" (from `${VAR}`). */
+function bool() {
+  return z.union([z.boolean(M.bool), z.enum(['true', 'false'], M.bool).transform((value) => value === 'true')], M.bool);
+}
+
+/** A duration string (`30s`, `1h30m`) at least `minMs` long; comes out as milliseconds. */
+export function duration(minMs = 0) {
+  const message =
+    minMs === 0
+      ? 'must be a duration like 30s, 5m, 6h'
+      : minMs === 1
+        ? 'must be a duration greater than 0, like 10s, 1m'
+        : `must be a duration of at least ${formatDuration(minMs)}, like 30s, 5m, 6h`;
+  return z.string(message).transform((value, ctx) => {
+    const ms = parseDuration(value.trim());
+    if (ms === null || ms < minMs) {
+      ctx.addIssue({ code: 'custom', message });
+      return z.NEVER;
+    }
+    return ms;
+  });
+}
+
+/** True for an absolute http: or https: URL with a host. */
+export function isHttpUrl(value: string): boolean {
+  if (/\s/.test(value)) return false;
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
+function httpUrl(message: string = M.url) {
+  return z.string(message).refine(isHttpUrl, message);
+}
+
+const ADDRESS = '[^\\s@<>"]+@[^\\s@<>"]+';
+const EMAIL = new RegExp(`^(?:${ADDRESS}|[^<>@]*<${ADDRESS}>)$`);
+
+function email() {
+  return z.string(M.email).regex(EMAIL, M.email);
+}
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** True for `whsec_` followed by non-empty standard base64 (the Standard Webhooks secret format). */
+export function isWebhookSecret(value: string): boolean {
+  if (!value.startsWith('whsec_')) return false;
+  const body = value.slice('whsec_'.length);
+  return body.length > 0 && BASE64.test(body);
+}
+
+const LISTEN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
+
+/** True for `host:port` with a port from 0 to 65535 (IPv6 hosts in brackets). */
+export function isListenAddress(value: string): boolean {
+  const port = LISTEN.exec(value)?.[1];
+  return port !== undefined && Number(port) <= 65_535;
+}
+
+// ---- the sections -------------------------------------------------------------------------
+
+const apiSection = section({
+  base_url: z
+    .string(M.baseUrl)
+    .transform((value) => value.trim().replace(/\/+$/, ''))
+    .superRefine((value, ctx) => {
+      if (!isHttpUrl(value)) ctx.addIssue({ code: 'custom', message: M.baseUrl });
+      else if (/\/api\/v1$/i.test(value)) ctx.addIssue({ code: 'custom', message: M.baseUrlApiV1 });
+    }),
+  key: text(M.apiKey),
+  timeout: duration(1).optional(),
+  max_requests_per_second: numeric(M.rate).pipe(z.number().gt(0, M.rate).max(1000, M.rate)).optional(),
+  max_concurrency: integer(1, 64).optional(),
+  retries: integer(0, 10).optional(),
+  max_pages: integer(1, 10_000).optional(),
+});
+
+const siteList = z
+  .array(integer(1, Number.MAX_SAFE_INTEGER, M.siteId), M.sites)
+  .min(1, M.sites)
+  .superRefine((ids, ctx) => {
+    const first = new Map<number, number>();
+    ids.forEach((id, index) => {
+      const earlier = first.get(id);
+      if (earlier === undefined) first.set(id, index);
+      else ctx.addIssue({ code: 'custom', path: [index], message: `must be unique; sites[${earlier}] is already ${id}` });
+    });
+  });
+
+const sourceOverride = section({ enabled: bool().optional(), every: duration(10_000).optional() });
+
+function sourcesSection(sourceNames: readonly string[]) {
+  const shape: Record<string, z.ZodOptional<z.ZodNullable<typeof sourceOverride>>> = {};
+  for (const name of sourceNames) shape[name] = sourceOverride.nullable().optional();
+  return section(shape, { unknown: UNKNOWN_SOURCE, notAMap: `must be a map of source names to { enabled, every }` });
+}
+
+const channelName = z.string(M.channelName).regex(/^[a-z0-9_-]+$/, M.channelName);
+
+const webhookChannel = section({
+  name: channelName,
+  type: z.literal('webhook'),
+  url: httpUrl(),
+  secret: z.string(M.secret).refine(isWebhookSecret, M.secret),
+  timeout: duration(1).optional(),
+});
+
+const slackChannel = section({
+  name: channelName,
+  type: z.literal('slack'),
+  url: httpUrl('must be an http(s) URL like https://hooks.slack.com/services/...'),
+  timeout: duration(1).optional(),
+});
+
+const smtpSection = section({
+  host: text(M.host),
+  port: integer(1, 65_535).optional(),
+  user: text().optional(),
+  pass: text().optional(),
+  secure: bool().optional(),
+}).superRefine((smtp, ctx) => {
+  // A login needs both halves; one alone is a config slip, not a choice.
+  if (smtp.user !== undefined && smtp.pass === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['pass'], message: `${REQUIRED} when user is set (an SMTP login needs both)` });
+  }
+  if (smtp.pass !== undefined && smtp.user === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['user'], message: `${REQUIRED} when pass is set (an SMTP login needs both)` });
+  }
+});
+
+const emailChannel = section({
+  name: channelName,
+  type: z.literal('email'),
+  to: z.union([email().transform((address) => [address]), z.array(email(), M.emails).min(1, M.emails)], M.emails),
+  from: email(),
+  smtp: smtpSection,
+});
+
+const consoleChannel = section({ name: channelName, type: z.literal('console') });
+
+const channel = z.discriminatedUnion('type', [webhookChannel, slackChannel, emailChannel, consoleChannel], {
+  error: (issue) => (issue.code === 'invalid_union' ? M.channelType : M.channel),
+});
+
+const route = section({
+  match: text(M.match).nullable().optional(),
+  channels: z.array(channelName, M.routeChannels).min(1, M.routeChannels),
+});
+
+const deliverySection = section({
+  retry_schedule: z.array(duration(), M.retrySchedule).optional(),
+  drain_timeout: duration().optional(),
+  concurrency: integer(1, 64).optional(),
+});
+
+const serverSection = section({
+  listen: z.string(M.listen).refine(isListenAddress, M.listen).nullable().optional(),
+  token: text(M.token).nullable().optional(),
+});
+
+const logSection = section({
+  level: z.enum(LOG_LEVELS, M.level).optional(),
+  pretty: bool().optional(),
+});
+
+/**
+ * The schema of a config file. Source names come from the caller (the sources registry), so
+ * a misspelt source is an error listing the real ones. Optional sections may be left empty.
+ */
+export function buildConfigSchema(sourceNames: readonly string[]) {
+  const shape = {
+    name: z.string(M.name).regex(/^[a-z0-9._-]+$/, M.name).optional(),
+    api: apiSection,
+    storage: section({ path: text(M.path).optional() }).nullish(),
+    sites: z.union([z.literal('all', M.sites), siteList], M.sites).optional(),
+    sources: sourcesSection(sourceNames).nullish(),
+    rules: z.array(text(M.path), M.rules).nullish(),
+    channels: z.array(channel, M.channels).nullish(),
+    routes: z.array(route, M.routes).nullish(),
+    delivery: deliverySection.nullish(),
+    server: serverSection.nullish(),
+    log: logSection.nullish(),
+  };
+  return section(shape, { notAMap: `the file must be a map with keys ${Object.keys(shape).join(', ')}` });
+}
+
+export type ConfigSchema = ReturnType<typeof buildConfigSchema>;
+/** The config as users write it (before defaults and before durations become milliseconds). */
+export type WrittenConfig = z.input<ConfigSchema>;
+/** The config after validation: durations are milliseconds, defaults not yet applied. */
+export type CheckedConfig = z.output<ConfigSchema>;
+
+/**
+ * True if the value at `path` is a secret, whose value must never appear in an error:
+ * api.key, server.token, channels[*].secret, channels[*].smtp.pass, and channels[*].url
+ * of every channel that is not a plain webhook (a Slack webhook URL is its own credential).
+ */
+export function isSecretPath(path: readonly (string | number)[], data: unknown): boolean {
+  const [first, second, third, fourth] = path;
+  if (first === 'api' && second === 'key') return true;
+  if (first === 'server' && second === 'token') return true;
+  if (first !== 'channels' || typeof second !== 'number') return false;
+  if (third === 'secret') return true;
+  if (third === 'smtp' && fourth === 'pass') return true;
+  if (third === 'url') {
+    const written = (data as { channels?: unknown } | null)?.channels;
+    const type = Array.isArray(written) ? (written[second] as { type?: unknown } | null)?.type : undefined;
+    return type !== 'webhook';
+  }
+  return false;
+}

@@ -1,0 +1,147 @@
+import { rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import { timingSafeEqual } from 'node:crypto';
+import { parseConfig } from './config/parse.js';
+import { createApp, SOURCE_NAMES } from './main.js';
+import { signWebhook } from './notify/channels/webhook.js';
+import { startSimulator } from './simulator/index.js';
+
+/** The demo's embedded config: the simulator, a local webhook receiver and the console. */
+const DEMO_CONFIG = `
+name: demo
+api:
+  base_url: \${SIM_URL}
+  key: sim-key
+  max_requests_per_second: 50
+storage:
+  path: \${DEMO_DB}
+sources:
+  sites: { every: 30s }
+  jobs: { every: 10s }
+  health: { every: 10s }
+  usage: { every: 10s }
+  backups: { every: 10s }
+channels:
+  - { name: console, type: console }
+  - { name: demo-webhook, type: webhook, url: "\${HOOK_URL}", secret: whsec_ZGVtby1zZWNyZXQtZm9yLWhvc3R3YXRjaA== }
+delivery:
+  retry_schedule: [2s, 5s, 10s]
+log:
+  level: warn
+  pretty: true
+`;
+
+const DEMO_SECRET = 'whsec_ZGVtby1zZWNyZXQtZm9yLWhvc3R3YXRjaA==';
+
+export interface DemoOptions {
+  /** Stop by itself after this long (0: run until stopped). */
+  durationMs: number;
+  write?: (line: string) => void;
+  /** Folder of the demo database (default ./data). */
+  dataDir?: string;
+}
+
+/**
+ * `npm start`: the simulator, a webhook receiver that verifies signatures, and the daemon,
+ * with a script that makes the interesting things happen in the first minute.
+ */
+export async function runDemo(opts: DemoOptions): Promise<{ stop: () => Promise<void>; done: Promise<void> }> {
+  const write = opts.write ?? ((l: string) => process.stdout.write(`${l}\n`));
+  const sim = await startSimulator({ seed: 7, sites: 6, tickMs: 7_000 });
+  const hook = await startReceiver(write);
+  const db = join(opts.dataDir ?? 'data', 'demo.db');
+  for (const f of [db, `${db}-wal`, `${db}-shm`]) rmSync(f, { force: true });
+  const parsed = parseConfig(DEMO_CONFIG, '<demo>', { SIM_URL: sim.url, HOOK_URL: hook.url, DEMO_DB: db }, {
+    sourceNames: SOURCE_NAMES,
+    baseDir: process.cwd(),
+  });
+  if (!parsed.ok) throw new Error(`demo config is invalid: ${JSON.stringify(parsed.errors)}`);
+  const app = createApp(parsed.config, {
+    consoleWrite: (line) => write(line),
+    onAttempt: ({ channel, result, durationMs, state }) => {
+      if (channel === 'console') return;
+      const how = result.ok ? `HTTP ${result.statusCode}` : `${result.error} → ${state}`;
+      write(`      ↳ ${channel}: ${how} in ${durationMs} ms`);
+    },
+  });
+
+  write('');
+  write('hostwatch demo');
+  write(`  simulator (the Hosting Control API) ${sim.url}/api/v1   control: ${sim.url}/_sim/history`);
+  write(`  webhook receiver (verifies Standard Webhooks signatures) ${hook.url}`);
+  write(`  database ${db}`);
+  write('  The first poll is a baseline (no change events). Then watch the script below. Ctrl-C stops.');
+  write('');
+
+  const say = (text: string): void => write(`▶ ${text}`);
+  const timers: NodeJS.Timeout[] = [];
+  const at = (s: number, fn: () => void): void => void timers.push(setTimeout(fn, s * 1000));
+  const domain = (id: number): string => sim.world.getSite(id)?.domain ?? `site ${id}`;
+  let failing = 0;
+  at(8, () => {
+    say(`simulator: ${domain(2)} goes offline`);
+    sim.world.setHealth(2, { status: 'offline' });
+  });
+  at(12, () => {
+    const { backup } = sim.world.startBackup(3);
+    failing = backup.id;
+    say(`simulator: a manual backup ${backup.id} of ${domain(3)} starts`);
+  });
+  at(20, () => {
+    say(`simulator: backup ${failing} of ${domain(3)} fails`);
+    sim.world.setBackupState(3, failing, 'Error');
+  });
+  at(26, () => {
+    const usage = sim.world.getUsage(4);
+    const limit = usage?.disk.limit_mib ?? 10_240;
+    say(`simulator: ${domain(4)} fills its disk past the limit`);
+    sim.world.setUsage(4, { diskUsedMib: Math.round(limit * 1.05) });
+  });
+  at(34, () => {
+    say(`simulator: ${domain(2)} is back online`);
+    sim.world.setHealth(2, { status: 'online' });
+  });
+  at(46, () => {
+    say(`simulator: ${domain(4)} frees disk space`);
+    sim.world.setUsage(4, { diskUsedMib: 100 });
+  });
+
+  let resolveDone!: () => void;
+  const done = new Promise<void>((r) => (resolveDone = r));
+  let stopped = false;
+  const stop = async (): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    for (const t of timers) clearTimeout(t);
+    await app.stop();
+    await sim.close();
+    await new Promise<void>((r) => hook.server.close(() => r()));
+    resolveDone();
+  };
+  app.start();
+  if (opts.durationMs > 0) timers.push(setTimeout(() => void stop(), opts.durationMs));
+  return { stop, done };
+}
+
+/** A tiny webhook receiver that checks each signature before answering 204. */
+async function startReceiver(write: (l: string) => void): Promise<{ url: string; server: Server }> {
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const id = String(req.headers['webhook-id'] ?? '');
+      const ts = Number(req.headers['webhook-timestamp']);
+      const expected = Buffer.from(signWebhook(DEMO_SECRET, id, ts, body));
+      const given = Buffer.from(String(req.headers['webhook-signature'] ?? '').split(' ')[0] ?? '');
+      const ok = given.length === expected.length && timingSafeEqual(given, expected);
+      if (!ok) write('      ✗ receiver: bad signature');
+      res.writeHead(ok ? 204 : 401).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  return { url: `http://127.0.0.1:${port}/hook`, server };
+}

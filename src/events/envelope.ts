@@ -1,0 +1,37 @@
+import { createHash } from 'node:crypto';
+import type { EventData, HostwatchEvent } from './types.js';
+
+/**
+ * A deterministic event id: the same inputs give the same id on every run, retry and
+ * restart, so receivers can deduplicate (invariant 5). Formatted as a UUID (version 8,
+ * "custom") so it fits systems that expect one.
+ */
+export function eventId(...parts: Array<string | number>): string {
+  const h = createHash('sha256').update(parts.join('\u001f')).digest('hex');
+  const variant = ((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+/** The id of a one-shot change event: rule, subject and the snapshot version that showed it. */
+export function changeEventId(rule: string, subject: string, version: number): string {
+  return eventId('change', rule, subject, version);
+}
+
+/** The id of the n-th firing (or its resolution) of an alert. */
+export function alertEventId(rule: string, subject: string, seq: number, status: 'firing' | 'resolved'): string {
+  return eventId('alert', rule, subject, seq, status);
+}
+
+/** Wrap event data in the CloudEvents 1.0 envelope of PRODUCT.md. */
+export function envelope(init: { id: string; instance: string; subject: string; time: Date; data: EventData }): HostwatchEvent {
+  return {
+    specversion: '1.0',
+    id: init.id,
+    source: `hostwatch://${init.instance}`,
+    type: `hostwatch.${init.data.name}`,
+    subject: init.subject,
+    time: init.time.toISOString(),
+    datacontenttype: 'application/json',
+    data: init.data,
+  };
+}

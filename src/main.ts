@@ -1,0 +1,189 @@
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { ApiClient } from './api/client.js';
+import type { ChannelConfig, Config } from './config/types.js';
+import type { HostwatchEvent } from './events/types.js';
+import { createLogger, secretScrubber, secretsOf } from './log.js';
+import type { Channel, SendResult } from './notify/channel.js';
+import { ConsoleChannel } from './notify/channels/console.js';
+import { WebhookChannel } from './notify/channels/webhook.js';
+import { OutboxWorker } from './notify/outbox-worker.js';
+import { compileRouter } from './notify/routing.js';
+import { packageRoot } from './paths.js';
+import { Poller } from './pipeline/poller.js';
+import { loadRules } from './rules/parse.js';
+import type { CompiledRule } from './rules/types.js';
+import { Scheduler, type ScheduledSource } from './scheduler/scheduler.js';
+import { SOURCES } from './sources/registry.js';
+import { AlertsRepo } from './store/alerts-repo.js';
+import { openStore, type Store } from './store/db.js';
+import { EventsRepo } from './store/events-repo.js';
+import { SnapshotsRepo } from './store/snapshots-repo.js';
+
+/** Names of every source, for config and rule validation. */
+export const SOURCE_NAMES = SOURCES.map((s) => s.name);
+
+/** Injection points for tests, the demo and benchmarks; production uses the defaults. */
+export interface AppOptions {
+  now?: () => number;
+  random?: () => number;
+  logDestination?: NodeJS.WritableStream;
+  /** Where the console channel prints. */
+  consoleWrite?: (line: string) => void;
+  onEvents?: (events: HostwatchEvent[]) => void;
+  onAttempt?: (info: { event: HostwatchEvent; channel: string; attempt: number; result: SendResult; state: string; durationMs: number }) => void;
+  /** Replace or add channels by name (tests). */
+  channels?: Channel[];
+}
+
+/** The wired program: every part, built once, plus the ways to run it. */
+export interface App {
+  config: Config;
+  log: Logger;
+  store: Store;
+  client: ApiClient;
+  rules: CompiledRule[];
+  poller: Poller;
+  scheduler: Scheduler;
+  worker: OutboxWorker;
+  scrub: (text: string) => string;
+  /** One full cycle of every enabled source, then deliver what is pending (bounded wait). */
+  runOnce(): Promise<{ pending: number }>;
+  /** Start the daemon: scheduler and outbox worker. */
+  start(): void;
+  /** Graceful stop: finish polls in flight, flush deliveries in flight, close. */
+  stop(): Promise<void>;
+}
+
+/** Load the built-in rule packs and the user's rule paths for a config. */
+export function rulesFor(config: Config): CompiledRule[] {
+  return loadRules(join(packageRoot(), 'rules'), config.rules, { sourceNames: SOURCE_NAMES, cwd: process.cwd() });
+}
+
+/** Build every part from a validated config. Throws RuleErrors / MigrationError on bad input. */
+export function createApp(config: Config, opts: AppOptions = {}): App {
+  const now = opts.now ?? Date.now;
+  const random = opts.random ?? Math.random;
+  const scrub = secretScrubber(secretsOf(config));
+  const log = createLogger({ level: config.log.level, pretty: config.log.pretty, scrub, destination: opts.logDestination });
+  const rules = rulesFor(config);
+  const router = compileRouter(config.routes, config.channels);
+  const store = openStore(config.storage.path, now);
+  const snapshots = new SnapshotsRepo(store.sqlite);
+  const alerts = new AlertsRepo(store.sqlite);
+  const events = new EventsRepo(store.sqlite);
+  const client = new ApiClient({
+    baseUrl: config.api.base_url,
+    key: config.api.key,
+    timeoutMs: config.api.timeout_ms,
+    maxRequestsPerSecond: config.api.max_requests_per_second,
+    maxConcurrency: config.api.max_concurrency,
+    retries: config.api.retries,
+    maxPages: config.api.max_pages,
+    now,
+    random,
+  });
+  const channels = new Map<string, Channel>();
+  for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts));
+  for (const c of opts.channels ?? []) channels.set(c.name, c);
+  const worker = new OutboxWorker({
+    store,
+    events,
+    channels,
+    retryScheduleMs: config.delivery.retry_schedule_ms,
+    concurrency: config.delivery.concurrency,
+    now,
+    random,
+    log,
+    scrub,
+    onAttempt: opts.onAttempt,
+  });
+  const poller = new Poller({
+    instance: config.name,
+    client,
+    store,
+    snapshots,
+    alerts,
+    events,
+    rules,
+    router,
+    now,
+    log,
+    scrub,
+    onEvents: (added) => {
+      worker.kick();
+      opts.onEvents?.(added);
+    },
+  });
+  const scheduled: ScheduledSource[] = SOURCES.filter((s) => config.sources[s.name]?.enabled !== false).map((def) => ({
+    def,
+    everyMs: config.sources[def.name]?.every_ms ?? def.defaultEveryMs,
+  }));
+  const scheduler = new Scheduler({
+    poller,
+    sources: scheduled,
+    sites: config.sites,
+    now,
+    log,
+    afterCycle: (s) => {
+      const failed = s.outcomes.filter((o) => o.status === 'failed').length;
+      log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
+    },
+  });
+
+  let stopped = false;
+  return {
+    config,
+    log,
+    store,
+    client,
+    rules,
+    poller,
+    scheduler,
+    worker,
+    scrub,
+    async runOnce() {
+      await scheduler.runAll();
+      const pending = await worker.drain(config.delivery.drain_timeout_ms);
+      return { pending };
+    },
+    start() {
+      log.info(
+        { sources: scheduled.map((s) => `${s.def.name}/${s.everyMs / 1000}s`), channels: [...channels.keys()], rules: rules.length },
+        'hostwatch started',
+      );
+      worker.start();
+      scheduler.start();
+    },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await scheduler.stop();
+      await worker.stop();
+      await Promise.allSettled([...channels.values()].map((c) => c.close?.()));
+      await client.close();
+      store.close();
+      log.info('hostwatch stopped');
+    },
+  };
+}
+
+function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions): Channel {
+  switch (c.type) {
+    case 'webhook':
+      return new WebhookChannel(c, now);
+    case 'console':
+      return new ConsoleChannel(c, opts.consoleWrite);
+    case 'slack':
+    case 'email':
+      throw new UnsupportedChannelError(
+        `channel "${c.name}": type ${c.type} is not delivered by this version yet; use webhook or console`,
+      );
+  }
+}
+
+/** A channel type the config accepts but this build cannot deliver to. */
+export class UnsupportedChannelError extends Error {
+  override readonly name = 'UnsupportedChannelError';
+  readonly code = 'channel_unsupported';
+}

@@ -1,0 +1,26 @@
+import type { HostwatchEvent } from '../events/types.js';
+
+/**
+ * The outcome of one delivery attempt. Each channel says whether a failure is worth
+ * retrying (the Alertmanager model); the outbox worker decides when.
+ */
+export type SendResult =
+  | { ok: true; statusCode: number | null }
+  | { ok: false; retryable: boolean; statusCode: number | null; error: string; retryAfterMs?: number | null };
+
+/** The port every channel implements: send one event, report the outcome, never throw. */
+export interface Channel {
+  readonly name: string;
+  readonly type: string;
+  /** `body` is the exact stored JSON of `event` (what is signed and sent). */
+  send(event: HostwatchEvent, body: string): Promise<SendResult>;
+  close?(): Promise<void>;
+}
+
+/** Map an HTTP status to a result: 2xx ok; 408, 429 and 5xx retry; everything else permanent. */
+export function resultFromStatus(status: number, answer: string, retryAfterMs: number | null = null): SendResult {
+  if (status >= 200 && status < 300) return { ok: true, statusCode: status };
+  const retryable = status === 408 || status === 429 || status >= 500;
+  const why = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
+  return { ok: false, retryable, statusCode: status, error: `HTTP ${status}${why}${answer ? `: ${answer}` : ''}`, retryAfterMs };
+}

@@ -1,0 +1,358 @@
+import type { Logger } from 'pino';
+import type { ApiClient } from '../api/client.js';
+import { ApiError } from '../api/errors.js';
+import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
+import { alertEventId, envelope } from '../events/envelope.js';
+import type { HostwatchEvent, Severity } from '../events/types.js';
+import type { Router } from '../notify/routing.js';
+import type { CompiledRule } from '../rules/types.js';
+import { fetchEntity } from '../sources/fetch.js';
+import { entityOf, sitesSource } from '../sources/registry.js';
+import type { EntityRef, SiteInfo, SourceDef } from '../sources/types.js';
+import type { AlertRow, AlertsRepo } from '../store/alerts-repo.js';
+import type { Store } from '../store/db.js';
+import type { EventsRepo } from '../store/events-repo.js';
+import type { PollStateRow, SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
+import { listOf, planEvents, siteInfoFromRecord, type SourceRules } from './plan.js';
+
+/** A source is degraded when an entity of it failed this many polls in a row. */
+export const DEGRADED_AFTER = 3;
+
+export interface PollerDeps {
+  instance: string;
+  client: ApiClient;
+  store: Store;
+  snapshots: SnapshotsRepo;
+  alerts: AlertsRepo;
+  events: EventsRepo;
+  rules: readonly CompiledRule[];
+  router: Router;
+  now: () => number;
+  log: Logger;
+  /** Scrubs secrets from text before it is stored (error messages). */
+  scrub: (text: string) => string;
+  /** Called after a commit that added events (wakes the outbox worker, feeds the demo). */
+  onEvents?: (events: HostwatchEvent[]) => void;
+}
+
+export type PollStatus = 'baseline' | 'changed' | 'unchanged' | 'failed';
+
+export interface PollOutcome {
+  entity: string;
+  status: PollStatus;
+  events: number;
+  error?: ApiError;
+}
+
+interface PreparedSource {
+  def: SourceDef;
+  rules: SourceRules;
+  whole: CompiledDiffOptions;
+  record: CompiledDiffOptions;
+}
+
+/**
+ * Polls entities: fetch → hash → (plan) → one transaction. Owns the in-memory site
+ * directory derived from the stored site list.
+ */
+export class Poller {
+  private readonly prepared = new Map<string, PreparedSource>();
+  private readonly ruleByName: Map<string, CompiledRule>;
+  /** Entities whose alert conditions were checked since this process started. */
+  private readonly checked = new Set<string>();
+  private directory = new Map<number, SiteInfo>();
+  /** Entities whose last poll failed (so a success must write their recovery). */
+  private readonly failing = new Set<string>();
+  /** Sources with a firing source.scope_missing alert. */
+  private readonly scopeMissing = new Set<string>();
+
+  constructor(private readonly deps: PollerDeps) {
+    this.ruleByName = new Map(deps.rules.map((r) => [r.name, r]));
+    this.loadDirectory();
+    for (const row of deps.snapshots.allFailing()) this.failing.add(`${row.source}\u0000${row.entity}`);
+    for (const a of deps.alerts.firing()) if (a.rule === 'source-scope-missing') this.scopeMissing.add(a.subject);
+  }
+
+  /** The sites known from the last stored site list, in id order. */
+  sites(): SiteInfo[] {
+    return [...this.directory.values()].sort((a, b) => a.id - b.id);
+  }
+
+  /** Poll one entity and commit what it caused. Never throws for API failures. */
+  async poll(source: SourceDef, site: SiteInfo | null): Promise<PollOutcome> {
+    const ref = entityOf(source, site);
+    const started = this.deps.now();
+    let data: unknown;
+    try {
+      data = await fetchEntity(this.deps.client, ref);
+    } catch (e) {
+      const err = e instanceof ApiError ? e : new ApiError({ code: 'bad_response', endpoint: ref.entity, message: String(e) });
+      this.recordFailure(ref, err, started);
+      return { entity: ref.entity, status: 'failed', events: 0, error: err };
+    }
+    return this.ingest(ref, data, started);
+  }
+
+  /**
+   * Take a fetched value for an entity through hash, plan and commit.
+   * Separate from poll() so benchmarks can measure the pipeline without the network.
+   */
+  ingest(ref: EntityRef, data: unknown, started: number): PollOutcome {
+    const p = this.prepare(ref.source);
+    const hash = contentHash(data, p.whole);
+    const head = this.deps.snapshots.head(ref.source.name, ref.entity);
+    const unchanged = head !== undefined && head.hash === hash;
+    const stateKey = `${ref.source.name}\u0000${ref.entity}`;
+    if (unchanged && this.checked.has(stateKey)) {
+      this.recordSuccess(ref, started, false, null, [], []);
+      return { entity: ref.entity, status: 'unchanged', events: 0 };
+    }
+    const before = head === undefined ? null : unchanged ? data : JSON.parse(this.deps.snapshots.get(ref.source.name, ref.entity)!.body);
+    const version = unchanged ? head.version : (head?.version ?? 0) + 1;
+    const now = new Date(this.deps.now());
+    const plan = planEvents({
+      instance: this.deps.instance,
+      source: ref.source,
+      entity: ref.entity,
+      entitySite: ref.siteId === null ? null : (this.directory.get(ref.siteId) ?? { id: ref.siteId, domain: `site-${ref.siteId}` }),
+      siteLookup: (id) => this.directory.get(id) ?? null,
+      before,
+      after: data,
+      baseline: head === undefined,
+      alertsOnly: unchanged,
+      version,
+      rules: p.rules,
+      recordDiff: p.record,
+      alertState: (rule, subject) => this.deps.alerts.get(rule, subject),
+      firingForSite: (id) => this.deps.alerts.firingForSite(id),
+      ruleByName: (name) => this.ruleByName.get(name),
+      now,
+    });
+    for (const problem of plan.problems) this.deps.log.warn({ source: ref.source.name }, problem);
+    const snapshot: SnapshotRow | null = unchanged
+      ? null
+      : {
+          source: ref.source.name,
+          entity: ref.entity,
+          site_id: ref.siteId,
+          hash,
+          body: JSON.stringify(data),
+          version,
+          changed_at: now.getTime(),
+        };
+    this.recordSuccess(ref, started, head === undefined, snapshot, plan.events, plan.alerts);
+    this.checked.add(stateKey);
+    if (snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
+    return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: plan.events.length };
+  }
+
+  /**
+   * After a cycle of a source: fire or resolve its `source.degraded` operator alert from
+   * the per-entity failure counts.
+   */
+  finishCycle(source: SourceDef): void {
+    const failing = this.deps.snapshots.failing(source.name, DEGRADED_AFTER);
+    const subject = `sources/${source.name}`;
+    const state = this.deps.alerts.get('source-degraded', subject);
+    const firing = state?.status === 'firing';
+    if (failing.length > 0 && !firing) {
+      const sample = failing[0]!;
+      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'firing', state, {
+        summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failed ${DEGRADED_AFTER}+ polls in a row (last error: ${sample.last_error_code})`,
+        source: source.name,
+        failing: failing.length,
+        last_error: sample.last_error,
+      });
+    } else if (failing.length === 0 && firing) {
+      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'resolved', state, {
+        summary: `${source.name} is polling normally again`,
+        source: source.name,
+        failing: 0,
+      });
+    }
+  }
+
+  private recordFailure(ref: EntityRef, err: ApiError, at: number): void {
+    const prev = this.deps.snapshots.state(ref.source.name, ref.entity);
+    this.failing.add(`${ref.source.name}\u0000${ref.entity}`);
+    const message = this.deps.scrub(err.message);
+    this.deps.log.warn(
+      { source: ref.source.name, entity: ref.entity, code: err.code, status: err.statusCode, endpoint: err.endpoint },
+      `poll failed: ${message}`,
+    );
+    this.deps.store.sqlite.transaction(() => {
+      this.deps.snapshots.putState({
+        source: ref.source.name,
+        entity: ref.entity,
+        site_id: ref.siteId,
+        last_attempt_at: at,
+        last_success_at: prev?.last_success_at ?? null,
+        consecutive_failures: (prev?.consecutive_failures ?? 0) + 1,
+        last_error_code: err.code,
+        last_error: message,
+      });
+      if (err.code === 'scope_missing') {
+        const subject = `sources/${ref.source.name}`;
+        const state = this.deps.alerts.get('source-scope-missing', subject);
+        if (state?.status !== 'firing') {
+          this.scopeMissing.add(subject);
+          const required = err.requiredScope ?? ref.source.scope;
+          this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', subject, 'firing', state, {
+            summary: `the API key lacks the scope ${required} that source ${ref.source.name} needs`,
+            source: ref.source.name,
+            required,
+          });
+        }
+      }
+    })();
+  }
+
+  /**
+   * Commit a successful poll. An unchanged poll of a healthy entity writes nothing at all;
+   * poll state is written on the first success and on recovery from failures.
+   */
+  private recordSuccess(
+    ref: EntityRef,
+    at: number,
+    first: boolean,
+    snapshot: SnapshotRow | null,
+    events: HostwatchEvent[],
+    alerts: AlertRow[],
+  ): void {
+    const key = `${ref.source.name}\u0000${ref.entity}`;
+    const needState = first || this.failing.has(key);
+    const scopeSubject = `sources/${ref.source.name}`;
+    const scopeFiring = this.scopeMissing.has(scopeSubject);
+    if (!snapshot && !needState && events.length === 0 && alerts.length === 0 && !scopeFiring) return;
+    const scope = scopeFiring ? this.deps.alerts.get('source-scope-missing', scopeSubject) : undefined;
+    const added: HostwatchEvent[] = [];
+    // Invariant 4: snapshot, events, outbox rows, alert state and poll state together or not at all.
+    this.deps.store.sqlite.transaction(() => {
+      if (snapshot) this.deps.snapshots.put(snapshot);
+      for (const e of events) if (this.addEvent(e)) added.push(e);
+      for (const a of alerts) this.deps.alerts.put(a);
+      if (needState) {
+        const row: PollStateRow = {
+          source: ref.source.name,
+          entity: ref.entity,
+          site_id: ref.siteId,
+          last_attempt_at: at,
+          last_success_at: at,
+          consecutive_failures: 0,
+          last_error_code: null,
+          last_error: null,
+        };
+        this.deps.snapshots.putState(row);
+      }
+      if (scopeFiring) {
+        this.scopeMissing.delete(scopeSubject);
+        this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', `sources/${ref.source.name}`, 'resolved', scope, {
+          summary: `source ${ref.source.name} can read again`,
+          source: ref.source.name,
+          required: ref.source.scope,
+        }, added);
+      }
+    })();
+    this.failing.delete(key);
+    if (added.length) this.deps.onEvents?.(added);
+  }
+
+  /** Store an event and queue it for its channels; false when it was already stored. */
+  private addEvent(e: HostwatchEvent): boolean {
+    const inserted = this.deps.events.addEvent({
+      id: e.id,
+      type: e.type,
+      subject: e.subject,
+      site_id: e.data.site_id,
+      severity: e.data.severity,
+      status: e.data.status ?? null,
+      rule: e.data.rule,
+      time: Date.parse(e.time),
+      body: JSON.stringify(e),
+    });
+    if (!inserted) return false;
+    const now = this.deps.now();
+    for (const channel of this.deps.router(e)) {
+      this.deps.events.enqueue({
+        event_id: e.id,
+        channel,
+        state: 'pending',
+        attempts: 0,
+        next_attempt_at: now,
+        last_error: null,
+        created_at: now,
+        updated_at: now,
+      });
+    }
+    return true;
+  }
+
+  /** The two operator events (source.*) are the only ones not defined in rule files. */
+  private operatorAlert(
+    rule: string,
+    name: string,
+    severity: Severity,
+    subject: string,
+    status: 'firing' | 'resolved',
+    state: AlertRow | undefined,
+    extra: Record<string, unknown> & { summary: string },
+    collect?: HostwatchEvent[],
+  ): void {
+    const seq = status === 'firing' ? (state?.seq ?? 0) + 1 : (state?.seq ?? 1);
+    const id = alertEventId(rule, subject, seq, status);
+    const now = new Date(this.deps.now());
+    const { summary, ...rest } = extra;
+    const event = envelope({
+      id,
+      instance: this.deps.instance,
+      subject,
+      time: now,
+      data: { name, severity, status, summary, site_id: null, domain: null, changes: [], rule, observed_at: now.toISOString(), ...rest },
+    });
+    const run = (): void => {
+      const added = this.addEvent(event);
+      this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: now.getTime(), last_event_id: id });
+      if (added) {
+        if (collect) collect.push(event);
+        else this.deps.onEvents?.([event]);
+      }
+    };
+    // Nested transactions are savepoints in better-sqlite3, so this is safe either way.
+    this.deps.store.sqlite.transaction(run)();
+  }
+
+  private prepare(def: SourceDef): PreparedSource {
+    let p = this.prepared.get(def.name);
+    if (!p) {
+      const mine = this.deps.rules.filter((r) => r.source === def.name && r.enabled);
+      p = {
+        def,
+        rules: { change: mine.filter((r) => r.kind === 'change'), alert: mine.filter((r) => r.kind === 'alert') },
+        whole: compileDiffOptions({ key: def.key ?? 'id', volatile: def.volatile }),
+        record: compileDiffOptions({ key: 'id', volatile: recordVolatile(def) }),
+      };
+      this.prepared.set(def.name, p);
+    }
+    return p;
+  }
+
+  private loadDirectory(): void {
+    const row = this.deps.snapshots.get(sitesSource.name, sitesSource.name);
+    if (row) this.setDirectory(JSON.parse(row.body));
+  }
+
+  private setDirectory(data: unknown): void {
+    const next = new Map<number, SiteInfo>();
+    for (const rec of listOf(sitesSource, data)) {
+      if (typeof rec['id'] === 'number') next.set(rec['id'], siteInfoFromRecord(rec));
+    }
+    this.directory = next;
+  }
+}
+
+/** Volatile paths of a list source, relative to one record (`[].updated_at` → `updated_at`). */
+export function recordVolatile(def: SourceDef): string[] {
+  if (def.key === undefined) return [...def.volatile];
+  const prefix = def.listField !== undefined ? `${def.listField}[].` : '[].';
+  return def.volatile.filter((v) => v.startsWith(prefix)).map((v) => v.slice(prefix.length));
+}

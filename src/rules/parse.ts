@@ -1,0 +1,244 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { parse as celParse, plan, celEnv } from '@bufbuild/cel';
+import { Liquid } from 'liquidjs';
+import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import type { CompiledRule, RuleError } from './types.js';
+
+const SEVERITIES = ['info', 'warning', 'critical'] as const;
+const KINDS = ['change', 'alert'] as const;
+const RULE_KEYS = ['name', 'event', 'kind', 'source', 'severity', 'when', 'summary', 'params', 'enabled', 'description'];
+const OVERRIDE_KEYS = ['name', 'params', 'enabled'];
+
+/** Raised when any rule file has an error; carries every error found, not just the first. */
+export class RuleErrors extends Error {
+  override readonly name = 'RuleErrors';
+  readonly code = 'rules_invalid';
+  constructor(readonly errors: RuleError[]) {
+    super(errors.map(formatRuleError).join('\n'));
+  }
+}
+
+/** `file:line: path: message`, the same shape as config errors. */
+export function formatRuleError(e: RuleError): string {
+  return `${e.file}${e.line ? `:${e.line}` : ''}: ${e.path}: ${e.message}`;
+}
+
+const cel = celEnv();
+
+/**
+ * The template engine for summaries: strict (an unknown variable or filter is an error,
+ * not an empty string), own properties only, and bounded so a template cannot run away.
+ */
+export const liquid = new Liquid({
+  strictVariables: true,
+  strictFilters: true,
+  ownPropertyOnly: true,
+  parseLimit: 10_000,
+  renderLimit: 100,
+  memoryLimit: 1_000_000,
+});
+
+/** What the loader needs from the rest of the program. */
+export interface LoadRulesOptions {
+  /** Source names that exist (`source:` must name one). */
+  sourceNames: readonly string[];
+  /** Paths are shown relative to this folder in messages. */
+  cwd?: string;
+}
+
+/**
+ * Load the built-in packs and then the user's paths (files or folders of .yaml/.yml).
+ * A user entry with the name of an existing rule and only `params` / `enabled` overrides
+ * that rule; a full definition with an existing name is a duplicate and an error.
+ * Throws RuleErrors with every problem in every file.
+ */
+export function loadRules(builtinDir: string, userPaths: readonly string[], opts: LoadRulesOptions): CompiledRule[] {
+  const errors: RuleError[] = [];
+  const rules = new Map<string, CompiledRule>();
+  const files = [...listRuleFiles(builtinDir, errors, opts), ...userPaths.flatMap((p) => listRuleFiles(p, errors, opts))];
+  for (const file of files) {
+    const shown = opts.cwd ? relative(opts.cwd, file) || file : file;
+    parseRuleFile(readFileSync(file, 'utf8'), shown, opts, rules, errors);
+  }
+  if (errors.length) throw new RuleErrors(errors);
+  return [...rules.values()];
+}
+
+function listRuleFiles(path: string, errors: RuleError[], opts: LoadRulesOptions): string[] {
+  let st;
+  try {
+    st = statSync(path);
+  } catch {
+    errors.push({ file: opts.cwd ? relative(opts.cwd, path) : path, line: null, path: 'rules', message: 'no such file or folder' });
+    return [];
+  }
+  if (!st.isDirectory()) return [path];
+  return readdirSync(path)
+    .filter((f) => /\.ya?ml$/.test(f) && !f.endsWith('.test.yaml'))
+    .sort()
+    .map((f) => join(path, f));
+}
+
+/**
+ * Parse one rule file's text into `into`, appending problems to `errors`.
+ * Exported for tests and for `hostwatch check`.
+ */
+export function parseRuleFile(
+  text: string,
+  file: string,
+  opts: LoadRulesOptions,
+  into: Map<string, CompiledRule>,
+  errors: RuleError[],
+): void {
+  const lc = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false });
+  for (const e of doc.errors) {
+    errors.push({ file, line: lc.linePos(e.pos[0]).line, path: '(yaml)', message: e.message.split('\n')[0] ?? e.message });
+  }
+  if (doc.errors.length) return;
+  const root: unknown = doc.toJS();
+  const at = (path: (string | number)[]): number | null => lineAt(doc, lc, path);
+  const err = (path: (string | number)[], message: string): void => {
+    errors.push({ file, line: at(path), path: pathText(path), message });
+  };
+  if (!isRecord(root) || !Array.isArray(root['rules'])) {
+    err([], 'a rule file is a map with a "rules" list');
+    return;
+  }
+  for (const key of Object.keys(root)) if (key !== 'rules') err([key], 'unknown key; allowed: rules');
+
+  root['rules'].forEach((raw: unknown, i: number) => {
+    const p = (k?: string): (string | number)[] => (k === undefined ? ['rules', i] : ['rules', i, k]);
+    if (!isRecord(raw)) return err(p(), 'each rule is a map');
+    const name = raw['name'];
+    if (typeof name !== 'string' || !/^[a-z0-9][a-z0-9-]*$/.test(name)) {
+      return err(p('name'), `must be lower-case letters, digits and dashes (got ${JSON.stringify(name ?? null)})`);
+    }
+    const existing = into.get(name);
+    const keys = Object.keys(raw);
+    if (existing && keys.every((k) => OVERRIDE_KEYS.includes(k))) {
+      applyOverride(existing, raw, p, err);
+      return;
+    }
+    if (existing) return err(p('name'), `duplicate rule name; "${name}" is already defined at ${existing.origin}`);
+    for (const k of keys) if (!RULE_KEYS.includes(k)) err(p(k), `unknown key; allowed: ${RULE_KEYS.join(', ')}`);
+
+    const event = raw['event'];
+    const kind = raw['kind'];
+    const source = raw['source'];
+    const severity = raw['severity'] ?? 'warning';
+    const when = raw['when'];
+    const summary = raw['summary'] ?? `{{ event }} on {{ subject }}`;
+    let ok = true;
+    const bad = (k: string, m: string): void => {
+      ok = false;
+      err(p(k), m);
+    };
+    if (typeof event !== 'string' || !/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/.test(event)) {
+      bad('event', `must be a dotted lower-case event name like site.offline (got ${JSON.stringify(event ?? null)})`);
+    }
+    if (!KINDS.includes(kind as never)) bad('kind', `must be one of ${KINDS.join(', ')} (got ${JSON.stringify(kind ?? null)})`);
+    if (typeof source !== 'string' || !opts.sourceNames.includes(source)) {
+      bad('source', `must be one of ${opts.sourceNames.join(', ')} (got ${JSON.stringify(source ?? null)})`);
+    }
+    if (!SEVERITIES.includes(severity as never)) {
+      bad('severity', `must be one of ${SEVERITIES.join(', ')} (got ${JSON.stringify(severity)})`);
+    }
+    const params = raw['params'] ?? {};
+    if (!isRecord(params)) bad('params', 'must be a map of parameter names to values');
+    const enabled = raw['enabled'] ?? true;
+    if (typeof enabled !== 'boolean') bad('enabled', 'must be true or false');
+    let condition: CompiledRule['condition'] | null = null;
+    if (typeof when !== 'string' || when.trim() === '') {
+      bad('when', 'must be a CEL expression (a non-empty string)');
+    } else {
+      try {
+        condition = plan(cel, celParse(when)) as CompiledRule['condition'];
+      } catch (e) {
+        bad('when', `CEL error: ${(e as Error).message}`);
+      }
+    }
+    let tpl: CompiledRule['summary'] | null = null;
+    if (typeof summary !== 'string') {
+      bad('summary', 'must be a template string');
+    } else {
+      try {
+        tpl = liquid.parse(summary);
+      } catch (e) {
+        bad('summary', `template error: ${(e as Error).message}`);
+      }
+    }
+    if (!ok || !condition || !tpl) return;
+    into.set(name, {
+      name,
+      event: event as string,
+      kind: kind as CompiledRule['kind'],
+      source: source as string,
+      severity: severity as CompiledRule['severity'],
+      when: when as string,
+      condition,
+      summarySource: summary as string,
+      summary: tpl,
+      params: { ...(params as Record<string, unknown>) },
+      enabled: enabled as boolean,
+      origin: `${file}:${at(p()) ?? '?'}`,
+    });
+  });
+}
+
+function applyOverride(
+  rule: CompiledRule,
+  raw: Record<string, unknown>,
+  p: (k?: string) => (string | number)[],
+  err: (path: (string | number)[], message: string) => void,
+): void {
+  if ('enabled' in raw) {
+    if (typeof raw['enabled'] !== 'boolean') return err(p('enabled'), 'must be true or false');
+    rule.enabled = raw['enabled'];
+  }
+  if ('params' in raw) {
+    const params = raw['params'];
+    if (!isRecord(params)) return err(p('params'), 'must be a map of parameter names to values');
+    for (const [k, v] of Object.entries(params)) {
+      if (!(k in rule.params)) {
+        err([...p('params'), k], `unknown parameter of rule ${rule.name}; allowed: ${Object.keys(rule.params).join(', ') || '(none)'}`);
+      } else if (typeof v !== typeof rule.params[k]) {
+        err([...p('params'), k], `must be a ${typeof rule.params[k]} like the default (${JSON.stringify(rule.params[k])})`);
+      } else {
+        rule.params[k] = v;
+      }
+    }
+  }
+}
+
+/** The 1-based line of the node at `path` (or of its nearest existing parent). */
+export function lineAt(doc: Document, lc: LineCounter, path: (string | number)[]): number | null {
+  for (let n = path.length; n >= 0; n--) {
+    const node = n === 0 ? doc.contents : doc.getIn(path.slice(0, n), true);
+    const range = (node as { range?: [number, number, number] } | null | undefined)?.range;
+    if (range) {
+      // For a map entry, point at the key rather than the value where possible.
+      if (n > 0) {
+        const parent = n === 1 ? doc.contents : doc.getIn(path.slice(0, n - 1), true);
+        if (isMap(parent)) {
+          const pair = parent.items.find((it) => (it.key as { value?: unknown } | null)?.value === path[n - 1]);
+          const kr = (pair?.key as { range?: [number, number, number] } | null)?.range;
+          if (kr) return lc.linePos(kr[0]).line;
+        } else if (isSeq(parent)) {
+          return lc.linePos(range[0]).line;
+        }
+      }
+      return lc.linePos(range[0]).line;
+    }
+  }
+  return null;
+}
+
+function pathText(path: (string | number)[]): string {
+  return path.reduce<string>((s, k) => (typeof k === 'number' ? `${s}[${k}]` : s ? `${s}.${k}` : k), '') || '(file)';
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}

@@ -1,0 +1,169 @@
+import { EventEmitter } from 'node:events';
+import cron, { type ScheduledTask } from 'node-cron';
+import type { Logger } from 'pino';
+import type { PollOutcome, Poller } from '../pipeline/poller.js';
+import { sitesSource } from '../sources/registry.js';
+import type { SiteInfo, SourceDef } from '../sources/types.js';
+
+/** A source with its effective interval. */
+export interface ScheduledSource {
+  def: SourceDef;
+  everyMs: number;
+}
+
+export interface CycleSummary {
+  source: string;
+  startedAt: number;
+  durationMs: number;
+  outcomes: PollOutcome[];
+}
+
+/** Typed lifecycle events; tests wait on these instead of sleeping. */
+export interface SchedulerEvents {
+  'cycle:start': [{ source: string }];
+  'cycle:end': [CycleSummary];
+  'cycle:skipped': [{ source: string; reason: string }];
+}
+
+export interface SchedulerDeps {
+  poller: Poller;
+  sources: readonly ScheduledSource[];
+  sites: 'all' | readonly number[];
+  now: () => number;
+  log: Logger;
+  /** Part of each interval over which per-site polls are spread (no burst at :00). */
+  spreadFraction?: number;
+  /** Called after each source cycle (writes the source-level poll state). */
+  afterCycle?: (summary: CycleSummary) => void;
+}
+
+/**
+ * Decides when each source runs. One node-cron heartbeat a second checks which sources
+ * are due; a source never runs twice at once (a due source still running is skipped and
+ * reported). Every source runs once at start (catch-up: a restart polls everything).
+ */
+export class Scheduler extends EventEmitter<SchedulerEvents> {
+  private readonly nextRun = new Map<string, number>();
+  private readonly running = new Map<string, Promise<CycleSummary>>();
+  private task: ScheduledTask | null = null;
+  private readonly abort = new AbortController();
+  private warnedMissing = new Set<number>();
+
+  constructor(private readonly deps: SchedulerDeps) {
+    super();
+  }
+
+  /** Start the heartbeat; the site list first, then everything else. */
+  start(): void {
+    const now = this.deps.now();
+    for (const s of this.deps.sources) this.nextRun.set(s.def.name, now);
+    this.task = cron.schedule('* * * * * *', () => this.tick(), { name: 'hostwatch-heartbeat', noOverlap: true });
+    this.tick();
+  }
+
+  /** Stop scheduling, cut staggered waits short and wait for polls in flight to finish. */
+  async stop(): Promise<void> {
+    await this.task?.stop();
+    await this.task?.destroy();
+    this.task = null;
+    this.abort.abort();
+    await Promise.allSettled(this.running.values());
+  }
+
+  /** One full cycle of every source, the site list first, without stagger (`poll --once`). */
+  async runAll(): Promise<CycleSummary[]> {
+    const out: CycleSummary[] = [];
+    const sites = this.deps.sources.find((s) => s.def.name === sitesSource.name);
+    if (sites) out.push(await this.runCycle(sites, false));
+    const rest = this.deps.sources.filter((s) => s.def.name !== sitesSource.name);
+    out.push(...(await Promise.all(rest.map((s) => this.runCycle(s, false)))));
+    return out;
+  }
+
+  /** Is any source cycle in progress? */
+  get busy(): boolean {
+    return this.running.size > 0;
+  }
+
+  private tick(): void {
+    const now = this.deps.now();
+    // The site list runs alone first so per-site sources see the current list.
+    const sitesFirst = this.deps.sources.find((s) => s.def.name === sitesSource.name);
+    const sitesPending = sitesFirst && this.running.has(sitesSource.name);
+    for (const s of this.deps.sources) {
+      const due = this.nextRun.get(s.def.name) ?? now;
+      if (due > now) continue;
+      if (this.running.has(s.def.name)) {
+        this.emit('cycle:skipped', { source: s.def.name, reason: 'previous cycle still running' });
+        this.deps.log.warn({ source: s.def.name }, 'cycle skipped: the previous one is still running');
+        this.nextRun.set(s.def.name, due + s.everyMs);
+        continue;
+      }
+      if (s.def.per === 'site' && sitesPending) continue;
+      this.nextRun.set(s.def.name, Math.max(due + s.everyMs, now));
+      const p = this.runCycle(s, true).finally(() => this.running.delete(s.def.name));
+      this.running.set(s.def.name, p);
+      if (s.def.name === sitesSource.name) return; // others start on the next tick
+    }
+  }
+
+  /** Run one cycle of a source: one poll for the account, or one per watched site. */
+  async runCycle(s: ScheduledSource, stagger: boolean): Promise<CycleSummary> {
+    const startedAt = this.deps.now();
+    this.emit('cycle:start', { source: s.def.name });
+    const outcomes: PollOutcome[] = [];
+    try {
+      if (s.def.per === 'account') {
+        outcomes.push(await this.deps.poller.poll(s.def, null));
+      } else {
+        const sites = this.watchedSites();
+        const spread = stagger ? s.everyMs * (this.deps.spreadFraction ?? 0.5) : 0;
+        const step = sites.length > 0 ? spread / sites.length : 0;
+        const polls: Promise<void>[] = [];
+        for (let i = 0; i < sites.length; i++) {
+          if (this.abort.signal.aborted) break;
+          if (step > 0 && i > 0) await sleep(step, this.abort.signal);
+          if (this.abort.signal.aborted) break;
+          polls.push(this.deps.poller.poll(s.def, sites[i]!).then((o) => void outcomes.push(o)));
+        }
+        await Promise.all(polls);
+      }
+      this.deps.poller.finishCycle(s.def);
+    } catch (e) {
+      // poll() does not throw for API failures; this is a bug or a database error.
+      this.deps.log.error({ source: s.def.name, err: String(e) }, 'cycle failed');
+    }
+    const summary = { source: s.def.name, startedAt, durationMs: this.deps.now() - startedAt, outcomes };
+    this.deps.afterCycle?.(summary);
+    this.emit('cycle:end', summary);
+    return summary;
+  }
+
+  private watchedSites(): SiteInfo[] {
+    const known = this.deps.poller.sites();
+    if (this.deps.sites === 'all') return known;
+    const byId = new Map(known.map((s) => [s.id, s]));
+    const out: SiteInfo[] = [];
+    for (const id of this.deps.sites) {
+      const s = byId.get(id);
+      if (s) out.push(s);
+      else if (known.length > 0 && !this.warnedMissing.has(id)) {
+        this.warnedMissing.add(id);
+        this.deps.log.warn({ site_id: id }, 'configured site is not in the site list; skipping it');
+      }
+    }
+    return out;
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

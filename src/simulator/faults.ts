@@ -1,0 +1,119 @@
+/**
+ * Fault injection: make chosen API paths fail the ways a real server or network does
+ * (5xx, slowness, 429, a cut-off body, a reset connection), so tests can prove that a
+ * failed fetch is never read as a change.
+ */
+import { SimulatorError } from './world.js';
+
+export type FaultKind = 'status' | 'latency' | 'rate_limit' | 'truncated' | 'reset';
+
+export const FAULT_KINDS: readonly FaultKind[] = ['status', 'latency', 'rate_limit', 'truncated', 'reset'];
+
+export interface FaultSpec {
+  /** Regex source matched against the path after /api/v1, e.g. '^/sites/3/health$'. */
+  path: string;
+  kind: FaultKind;
+  /** For 'status'; default 500. */
+  status?: number;
+  /** For 'latency' (delay, then answer normally); default 1000. */
+  ms?: number;
+  /** Seconds, for 'rate_limit' (429 rate_limited with Retry-After); default 1. */
+  retry_after?: number;
+  /** Only on this 1-based page of a paged list (a request without a cursor is page 1). */
+  page?: number;
+  /** Apply this many times, then expire; default: until cleared. */
+  times?: number;
+}
+
+/** A fault as stored: its id, the spec, and how many applications remain. */
+export interface ActiveFault {
+  id: string;
+  spec: FaultSpec;
+  remaining: number | null;
+}
+
+/** What one request gets: total added delay, then at most one failure. */
+export interface FaultPlan {
+  delayMs: number;
+  action: FaultSpec | undefined;
+}
+
+/** The set of active faults; matching consumes `times` only for faults that actually apply. */
+export class Faults {
+  private readonly active: (ActiveFault & { regex: RegExp })[] = [];
+  private nextId = 1;
+
+  /** Adds a fault; throws SimulatorError('validation_failed') on a bad spec. Returns its id. */
+  add(spec: FaultSpec): string {
+    const clean = validate(spec);
+    const id = `f${this.nextId++}`;
+    this.active.push({ id, spec: clean, remaining: clean.times ?? null, regex: new RegExp(clean.path) });
+    return id;
+  }
+
+  /** Removes one fault; false when no fault has that id. */
+  remove(id: string): boolean {
+    const i = this.active.findIndex((f) => f.id === id);
+    if (i < 0) return false;
+    this.active.splice(i, 1);
+    return true;
+  }
+
+  /** Removes every fault. */
+  clear(): void {
+    this.active.length = 0;
+  }
+
+  /** The active faults, for inspection. */
+  list(): ActiveFault[] {
+    return this.active.map(({ id, spec, remaining }) => ({ id, spec: { ...spec }, remaining }));
+  }
+
+  /** Decides what happens to one request: every matching latency fault adds its delay, the first other match applies. */
+  take(path: string, page: number): FaultPlan {
+    const plan: FaultPlan = { delayMs: 0, action: undefined };
+    if (this.active.length === 0) return plan;
+    for (const fault of [...this.active]) {
+      const { spec } = fault;
+      if (spec.page !== undefined && spec.page !== page) continue;
+      if (!fault.regex.test(path)) continue;
+      if (spec.kind === 'latency') plan.delayMs += spec.ms ?? 1000;
+      else if (plan.action === undefined) plan.action = spec;
+      else continue;
+      if (fault.remaining !== null && --fault.remaining <= 0) this.remove(fault.id);
+    }
+    return plan;
+  }
+}
+
+function validate(input: unknown): FaultSpec {
+  if (typeof input !== 'object' || input === null) throw invalid('a fault must be an object');
+  const spec = input as Record<string, unknown>;
+  if (typeof spec.path !== 'string') throw invalid('path must be a regex source string');
+  try {
+    new RegExp(spec.path);
+  } catch {
+    throw invalid(`path is not a valid regex: ${spec.path}`);
+  }
+  if (!FAULT_KINDS.includes(spec.kind as FaultKind)) throw invalid(`kind must be one of ${FAULT_KINDS.join(', ')}`);
+  const out: FaultSpec = { path: spec.path, kind: spec.kind as FaultKind };
+  copyInt(spec, out, 'status', 100, 599);
+  copyInt(spec, out, 'ms', 0, 600_000);
+  copyInt(spec, out, 'retry_after', 0, 86_400);
+  copyInt(spec, out, 'page', 1, 1_000_000);
+  copyInt(spec, out, 'times', 1, 1_000_000_000);
+  return out;
+}
+
+function copyInt(from: Record<string, unknown>, to: FaultSpec, key: 'status' | 'ms' | 'retry_after' | 'page' | 'times', min: number, max: number): void {
+  const v = from[key];
+  if (v === undefined || v === null) return;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw invalid(`${key} must be an integer from ${min} to ${max}`);
+  }
+  to[key] = v;
+}
+
+function invalid(message: string): SimulatorError {
+  return new SimulatorError('validation_failed', message);
+}

@@ -1,0 +1,59 @@
+import type BetterSqlite3 from 'better-sqlite3';
+import { pick, prepare, qb } from './db.js';
+import { COLUMNS, type Database } from './schema.js';
+
+export type AlertRow = Database['alerts'];
+
+/** Alert state: which (rule, subject) pairs are firing, and how often each has fired. */
+export class AlertsRepo {
+  private readonly getStmt;
+  private readonly upsertStmt;
+  private readonly firingForSiteStmt;
+  private readonly firingStmt;
+
+  constructor(sqlite: BetterSqlite3.Database) {
+    this.getStmt = prepare<{ rule: string; subject: string }>(sqlite, (p) =>
+      qb.selectFrom('alerts').selectAll().where('rule', '=', p.rule).where('subject', '=', p.subject),
+    );
+    this.upsertStmt = prepare<AlertRow>(sqlite, (p) =>
+      qb
+        .insertInto('alerts')
+        .values(pick(p, COLUMNS.alerts))
+        .onConflict((oc) =>
+          oc.columns(['rule', 'subject']).doUpdateSet({
+            site_id: p.site_id,
+            status: p.status,
+            seq: p.seq,
+            since: p.since,
+            last_event_id: p.last_event_id,
+          }),
+        ),
+    );
+    this.firingForSiteStmt = prepare<{ site_id: number; status: AlertRow['status'] }>(sqlite, (p) =>
+      qb.selectFrom('alerts').selectAll().where('site_id', '=', p.site_id).where('status', '=', p.status),
+    );
+    this.firingStmt = prepare<{ status: AlertRow['status'] }>(sqlite, (p) =>
+      qb.selectFrom('alerts').selectAll().where('status', '=', p.status).orderBy('since'),
+    );
+  }
+
+  /** The state of one alert, if it was ever evaluated true. */
+  get(rule: string, subject: string): AlertRow | undefined {
+    return this.getStmt.get({ rule, subject }) as AlertRow | undefined;
+  }
+
+  /** Write alert state. */
+  put(row: AlertRow): void {
+    this.upsertStmt.run(row);
+  }
+
+  /** Alerts firing now for a site (to resolve them when the site goes away). */
+  firingForSite(siteId: number): AlertRow[] {
+    return this.firingForSiteStmt.all({ site_id: siteId, status: 'firing' }) as AlertRow[];
+  }
+
+  /** Every alert firing now, oldest first. */
+  firing(): AlertRow[] {
+    return this.firingStmt.all({ status: 'firing' }) as AlertRow[];
+  }
+}

@@ -1,0 +1,90 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import {
+  DummyDriver,
+  Kysely,
+  SqliteAdapter,
+  SqliteIntrospector,
+  SqliteQueryCompiler,
+  type Compilable,
+} from 'kysely';
+import { packageRoot } from '../paths.js';
+import { migrate, readMigrations } from './migrate.js';
+import type { Database } from './schema.js';
+
+/**
+ * Kysely builds and types the queries; better-sqlite3 runs them synchronously. That split
+ * is deliberate: a poll's transaction (snapshot + events + outbox) must never await, and a
+ * synchronous driver makes an await inside it impossible rather than merely discouraged.
+ */
+export const qb = new Kysely<Database>({
+  dialect: {
+    createAdapter: () => new SqliteAdapter(),
+    createDriver: () => new DummyDriver(),
+    createIntrospector: (db) => new SqliteIntrospector(db),
+    createQueryCompiler: () => new SqliteQueryCompiler(),
+  },
+});
+
+export interface Store {
+  sqlite: BetterSqlite3.Database;
+  path: string;
+  close(): void;
+}
+
+/** Open (creating if needed) the SQLite file, set durability pragmas and apply migrations. */
+export function openStore(path: string, now: () => number = Date.now): Store {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const sqlite = new BetterSqlite3(path);
+  try {
+    sqlite.pragma('journal_mode = WAL');
+    sqlite.pragma('synchronous = FULL');
+    sqlite.pragma('busy_timeout = 5000');
+    sqlite.pragma('foreign_keys = ON');
+    migrate(sqlite, readMigrations(join(packageRoot(), 'migrations')), now);
+  } catch (e) {
+    sqlite.close();
+    throw e;
+  }
+  return { sqlite, path, close: () => sqlite.close() };
+}
+
+const PARAM = '\u0000hw-param:';
+
+/**
+ * A prepared statement from a kysely query, with named parameters.
+ * `build` receives placeholders standing for the named values; they are replaced by
+ * positional `?` bindings, so the query is compiled and prepared once and run many times.
+ */
+export function prepare<P extends Record<string, unknown>>(
+  sqlite: BetterSqlite3.Database,
+  build: (p: { [K in keyof P]: P[K] }) => Compilable,
+): Prepared<P> {
+  const proxy = new Proxy({}, { get: (_t, k) => PARAM + String(k) }) as { [K in keyof P]: P[K] };
+  const compiled = build(proxy).compile();
+  // Each binding is either a named placeholder or a literal written into the query.
+  const bindings: Array<{ name: string } | { literal: unknown }> = compiled.parameters.map((v) =>
+    typeof v === 'string' && v.startsWith(PARAM) ? { name: v.slice(PARAM.length) } : { literal: v },
+  );
+  const stmt = sqlite.prepare(compiled.sql);
+  const args = (p: P): unknown[] => bindings.map((b) => ('name' in b ? p[b.name as keyof P] : b.literal));
+  return {
+    run: (p) => stmt.run(...args(p)),
+    get: (p) => stmt.get(...args(p)),
+    all: (p) => stmt.all(...args(p)),
+  };
+}
+
+/** The named placeholders of `cols`, as an object `values()` can take. */
+export function pick<P, K extends keyof P & string>(p: P, cols: readonly K[]): Pick<P, K> {
+  const out = {} as Pick<P, K>;
+  for (const c of cols) out[c] = p[c];
+  return out;
+}
+
+export interface Prepared<P> {
+  run(p: P): BetterSqlite3.RunResult;
+  get(p: P): unknown;
+  all(p: P): unknown[];
+}

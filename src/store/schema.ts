@@ -1,0 +1,82 @@
+import type { Generated } from 'kysely';
+
+/** Kysely table types; they mirror migrations/*.sql (times are epoch milliseconds). */
+export interface Database {
+  snapshots: {
+    source: string;
+    entity: string;
+    site_id: number | null;
+    hash: string;
+    body: string;
+    version: number;
+    changed_at: number;
+  };
+  poll_state: {
+    source: string;
+    entity: string;
+    site_id: number | null;
+    last_attempt_at: number | null;
+    last_success_at: number | null;
+    consecutive_failures: number;
+    last_error_code: string | null;
+    last_error: string | null;
+  };
+  alerts: {
+    rule: string;
+    subject: string;
+    site_id: number | null;
+    status: 'firing' | 'resolved';
+    seq: number;
+    since: number;
+    last_event_id: string | null;
+  };
+  events: {
+    seq: Generated<number>;
+    id: string;
+    type: string;
+    subject: string;
+    site_id: number | null;
+    severity: string;
+    status: string | null;
+    rule: string;
+    time: number;
+    body: string;
+  };
+  outbox: {
+    id: Generated<number>;
+    event_id: string;
+    channel: string;
+    state: 'pending' | 'delivered' | 'dead';
+    attempts: number;
+    next_attempt_at: number;
+    last_error: string | null;
+    created_at: number;
+    updated_at: number;
+  };
+  delivery_attempts: {
+    id: Generated<number>;
+    outbox_id: number;
+    attempt: number;
+    at: number;
+    outcome: 'delivered' | 'retry' | 'dead';
+    status_code: number | null;
+    error: string | null;
+    duration_ms: number;
+  };
+  schema_migrations: {
+    version: number;
+    name: string;
+    checksum: string;
+    applied_at: number;
+  };
+}
+
+/** Columns written by inserts (generated ids left out), for prepared statements. */
+export const COLUMNS = {
+  snapshots: ['source', 'entity', 'site_id', 'hash', 'body', 'version', 'changed_at'],
+  poll_state: ['source', 'entity', 'site_id', 'last_attempt_at', 'last_success_at', 'consecutive_failures', 'last_error_code', 'last_error'],
+  alerts: ['rule', 'subject', 'site_id', 'status', 'seq', 'since', 'last_event_id'],
+  events: ['id', 'type', 'subject', 'site_id', 'severity', 'status', 'rule', 'time', 'body'],
+  outbox: ['event_id', 'channel', 'state', 'attempts', 'next_attempt_at', 'last_error', 'created_at', 'updated_at'],
+  delivery_attempts: ['outbox_id', 'attempt', 'at', 'outcome', 'status_code', 'error', 'duration_ms'],
+} as const;

@@ -1,0 +1,105 @@
+import type BetterSqlite3 from 'better-sqlite3';
+import { pick, prepare, qb } from './db.js';
+import { COLUMNS, type Database } from './schema.js';
+
+export type SnapshotRow = Database['snapshots'];
+export type PollStateRow = Database['poll_state'];
+
+/** Snapshots and poll state: the "what did we last see, and did the last poll work" tables. */
+export class SnapshotsRepo {
+  private readonly headStmt;
+  private readonly getStmt;
+  private readonly upsertStmt;
+  private readonly stateGet;
+  private readonly stateUpsert;
+  private readonly stateBySource;
+  private readonly allFailingStmt;
+
+  constructor(sqlite: BetterSqlite3.Database) {
+    this.headStmt = prepare<{ source: string; entity: string }>(sqlite, (p) =>
+      qb.selectFrom('snapshots').select(['hash', 'version']).where('source', '=', p.source).where('entity', '=', p.entity),
+    );
+    this.getStmt = prepare<{ source: string; entity: string }>(sqlite, (p) =>
+      qb.selectFrom('snapshots').selectAll().where('source', '=', p.source).where('entity', '=', p.entity),
+    );
+    this.upsertStmt = prepare<SnapshotRow>(sqlite, (p) =>
+      qb
+        .insertInto('snapshots')
+        .values(pick(p, COLUMNS.snapshots))
+        .onConflict((oc) =>
+          oc.columns(['source', 'entity']).doUpdateSet({
+            hash: p.hash,
+            body: p.body,
+            version: p.version,
+            changed_at: p.changed_at,
+            site_id: p.site_id,
+          }),
+        ),
+    );
+    this.stateGet = prepare<{ source: string; entity: string }>(sqlite, (p) =>
+      qb.selectFrom('poll_state').selectAll().where('source', '=', p.source).where('entity', '=', p.entity),
+    );
+    this.stateUpsert = prepare<PollStateRow>(sqlite, (p) =>
+      qb
+        .insertInto('poll_state')
+        .values(pick(p, COLUMNS.poll_state))
+        .onConflict((oc) =>
+          oc.columns(['source', 'entity']).doUpdateSet({
+            site_id: p.site_id,
+            last_attempt_at: p.last_attempt_at,
+            last_success_at: p.last_success_at,
+            consecutive_failures: p.consecutive_failures,
+            last_error_code: p.last_error_code,
+            last_error: p.last_error,
+          }),
+        ),
+    );
+    this.stateBySource = prepare<{ source: string; min: number }>(sqlite, (p) =>
+      qb
+        .selectFrom('poll_state')
+        .selectAll()
+        .where('source', '=', p.source)
+        .where('entity', '!=', '')
+        .where('consecutive_failures', '>=', p.min)
+        .orderBy('entity'),
+    );
+    this.allFailingStmt = prepare<{ min: number }>(sqlite, (p) =>
+      qb.selectFrom('poll_state').selectAll().where('entity', '!=', '').where('consecutive_failures', '>=', p.min),
+    );
+  }
+
+  /** Every entity whose last poll failed. */
+  allFailing(): PollStateRow[] {
+    return this.allFailingStmt.all({ min: 1 }) as PollStateRow[];
+  }
+
+  /** The hash and version of the stored snapshot, without reading its body. */
+  head(source: string, entity: string): { hash: string; version: number } | undefined {
+    return this.headStmt.get({ source, entity }) as { hash: string; version: number } | undefined;
+  }
+
+  /** The stored snapshot, body included. */
+  get(source: string, entity: string): SnapshotRow | undefined {
+    return this.getStmt.get({ source, entity }) as SnapshotRow | undefined;
+  }
+
+  /** Insert or replace the snapshot of an entity. */
+  put(row: SnapshotRow): void {
+    this.upsertStmt.run(row);
+  }
+
+  /** Poll state of an entity ('' = the source as a whole). */
+  state(source: string, entity: string): PollStateRow | undefined {
+    return this.stateGet.get({ source, entity }) as PollStateRow | undefined;
+  }
+
+  /** Write poll state. */
+  putState(row: PollStateRow): void {
+    this.stateUpsert.run(row);
+  }
+
+  /** Entities of a source that failed at least `min` polls in a row. */
+  failing(source: string, min: number): PollStateRow[] {
+    return this.stateBySource.all({ source, min }) as PollStateRow[];
+  }
+}

@@ -1,0 +1,493 @@
+import { readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { formatDuration, parseDuration } from '../src/config/duration.js';
+import { ConfigErrors, formatConfigErrors } from '../src/config/errors.js';
+import { loadConfig } from '../src/config/load.js';
+import { parseConfig, type ParseResult } from '../src/config/parse.js';
+import type { Config } from '../src/config/types.js';
+
+const FIXTURES = fileURLToPath(new URL('./fixtures/config/', import.meta.url));
+const REPO = fileURLToPath(new URL('../', import.meta.url));
+const SOURCE_NAMES = ['sites', 'health', 'usage', 'backups', 'rank'];
+const BASE_DIR = '/srv/hostwatch';
+const WEBHOOK_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+const ENV = {
+  HOSTWATCH_API_KEY: 'hc_live_from_env',
+  WEBHOOK_SECRET,
+  SLACK_WEBHOOK_URL: 'https://hooks.slack.com/services/T000/B000/XXXX',
+  SMTP_PASS: 'smtp-pass-from-env',
+  HOSTWATCH_TOKEN: 'token-from-env',
+};
+
+/** Parses a fixture the way loadConfig would, with the fixture's name as the file. */
+function parseFixture(name: string, env: Record<string, string | undefined> = ENV): ParseResult {
+  return parseConfig(readFileSync(join(FIXTURES, name), 'utf8'), name, env, { sourceNames: SOURCE_NAMES, baseDir: BASE_DIR });
+}
+
+function configOf(name: string, env?: Record<string, string | undefined>): Config {
+  const result = parseFixture(name, env);
+  if (!result.ok) throw new Error(`expected ${name} to be valid:\n${formatConfigErrors(result.errors)}`);
+  return result.config;
+}
+
+function errorLinesOf(name: string, env?: Record<string, string | undefined>): string[] {
+  const result = parseFixture(name, env);
+  if (result.ok) throw new Error(`expected ${name} to be invalid`);
+  return formatConfigErrors(result.errors).split('\n');
+}
+
+/** A config from inline text (for the valid variations the tests below need). */
+function parseText(text: string, env: Record<string, string | undefined> = {}): ParseResult {
+  return parseConfig(text, 'inline.yaml', env, { sourceNames: SOURCE_NAMES, baseDir: BASE_DIR });
+}
+
+const MINIMAL = 'api:\n  base_url: https://panel.example.com\n  key: hc_live_test\n';
+
+describe('valid configs', () => {
+  it('normalizes a full config: milliseconds, absolute paths, secrets from the environment', () => {
+    expect(configOf('valid-full.yaml')).toEqual({
+      file: join(process.cwd(), 'valid-full.yaml'),
+      name: 'agency-prod',
+      api: {
+        base_url: 'https://panel.example.com',
+        key: 'hc_live_from_env',
+        timeout_ms: 45_000,
+        max_requests_per_second: 2.5,
+        max_concurrency: 8,
+        retries: 5,
+        max_pages: 200,
+      },
+      storage: { path: '/srv/hostwatch/state/hostwatch.db' },
+      sites: [12, 40, 7],
+      sources: {
+        health: { enabled: true, every_ms: 120_000 },
+        rank: { enabled: false, every_ms: null },
+        backups: { enabled: true, every_ms: null },
+      },
+      rules: ['/srv/hostwatch/rules', '/etc/hostwatch/extra.yaml'],
+      channels: [
+        { name: 'hooks', type: 'webhook', url: 'https://example.net/hook', secret: WEBHOOK_SECRET, timeout_ms: 5_000 },
+        { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T000/B000/XXXX', timeout_ms: 10_000 },
+        {
+          name: 'oncall',
+          type: 'email',
+          to: ['ops@example.net', 'Night Desk <night@example.net>'],
+          from: 'hostwatch@example.net',
+          smtp: { host: 'smtp.example.net', port: 465, user: 'hostwatch', pass: 'smtp-pass-from-env', secure: true },
+        },
+        { name: 'console', type: 'console' },
+      ],
+      routes: [
+        { match: "severity == 'critical'", channels: ['oncall', 'ops'] },
+        { match: null, channels: ['hooks', 'console'] },
+      ],
+      delivery: { retry_schedule_ms: [1_000, 90_000, 3_600_000], drain_timeout_ms: 60_000, concurrency: 16 },
+      server: { listen: '127.0.0.1:8080', token: 'token-from-env' },
+      log: { level: 'debug', pretty: true },
+    } satisfies Config);
+  });
+
+  it('fills in every default for a config with only the required keys', () => {
+    expect(configOf('valid-minimal.yaml', {})).toEqual({
+      file: join(process.cwd(), 'valid-minimal.yaml'),
+      name: 'hostwatch',
+      api: {
+        base_url: 'https://panel.example.com',
+        key: 'hc_live_minimal',
+        timeout_ms: 30_000,
+        max_requests_per_second: 5,
+        max_concurrency: 4,
+        retries: 3,
+        max_pages: 50,
+      },
+      storage: { path: '/srv/hostwatch/data/hostwatch.db' },
+      sites: 'all',
+      sources: {},
+      rules: [],
+      channels: [],
+      routes: [],
+      delivery: {
+        retry_schedule_ms: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, 72_000_000, 86_400_000],
+        drain_timeout_ms: 30_000,
+        concurrency: 8,
+      },
+      server: { listen: null, token: null },
+      log: { level: 'info', pretty: false },
+    } satisfies Config);
+  });
+
+  it('reads an empty section as its defaults', () => {
+    const result = parseText(`${MINIMAL}server:\nlog:\nsources:\n  rank:\n`);
+    expect(result.ok && result.config.server).toEqual({ listen: null, token: null });
+    expect(result.ok && result.config.log).toEqual({ level: 'info', pretty: false });
+    expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null } });
+  });
+
+  it('sets secure SMTP by default only on port 465', () => {
+    const channel = (port: number) =>
+      `${MINIMAL}channels:\n  - { name: mail, type: email, to: a@example.net, from: b@example.net, smtp: { host: smtp.example.net, port: ${port} } }\n`;
+    const secureOf = (result: ParseResult) =>
+      result.ok && result.config.channels[0]?.type === 'email' ? result.config.channels[0].smtp.secure : 'invalid';
+    expect(secureOf(parseText(channel(465)))).toBe(true);
+    expect(secureOf(parseText(channel(587)))).toBe(false);
+  });
+
+  it('keeps ":memory:" as the storage path instead of resolving it', () => {
+    const result = parseText(`${MINIMAL}storage: { path: ":memory:" }\n`);
+    expect(result.ok && result.config.storage.path).toBe(':memory:');
+  });
+});
+
+describe('config.example.yaml', () => {
+  const example = readFileSync(join(REPO, 'config.example.yaml'), 'utf8');
+
+  it('parses cleanly when its environment variables are set', () => {
+    const result = parseConfig(example, 'config.example.yaml', ENV, { sourceNames: SOURCE_NAMES, baseDir: REPO });
+    expect(result.ok ? [] : formatConfigErrors(result.errors)).toEqual([]);
+    expect(result.ok && result.config.channels.map((c) => c.name)).toEqual(['hooks', 'ops', 'oncall', 'console']);
+  });
+
+  it('documents every key with a comment on its line or just above it', () => {
+    const lines = example.split('\n');
+    const undocumented = lines.filter((line, index) => {
+      if (!/^\s*(- )?[a-z_]+:/.test(line) || line.includes('#')) return false;
+      const above = lines[index - 1] ?? '';
+      return !above.trim().startsWith('#');
+    });
+    expect(undocumented).toEqual([]);
+  });
+});
+
+describe('invalid configs: every error names file, line, column, key path, value and what is allowed', () => {
+  const cases: { name: string; fixture: string; env?: Record<string, string | undefined>; errors: string[] }[] = [
+    {
+      name: 'a bad duration says what a duration looks like',
+      fixture: 'bad-duration.yaml',
+      errors: ['bad-duration.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got "soon")'],
+    },
+    {
+      name: 'an unknown top-level key is an error that suggests the near miss',
+      fixture: 'unknown-top-level-key.yaml',
+      errors: [
+        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, delivery, server, log',
+      ],
+    },
+    {
+      name: 'a typo in a nested key does not pass silently',
+      fixture: 'nested-key-typo.yaml',
+      errors: [
+        'nested-key-typo.yaml:4:3: api.timout: unknown key (did you mean timeout?); allowed: base_url, key, timeout, max_requests_per_second, max_concurrency, retries, max_pages',
+      ],
+    },
+    {
+      name: 'a missing api.key points at the api map',
+      fixture: 'missing-api-key.yaml',
+      errors: ['missing-api-key.yaml:3:3: api.key: is required; must be a non-empty API key, usually key: ${HOSTWATCH_API_KEY}'],
+    },
+    {
+      name: 'an unset environment variable is named with the key that uses it',
+      fixture: 'unset-env-var.yaml',
+      env: {},
+      errors: [
+        'unset-env-var.yaml:3:8: api.key: environment variable HOSTWATCH_API_KEY is not set; set it, or give a default with ${HOSTWATCH_API_KEY:-default}',
+      ],
+    },
+    {
+      name: 'a malformed ${...} reference is an error that shows the accepted forms',
+      fixture: 'bad-env-reference.yaml',
+      errors: [
+        'bad-env-reference.yaml:3:8: api.key: has "${" that is not followed by a variable name (letters, digits, _); write ${NAME}, ${NAME:-default}, or $${ for a literal "${"',
+      ],
+    },
+    {
+      name: 'a webhook URL that is not http(s) is shown with the value',
+      fixture: 'bad-url.yaml',
+      errors: ['bad-url.yaml:8:10: channels[1].url: must be an http(s) URL like https://example.net/hook (got "ftp://x")'],
+    },
+    {
+      name: 'a base_url ending in /api/v1 explains that the client appends it',
+      fixture: 'base-url-api-v1.yaml',
+      errors: [
+        'base-url-api-v1.yaml:2:13: api.base_url: must not end with /api/v1: the client appends /api/v1 itself, so write the panel address alone, like https://panel.example.com (got "https://panel.example.com/api/v1/")',
+      ],
+    },
+    {
+      name: 'a duplicate channel name points at the second use',
+      fixture: 'duplicate-channel-name.yaml',
+      errors: ['duplicate-channel-name.yaml:10:11: channels[2].name: must be unique; channels[0] is already named ops (got "ops")'],
+    },
+    {
+      name: 'a channel name with spaces or capitals is rejected',
+      fixture: 'bad-channel-name.yaml',
+      errors: ['bad-channel-name.yaml:5:13: channels[0].name: must be lowercase letters, digits, "_" or "-", like ops or oncall (got "Ops Team")'],
+    },
+    {
+      name: 'a route naming an unknown channel lists the defined ones',
+      fixture: 'route-unknown-channel.yaml',
+      errors: ['route-unknown-channel.yaml:9:21: routes[0].channels[1]: must name a defined channel, one of ops, hooks (got "pager")'],
+    },
+    {
+      name: 'an unknown source name lists the sources that exist',
+      fixture: 'unknown-source.yaml',
+      errors: [
+        'unknown-source.yaml:6:3: sources.helth: unknown source (did you mean health?); allowed: sites, health, usage, backups, rank',
+      ],
+    },
+    {
+      name: 'a bad webhook secret says the format without printing the value',
+      fixture: 'bad-webhook-secret.yaml',
+      errors: [
+        'bad-webhook-secret.yaml:8:13: channels[0].secret: must be a Standard Webhooks secret: "whsec_" followed by base64, like whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw (got "[redacted]")',
+      ],
+    },
+    {
+      name: 'a bad Slack URL is not printed either, since the URL is the credential',
+      fixture: 'bad-slack-url.yaml',
+      errors: [
+        'bad-slack-url.yaml:7:10: channels[0].url: must be an http(s) URL like https://hooks.slack.com/services/... (got "[redacted]")',
+      ],
+    },
+    {
+      name: 'a site id that is not a positive integer is pointed at in the list',
+      fixture: 'bad-sites.yaml',
+      errors: ['bad-sites.yaml:4:13: sites[1]: must be a positive integer site id (got "abc")'],
+    },
+    {
+      name: 'a site id listed twice points at the repeat',
+      fixture: 'duplicate-site.yaml',
+      errors: ['duplicate-site.yaml:7:5: sites[2]: must be unique; sites[0] is already 12 (got 12)'],
+    },
+    {
+      name: 'a YAML syntax error has its line',
+      fixture: 'yaml-syntax-error.yaml',
+      errors: ['yaml-syntax-error.yaml:6:1: YAML syntax error: Flow map in block collection must be sufficiently indented and end with a }'],
+    },
+    {
+      name: 'an unquoted ${VAR} inside { } gets a hint to quote it',
+      fixture: 'unquoted-env-in-flow.yaml',
+      errors: [
+        'unquoted-env-in-flow.yaml:5:37: YAML syntax error: Unexpected flow-map-start at node end; inside { } or [ ], quote a value that contains ${...}, e.g. url: "${SLACK_WEBHOOK_URL}"',
+      ],
+    },
+    {
+      name: 'a key written twice is an error at the second one',
+      fixture: 'duplicate-yaml-key.yaml',
+      errors: ['duplicate-yaml-key.yaml:6:1: YAML error: the key "log" appears twice in one map; each key may appear only once'],
+    },
+    {
+      name: 'a value of the wrong type names the type it must be',
+      fixture: 'wrong-type.yaml',
+      errors: [
+        'wrong-type.yaml:4:12: api.retries: must be an integer from 0 to 10 (got "three")',
+        'wrong-type.yaml:6:3: channels: must be a list of channels, each like { name: ops, type: slack, url: ... } (got a map)',
+      ],
+    },
+    {
+      name: 'an unknown channel type lists the types, and a missing one is required',
+      fixture: 'unknown-channel-type.yaml',
+      errors: [
+        'unknown-channel-type.yaml:5:26: channels[0].type: must be one of webhook, slack, email, console (got "sms")',
+        'unknown-channel-type.yaml:6:5: channels[1].type: is required; must be one of webhook, slack, email, console',
+      ],
+    },
+    {
+      name: 'a listen address without a host shows the host:port form',
+      fixture: 'bad-listen.yaml',
+      errors: [
+        'bad-listen.yaml:5:11: server.listen: must be host:port like 127.0.0.1:8080 or [::1]:8080, with a port from 0 to 65535 (got 8080)',
+      ],
+    },
+    {
+      name: 'an unknown log level lists the levels',
+      fixture: 'bad-log-level.yaml',
+      errors: ['bad-log-level.yaml:5:10: log.level: must be one of trace, debug, info, warn, error, fatal (got "verbose")'],
+    },
+    {
+      name: 'an SMTP user without a password asks for the password',
+      fixture: 'smtp-user-without-pass.yaml',
+      errors: ['smtp-user-without-pass.yaml:10:7: channels[0].smtp.pass: is required when user is set (an SMTP login needs both)'],
+    },
+    {
+      name: 'an empty file asks for the api section',
+      fixture: 'empty.yaml',
+      errors: [
+        'empty.yaml:1:1: api: is required; must be a map with keys base_url, key, timeout, max_requests_per_second, max_concurrency, retries, max_pages',
+      ],
+    },
+    {
+      name: 'a file that is a list, not a map, lists the top-level keys',
+      fixture: 'not-a-map.yaml',
+      errors: [
+        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, delivery, server, log (got a list)',
+      ],
+    },
+  ];
+
+  for (const { name, fixture, env, errors } of cases) {
+    it(name, () => {
+      expect(errorLinesOf(fixture, env)).toEqual(errors);
+    });
+  }
+
+  it('reports all three errors of a config with three problems at once, in file order', () => {
+    expect(errorLinesOf('three-errors.yaml')).toEqual([
+      'three-errors.yaml:2:13: api.base_url: must be an http(s) URL like https://panel.example.com (got "panel.example.com")',
+      'three-errors.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got 30)',
+      'three-errors.yaml:6:20: sources.health.every: must be a duration of at least 10s, like 30s, 5m, 6h (got "5s")',
+    ]);
+  });
+
+  it('keeps the key path and value in the error object, with secrets redacted there too', () => {
+    const result = parseFixture('bad-webhook-secret.yaml');
+    expect(result.ok ? [] : result.errors).toEqual([
+      {
+        file: 'bad-webhook-secret.yaml',
+        line: 8,
+        column: 13,
+        path: 'channels[0].secret',
+        value: '[redacted]',
+        message: expect.stringContaining('must be a Standard Webhooks secret') as unknown as string,
+      },
+    ]);
+  });
+});
+
+describe('secrets', () => {
+  it('never prints a bad secret value: not in the formatted errors, the error objects or the thrown error', async () => {
+    const secrets = {
+      WEBHOOK_SECRET: 'whsec_not base64 hunter2',
+      SLACK_URL: 'hooks.slack.com/services/T0/B0/hunter3',
+    };
+    // The key, the SMTP password and the token are written as numbers: the one way to make them invalid.
+    const text = [
+      'api:',
+      '  base_url: https://panel.example.com',
+      '  key: 11111111',
+      'channels:',
+      '  - { name: hooks, type: webhook, url: https://example.net/hook, secret: "${WEBHOOK_SECRET}" }',
+      '  - { name: ops, type: slack, url: "${SLACK_URL}" }',
+      '  - { name: mail, type: email, to: a@example.net, from: b@example.net, smtp: { host: h, user: u, pass: 44444444 } }',
+      'server: { token: 55555555 }',
+      '',
+    ].join('\n');
+    const result = parseText(text, secrets);
+    const errors = result.ok ? [] : result.errors;
+    expect(errors.map((e) => e.path)).toEqual([
+      'api.key',
+      'channels[0].secret',
+      'channels[1].url',
+      'channels[2].smtp.pass',
+      'server.token',
+    ]);
+    expect(errors.map((e) => e.value)).toEqual(Array(5).fill('[redacted]'));
+    const everything = [formatConfigErrors(errors), JSON.stringify(errors), new ConfigErrors(errors).message].join('\n');
+    for (const value of ['11111111', 'hunter2', 'hunter3', '44444444', '55555555']) expect(everything).not.toContain(value);
+    expect(formatConfigErrors(errors)).toContain('channels[0].secret: must be a Standard Webhooks secret');
+    expect(formatConfigErrors(errors)).toContain('(got "[redacted]")');
+  });
+
+  it('still shows an empty secret as empty, since that leaks nothing and is the usual mistake', () => {
+    const result = parseText('api:\n  base_url: https://panel.example.com\n  key: "${HOSTWATCH_API_KEY}"\n', { HOSTWATCH_API_KEY: '' });
+    expect(result.ok ? [] : formatConfigErrors(result.errors)).toBe(
+      'inline.yaml:3:8: api.key: must be a non-empty API key, usually key: ${HOSTWATCH_API_KEY} (got "")',
+    );
+  });
+});
+
+describe('environment substitution', () => {
+  const withKey = (value: string) => `api:\n  base_url: https://panel.example.com\n  key: "${value}"\n`;
+  const keyOf = (result: ParseResult) => (result.ok ? result.config.api.key : formatConfigErrors(result.errors));
+
+  it('uses the default of ${VAR:-default} when VAR is unset or empty', () => {
+    expect(keyOf(parseText(withKey('${KEY:-hc_default}'), {}))).toBe('hc_default');
+    expect(keyOf(parseText(withKey('${KEY:-hc_default}'), { KEY: '' }))).toBe('hc_default');
+  });
+
+  it('prefers a set variable over the default', () => {
+    expect(keyOf(parseText(withKey('${KEY:-hc_default}'), { KEY: 'hc_set' }))).toBe('hc_set');
+  });
+
+  it('replaces several references inside one value', () => {
+    expect(keyOf(parseText(withKey('hc_${A}_${B:-b}'), { A: 'a' }))).toBe('hc_a_b');
+  });
+
+  it('reads $${ as a literal ${ and leaves a lone $ alone', () => {
+    expect(keyOf(parseText(withKey('pa$$${NOT_A_VAR}$'), {}))).toBe('pa$${NOT_A_VAR}$');
+  });
+
+  it('accepts numbers and booleans from the environment for numeric and boolean keys', () => {
+    const text = `${MINIMAL}  retries: \${RETRIES}\nlog:\n  pretty: \${PRETTY:-true}\n`;
+    const result = parseText(text, { RETRIES: '7' });
+    expect(result.ok && [result.config.api.retries, result.config.log.pretty]).toEqual([7, true]);
+  });
+
+  it('does not substitute inside keys or comments', () => {
+    const result = parseText(`${MINIMAL}# \${IN_A_COMMENT}\n`, {});
+    expect(result.ok).toBe(true);
+  });
+});
+
+describe('loadConfig', () => {
+  it('reads the file and resolves relative paths against its folder', async () => {
+    const file = join(FIXTURES, 'valid-minimal.yaml');
+    const config = await loadConfig(relative(process.cwd(), file), {}, { sourceNames: SOURCE_NAMES });
+    expect(config.file).toBe(file);
+    expect(config.storage.path).toBe(join(FIXTURES, 'data', 'hostwatch.db'));
+  });
+
+  it('throws ConfigErrors with code config_invalid and the file as it was given', async () => {
+    const file = relative(process.cwd(), join(FIXTURES, 'bad-duration.yaml'));
+    const error: unknown = await loadConfig(file, {}, { sourceNames: SOURCE_NAMES }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConfigErrors);
+    expect((error as ConfigErrors).code).toBe('config_invalid');
+    expect((error as ConfigErrors).format()).toBe(
+      `${file}:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got "soon")`,
+    );
+  });
+
+  it('reports a missing file as one ConfigError without a line', async () => {
+    const error: unknown = await loadConfig('no/such/hostwatch.yaml', {}, { sourceNames: SOURCE_NAMES }).catch((e: unknown) => e);
+    expect((error as ConfigErrors).errors).toEqual([
+      {
+        file: 'no/such/hostwatch.yaml',
+        line: null,
+        column: null,
+        path: '',
+        message: 'cannot read the config file: it does not exist (pass an existing YAML file with -c)',
+      },
+    ]);
+    expect((error as ConfigErrors).format()).toBe(
+      'no/such/hostwatch.yaml: cannot read the config file: it does not exist (pass an existing YAML file with -c)',
+    );
+  });
+});
+
+describe('durations', () => {
+  it.each([
+    ['500ms', 500],
+    ['30s', 30_000],
+    ['5m', 300_000],
+    ['6h', 21_600_000],
+    ['2d', 172_800_000],
+    ['1h30m', 5_400_000],
+    ['1m30s500ms', 90_500],
+    ['0s', 0],
+    ['0', 0],
+  ])('reads %s as %i milliseconds', (text, ms) => {
+    expect(parseDuration(text)).toBe(ms);
+  });
+
+  it.each(['', 'soon', '30', '-5s', '1.5h', '30m1h', '1m1m', '5 m', '10S', ' 5m'])('rejects %j', (text) => {
+    expect(parseDuration(text)).toBeNull();
+  });
+
+  it('formats milliseconds the way they are written, largest unit first', () => {
+    expect([0, 500, 30_000, 5_400_000, 90_500, 172_800_000].map(formatDuration)).toEqual(['0s', '500ms', '30s', '1h30m', '1m30s500ms', '2d']);
+  });
+
+  it('formats what it parses back to the same text', () => {
+    for (const text of ['5s', '5m', '30m', '2h', '14h', '1d12h', '750ms']) expect(formatDuration(parseDuration(text) ?? -1)).toBe(text);
+  });
+});
