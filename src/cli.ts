@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from './config/load.js';
 import { ConfigErrors } from './config/errors.js';
@@ -20,7 +19,7 @@ function fail(message: string, code: number): never {
 
 async function load(file: string): Promise<Config> {
   try {
-    return await loadConfig(resolve(file), process.env, { sourceNames: SOURCE_NAMES });
+    return await loadConfig(file, process.env, { sourceNames: SOURCE_NAMES });
   } catch (e) {
     if (e instanceof ConfigErrors) fail(e.format(), EXIT_CONFIG);
     throw e;
@@ -98,7 +97,7 @@ program
     const problems: string[] = [];
     let config: Config | null = null;
     try {
-      config = await loadConfig(resolve(o.config), process.env, { sourceNames: SOURCE_NAMES });
+      config = await loadConfig(o.config, process.env, { sourceNames: SOURCE_NAMES });
     } catch (e) {
       if (!(e instanceof ConfigErrors)) throw e;
       problems.push(e.format());

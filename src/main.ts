@@ -123,6 +123,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     poller,
     sources: scheduled,
     sites: config.sites,
+    concurrency: config.api.max_concurrency,
     now,
     log,
     afterCycle: (s) => {

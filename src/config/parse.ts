@@ -1,6 +1,7 @@
 /**
  * Config text -> normalized Config, or every error found. Pure: the caller supplies the text,
- * the environment and the source names; nothing here reads files or the process.
+ * the environment and the source names; nothing here reads files or the environment (only a
+ * relative `file` name is made absolute against the current directory, for Config.file).
  *
  * Steps: YAML -> plain data with positions and `${VAR}` resolved (yaml-tree.ts) -> schema of
  * the written shape (schema.ts) -> checks across keys -> defaults and milliseconds (Config).

@@ -48,7 +48,11 @@ const M = {
 
 // ---- building blocks ----------------------------------------------------------------------
 
-/** A map whose keys are all known: anything else is reported as an unknown key with the allowed ones. */
+/**
+ * A map whose keys are all known: anything else is an unknown key. The message is
+ * "<UNKNOWN_KEY or UNKNOWN_SOURCE>; allowed: a, b, c"; parse.ts reads the list back to
+ * suggest the nearest key, and splits the issue into one error per unknown key.
+ */
 function section<T extends z.ZodRawShape>(shape: T, options: { unknown?: string; notAMap?: string } = {}) {
   const keys = Object.keys(shape).join(', ');
   const unknown = `${options.unknown ?? UNKNOWN_KEY}; allowed: ${keys === '' ? '(none)' : keys}`;

@@ -18,11 +18,11 @@ export interface Position {
 export interface YamlTree {
   /** The document as plain data (maps are plain objects, sequences arrays); null for an empty file. */
   data: unknown;
-  /** YAML syntax errors and failed `${VAR}` substitutions. */
+  /** YAML syntax errors, failed `${VAR}` substitutions and unresolved aliases. */
   errors: ConfigError[];
   /** True if the file is not valid YAML: `data` is then incomplete and should not be checked. */
   syntaxFailed: boolean;
-  /** Written paths (`api.key`) whose `${VAR}` failed: other errors about them would only add noise. */
+  /** Written paths (`api.key`) whose `${VAR}` or alias failed: more errors about them would be noise. */
   unresolved: ReadonlySet<string>;
   /** Where the value at `path` starts; for a missing key, where its nearest written parent starts. */
   valueAt(path: KeyPath): Position;
@@ -30,10 +30,29 @@ export interface YamlTree {
   keyAt(path: KeyPath): Position;
 }
 
+/**
+ * `${VAR}` written unquoted inside a flow map (`{ url: ${SLACK_WEBHOOK_URL} }`, as in the
+ * product's own example) is not valid YAML: `{` opens a map. Before parsing, the braces of
+ * each reference become two private-use characters (same length, so positions hold); they
+ * are turned back in each string value just before substitution. Substitution still runs
+ * after parsing, so a variable's value can never change the structure of the file.
+ */
+const OPEN = '\uE000';
+const CLOSE = '\uE001';
+const REFERENCE_IN_TEXT = /(?<!\$)\$\{([^{}\n]*)\}/g;
+
+function protectReferences(text: string): string {
+  return text.replace(REFERENCE_IN_TEXT, `$${OPEN}$1${CLOSE}`);
+}
+
+function restoreReferences(value: string): string {
+  return value.includes(OPEN) ? value.replaceAll(OPEN, '{').replaceAll(CLOSE, '}') : value;
+}
+
 /** Parses YAML text into plain data plus source positions; `${VAR}` is resolved from env. */
 export function readYamlTree(text: string, file: string, env: Env): YamlTree {
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const doc = parseDocument(protectReferences(text), { lineCounter, prettyErrors: false, uniqueKeys: true });
   const toPosition = (offset: number): Position => {
     const { line, col } = lineCounter.linePos(offset);
     return { line, column: col };
@@ -67,7 +86,12 @@ export function readYamlTree(text: string, file: string, env: Env): YamlTree {
         return null;
       }
       const target = node.resolve(doc);
-      const value = target === undefined ? null : walk(target, path, start, depth + 1);
+      if (target === undefined) {
+        errors.push({ file, ...toPosition(start), path: formatPath(path), message: `uses *${node.source}, but no &${node.source} anchor is defined before it` });
+        unresolved.add(formatPath(path));
+        return null;
+      }
+      const value = walk(target, path, start, depth + 1);
       values.set(pathKey(path), start); // point at the alias where it is used, not at its anchor
       return value;
     }
@@ -97,7 +121,7 @@ export function readYamlTree(text: string, file: string, env: Env): YamlTree {
       return node.items.map((item, index) => walk(item as Node | null, [...path, index], start, depth + 1));
     }
     if (isScalar(node) && typeof node.value === 'string') {
-      const result = substituteEnv(node.value, env);
+      const result = substituteEnv(restoreReferences(node.value), env);
       if (result.ok) return result.text;
       unresolved.add(formatPath(path));
       for (const message of result.problems) errors.push({ file, ...toPosition(start), path: formatPath(path), message });
@@ -155,10 +179,6 @@ function readSyntaxErrors(
     } else {
       // Drop a quoted source excerpt some messages end with: it could be part of a secret.
       message = `YAML syntax error: ${error.message.replace(/:?\s*"[^]*"$/, '').replace(/\.$/, '')}`;
-      const lineText = lines[position.line - 1] ?? '';
-      if (lineText.includes('${')) {
-        message += '; inside { } or [ ], quote a value that contains ${...}, e.g. url: "${SLACK_WEBHOOK_URL}"';
-      }
     }
     out.push({ file, ...position, path: '', message });
   }

@@ -151,7 +151,8 @@ export class Poller {
    * the per-entity failure counts.
    */
   finishCycle(source: SourceDef): void {
-    const failing = this.deps.snapshots.failing(source.name, DEGRADED_AFTER);
+    // A missing scope has its own operator event; it must not also count as degraded.
+    const failing = this.deps.snapshots.failing(source.name, DEGRADED_AFTER).filter((r) => r.last_error_code !== 'scope_missing');
     const subject = `sources/${source.name}`;
     const state = this.deps.alerts.get('source-degraded', subject);
     const firing = state?.status === 'firing';

@@ -31,6 +31,8 @@ export interface SchedulerDeps {
   sites: 'all' | readonly number[];
   now: () => number;
   log: Logger;
+  /** Polls of one source in flight at once (the API client limits requests further). */
+  concurrency: number;
   /** Part of each interval over which per-site polls are spread (no burst at :00). */
   spreadFraction?: number;
   /** Called after each source cycle (writes the source-level poll state). */
@@ -119,14 +121,24 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         const sites = this.watchedSites();
         const spread = stagger ? s.everyMs * (this.deps.spreadFraction ?? 0.5) : 0;
         const step = sites.length > 0 ? spread / sites.length : 0;
-        const polls: Promise<void>[] = [];
-        for (let i = 0; i < sites.length; i++) {
-          if (this.abort.signal.aborted) break;
-          if (step > 0 && i > 0) await sleep(step, this.abort.signal);
-          if (this.abort.signal.aborted) break;
-          polls.push(this.deps.poller.poll(s.def, sites[i]!).then((o) => void outcomes.push(o)));
-        }
-        await Promise.all(polls);
+        let next = 0;
+        // Every site of a cycle would get the same 403: stop at the first one.
+        let blocked = false;
+        const worker = async (): Promise<void> => {
+          while (!blocked && !this.abort.signal.aborted) {
+            const i = next++;
+            if (i >= sites.length) return;
+            const wait = startedAt + i * step - this.deps.now();
+            if (wait > 0) await sleep(wait, this.abort.signal);
+            if (this.abort.signal.aborted) return;
+            const o = await this.deps.poller.poll(s.def, sites[i]!);
+            outcomes.push(o);
+            if (o.error?.code === 'scope_missing') blocked = true;
+          }
+        };
+        // A bounded pool, not one promise per site: memory stays flat with 10,000 sites.
+        const pool = Math.max(1, Math.min(this.deps.concurrency, sites.length));
+        await Promise.all(Array.from({ length: pool }, worker));
       }
       this.deps.poller.finishCycle(s.def);
     } catch (e) {

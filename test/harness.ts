@@ -1,0 +1,131 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { stringify } from 'yaml';
+import { parseConfig } from '../src/config/parse.js';
+import type { Config } from '../src/config/types.js';
+import type { HostwatchEvent } from '../src/events/types.js';
+import { createApp, SOURCE_NAMES, type App, type AppOptions } from '../src/main.js';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/index.js';
+
+/** A temporary folder removed by the returned cleanup. */
+export function tempDir(prefix = 'hostwatch-test-'): { dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Parse YAML config text exactly as `hostwatch` does, failing the test on any error. */
+export function configFrom(yaml: string, env: Record<string, string>, baseDir: string): Config {
+  const r = parseConfig(yaml, join(baseDir, 'config.yaml'), env, { sourceNames: SOURCE_NAMES, baseDir });
+  if (!r.ok) throw new Error(`test config invalid:\n${r.errors.map((e) => `${e.line}: ${e.path}: ${e.message}`).join('\n')}`);
+  return r.config;
+}
+
+/** Collects every log line (JSON) an app writes. */
+export class LogCollector extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
+    this.lines.push(...chunk.toString().split('\n').filter(Boolean));
+    cb();
+  }
+  get text(): string {
+    return this.lines.join('\n');
+  }
+}
+
+export interface World {
+  sim: Simulator;
+  dir: string;
+  dbPath: string;
+  logs: LogCollector;
+  /** Events handed to the outbox, in commit order. */
+  events: HostwatchEvent[];
+  /** The config object (before env substitution) every app of this world starts from. */
+  base: Record<string, unknown>;
+  /**
+   * Build (another) app on the same database, e.g. after a simulated restart. `overrides`
+   * is deep-merged into the base config (arrays replace), then written as YAML and parsed
+   * like a user's file.
+   */
+  app(overrides?: Record<string, unknown>, opts?: AppOptions): App;
+  /** The YAML text an app with these overrides would be built from. */
+  yaml(overrides?: Record<string, unknown>): string;
+  close(): Promise<void>;
+}
+
+export const TEST_KEY = 'sim-key-0123456789abcdef';
+
+/** Deep-merge plain objects; arrays and scalars in `b` replace those in `a`. */
+export function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    const cur = out[k];
+    out[k] = isPlain(cur) && isPlain(v) ? merge(cur, v) : v;
+  }
+  return out;
+}
+
+function isPlain(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * A simulator and a daemon config pointing at it, with a fresh SQLite file. Only the
+ * parts under test are real; nothing is mocked.
+ */
+export async function startWorld(
+  opts: { sim?: SimulatorOptions; config?: Record<string, unknown>; env?: Record<string, string> } = {},
+): Promise<World> {
+  const sim = await startSimulator({ sites: 3, keys: { [TEST_KEY]: '*' }, ...opts.sim });
+  const { dir, cleanup } = tempDir();
+  const dbPath = join(dir, 'hostwatch.db');
+  const logs = new LogCollector();
+  const events: HostwatchEvent[] = [];
+  const apps: App[] = [];
+  const base = merge(
+    {
+      name: 'test',
+      api: { base_url: '${SIM_URL}', key: '${API_KEY}', timeout: '2s', max_requests_per_second: 1000, retries: 1 },
+      storage: { path: '${DB}' },
+      delivery: { drain_timeout: '5s' },
+      log: { level: 'debug' },
+    },
+    opts.config ?? {},
+  );
+  const env = { SIM_URL: sim.url, API_KEY: TEST_KEY, DB: dbPath, ...opts.env };
+  const world: World = {
+    sim,
+    dir,
+    dbPath,
+    logs,
+    events,
+    base,
+    yaml: (overrides = {}) => stringify(merge(base, overrides)),
+    app(overrides = {}, appOpts = {}) {
+      const config = configFrom(world.yaml(overrides), env, dir);
+      const app = createApp(config, {
+        logDestination: logs,
+        random: () => 0.5,
+        ...appOpts,
+        onEvents: (e) => {
+          events.push(...e);
+          appOpts.onEvents?.(e);
+        },
+      });
+      apps.push(app);
+      return app;
+    },
+    async close() {
+      await Promise.allSettled(apps.map((a) => a.stop()));
+      await sim.close();
+      cleanup();
+    },
+  };
+  return world;
+}
+
+/** The catalog names of events, in order — the usual thing a test compares. */
+export function names(events: readonly HostwatchEvent[]): string[] {
+  return events.map((e) => (e.data.status ? `${e.data.name}:${e.data.status}` : e.data.name));
+}
