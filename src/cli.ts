@@ -70,7 +70,12 @@ program
   .action(async (o: { config: string }) => {
     const app = build(await load(o.config));
     onShutdown(() => app.stop());
-    app.start();
+    try {
+      await app.start();
+    } catch (e) {
+      await app.stop();
+      fail(`hostwatch: cannot start: ${(e as Error).message}`, (e as { code?: string }).code === 'server_config' ? EXIT_CONFIG : 1);
+    }
   });
 
 program

@@ -119,7 +119,7 @@ export async function runDemo(opts: DemoOptions): Promise<{ stop: () => Promise<
     await new Promise<void>((r) => hook.server.close(() => r()));
     resolveDone();
   };
-  app.start();
+  await app.start();
   if (opts.durationMs > 0) timers.push(setTimeout(() => void stop(), opts.durationMs));
   return { stop, done };
 }

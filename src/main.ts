@@ -14,6 +14,7 @@ import { Poller } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
 import type { CompiledRule } from './rules/types.js';
 import { Scheduler, type ScheduledSource } from './scheduler/scheduler.js';
+import { startServer } from './server/server.js';
 import { SOURCES } from './sources/registry.js';
 import { AlertsRepo } from './store/alerts-repo.js';
 import { openStore, type Store } from './store/db.js';
@@ -49,8 +50,10 @@ export interface App {
   scrub: (text: string) => string;
   /** One full cycle of every enabled source, then deliver what is pending (bounded wait). */
   runOnce(): Promise<{ pending: number }>;
-  /** Start the daemon: scheduler and outbox worker. */
-  start(): void;
+  /** Start the daemon: scheduler, outbox worker and (if configured) the HTTP server. */
+  start(): Promise<void>;
+  /** The operator server's address, once started (null without `server.listen`). */
+  serverUrl: string | null;
   /** Graceful stop: finish polls in flight, flush deliveries in flight, close. */
   stop(): Promise<void>;
 }
@@ -133,7 +136,8 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   });
 
   let stopped = false;
-  return {
+  let server: { url: string; close: () => Promise<void> } | null = null;
+  const app: App = {
     config,
     log,
     store,
@@ -148,11 +152,20 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       const pending = await worker.drain(config.delivery.drain_timeout_ms);
       return { pending };
     },
-    start() {
+    serverUrl: null,
+    async start() {
+      if (config.server.listen) {
+        server = await startServer(config.server.listen, config.server.token, {
+          databaseReady: () => store.ready(),
+          schedulerRunning: () => scheduler.running,
+        });
+        app.serverUrl = server.url;
+      }
       log.info(
         { sources: scheduled.map((s) => `${s.def.name}/${s.everyMs / 1000}s`), channels: [...channels.keys()], rules: rules.length },
         'hostwatch started',
       );
+      if (server) log.info({ url: server.url }, 'health endpoints: /livez /readyz');
       worker.start();
       scheduler.start();
     },
@@ -161,12 +174,14 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       stopped = true;
       await scheduler.stop();
       await worker.stop();
+      await server?.close();
       await Promise.allSettled([...channels.values()].map((c) => c.close?.()));
       await client.close();
       store.close();
       log.info('hostwatch stopped');
     },
   };
+  return app;
 }
 
 function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions): Channel {

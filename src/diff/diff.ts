@@ -278,9 +278,9 @@ class Differ {
     // Keys of `a` that `b` also has; when it equals a's key count nothing was removed.
     let shared = 0;
     if (this.plainProto && isPlain(a) && isPlain(b)) {
-      // for-in is much faster than Object.keys (no array), and for these objects it
-      // yields exactly the own keys.
-      for (const k in b) shared += this.field(a, b, k, fields, depth);
+      // for-in allocates no key array (measured 1.5-2x faster than Object.keys on record
+      // lists), and for these objects it yields exactly the own keys.
+      for (const k in b) shared += this.field(a, b, k, fields, depth, true);
       let count = 0;
       for (const _ in a) count++;
       if (count === shared) return;
@@ -288,23 +288,34 @@ class Differ {
     } else {
       // Own keys only: an inherited property is never a field of the snapshot.
       const kb = Object.keys(b);
-      for (let i = 0; i < kb.length; i++) shared += this.field(a, b, kb[i]!, fields, depth);
+      for (let i = 0; i < kb.length; i++) shared += this.field(a, b, kb[i]!, fields, depth, false);
       const ka = Object.keys(a);
       if (ka.length === shared) return;
       for (let i = 0; i < ka.length; i++) this.removed(a, b, ka[i]!, fields, depth);
     }
   }
 
-  /** Compares key `k` of `b` with `a`; returns 1 when `a` has it too. */
-  private field(a: Rec, b: Rec, k: string, fields: Map<string, VolatileNode> | null, depth: number): number {
-    const own = hasOwn(a, k) ? 1 : 0;
+  /**
+   * Compares key `k` of `b` with `a`; returns 1 when `a` has it too. When `a` is plain
+   * (see object()) the only values it can inherit are Object.prototype's methods and its
+   * `__proto__` accessor, none of which is a JSON value, so hasOwn runs only for those.
+   */
+  private field(a: Rec, b: Rec, k: string, fields: Map<string, VolatileNode> | null, depth: number, plain: boolean): number {
+    let x: unknown;
+    if (plain) {
+      x = a[k];
+      if (x !== undefined && (typeof x === 'function' || x === Object.prototype) && !hasOwn(a, k)) x = undefined;
+    } else {
+      x = hasOwn(a, k) ? a[k] : undefined;
+    }
+    // An own field holding undefined counts as not shared: that only costs the removal scan.
+    const own = x === undefined ? 0 : 1;
     let child: VolatileNode | undefined;
     if (fields !== null) {
       child = fields.get(k);
       if (child !== undefined && child.leaf) return own;
     }
     const y = b[k];
-    const x = own === 1 ? a[k] : undefined;
     if (x === y) return own;
     if (own === 0 && (y === null || y === undefined)) return 0;
     this.segs[depth] = k;

@@ -46,7 +46,7 @@ export interface SchedulerDeps {
  */
 export class Scheduler extends EventEmitter<SchedulerEvents> {
   private readonly nextRun = new Map<string, number>();
-  private readonly running = new Map<string, Promise<CycleSummary>>();
+  private readonly inFlight = new Map<string, Promise<CycleSummary>>();
   private task: ScheduledTask | null = null;
   private readonly abort = new AbortController();
   private warnedMissing = new Set<number>();
@@ -65,11 +65,11 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   /** Stop scheduling, cut staggered waits short and wait for polls in flight to finish. */
   async stop(): Promise<void> {
+    this.abort.abort();
     await this.task?.stop();
     await this.task?.destroy();
     this.task = null;
-    this.abort.abort();
-    await Promise.allSettled(this.running.values());
+    await Promise.allSettled(this.inFlight.values());
   }
 
   /** One full cycle of every source, the site list first, without stagger (`poll --once`). */
@@ -82,20 +82,25 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return out;
   }
 
+  /** Started and not stopped. */
+  get running(): boolean {
+    return this.task !== null && !this.abort.signal.aborted;
+  }
+
   /** Is any source cycle in progress? */
   get busy(): boolean {
-    return this.running.size > 0;
+    return this.inFlight.size > 0;
   }
 
   private tick(): void {
     const now = this.deps.now();
     // The site list runs alone first so per-site sources see the current list.
     const sitesFirst = this.deps.sources.find((s) => s.def.name === sitesSource.name);
-    const sitesPending = sitesFirst && this.running.has(sitesSource.name);
+    const sitesPending = sitesFirst && this.inFlight.has(sitesSource.name);
     for (const s of this.deps.sources) {
       const due = this.nextRun.get(s.def.name) ?? now;
       if (due > now) continue;
-      if (this.running.has(s.def.name)) {
+      if (this.inFlight.has(s.def.name)) {
         this.emit('cycle:skipped', { source: s.def.name, reason: 'previous cycle still running' });
         this.deps.log.warn({ source: s.def.name }, 'cycle skipped: the previous one is still running');
         this.nextRun.set(s.def.name, due + s.everyMs);
@@ -103,8 +108,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       }
       if (s.def.per === 'site' && sitesPending) continue;
       this.nextRun.set(s.def.name, Math.max(due + s.everyMs, now));
-      const p = this.runCycle(s, true).finally(() => this.running.delete(s.def.name));
-      this.running.set(s.def.name, p);
+      const p = this.runCycle(s, true).finally(() => this.inFlight.delete(s.def.name));
+      this.inFlight.set(s.def.name, p);
       if (s.def.name === sitesSource.name) return; // others start on the next tick
     }
   }

@@ -30,6 +30,8 @@ export const qb = new Kysely<Database>({
 export interface Store {
   sqlite: BetterSqlite3.Database;
   path: string;
+  /** The database answers and holds every migration this build knows. */
+  ready(): boolean;
   close(): void;
 }
 
@@ -42,12 +44,20 @@ export function openStore(path: string, now: () => number = Date.now): Store {
     sqlite.pragma('synchronous = FULL');
     sqlite.pragma('busy_timeout = 5000');
     sqlite.pragma('foreign_keys = ON');
-    migrate(sqlite, readMigrations(join(packageRoot(), 'migrations')), now);
+    const migrations = readMigrations(join(packageRoot(), 'migrations'));
+    migrate(sqlite, migrations, now);
+    const latest = migrations.at(-1)?.version ?? 0;
+    const versionStmt = sqlite.prepare('SELECT max(version) AS v FROM schema_migrations');
+    return {
+      sqlite,
+      path,
+      ready: () => sqlite.open && (versionStmt.get() as { v: number | null }).v === latest,
+      close: () => sqlite.close(),
+    };
   } catch (e) {
     sqlite.close();
     throw e;
   }
-  return { sqlite, path, close: () => sqlite.close() };
 }
 
 const PARAM = '\u0000hw-param:';

@@ -1,0 +1,148 @@
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startSimulator, type Simulator } from '../src/simulator/index.js';
+import { tempDir } from './harness.js';
+
+const CLI = join(process.cwd(), 'dist/src/cli.js');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run the built CLI as a user would, with an optional signal after a delay. */
+function hostwatch(args: string[], opts: { env?: Record<string, string>; signalAfterMs?: number; cwd?: string } = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: opts.cwd,
+      env: { ...process.env, ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    if (opts.signalAfterMs !== undefined) setTimeout(() => child.kill('SIGTERM'), opts.signalAfterMs);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+let tmp: { dir: string; cleanup: () => void };
+let sim: Simulator | undefined;
+beforeEach(() => {
+  tmp = tempDir();
+});
+afterEach(async () => {
+  await sim?.close();
+  sim = undefined;
+  tmp.cleanup();
+});
+
+function write(name: string, text: string): string {
+  const file = join(tmp.dir, name);
+  writeFileSync(file, text);
+  return file;
+}
+
+function validConfig(url: string, extra = ''): string {
+  return `api:\n  base_url: ${url}\n  key: \${HW_KEY}\n  max_requests_per_second: 500\nstorage:\n  path: ./state.db\n${extra}`;
+}
+
+describe('hostwatch check', () => {
+  it('says OK for a valid config and exits 0', async () => {
+    const file = write('config.yaml', validConfig('http://127.0.0.1:9'));
+    const r = await hostwatch(['check', '-c', file], { env: { HW_KEY: 'k-123456' } });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/config\.yaml: OK \(\d+ rules, 0 channels\)/);
+    expect(r.code).toBe(0);
+  });
+
+  it('prints every config error at once with file, line and key, and exits 2', async () => {
+    const file = write(
+      'config.yaml',
+      'api:\n  base_url: ftp://nope\n  key: k-123456\n  timeout: soon\nlog:\n  levle: debug\n',
+    );
+    const r = await hostwatch(['check', '-c', file]);
+    expect(r.code).toBe(2);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatch(/config\.yaml:2:\d+: api\.base_url: /);
+    expect(lines[1]).toMatch(/config\.yaml:4:\d+: api\.timeout: must be a duration/);
+    expect(lines[2]).toMatch(/config\.yaml:6:\d+: log\.levle: unknown key/);
+  });
+
+  it('reports a broken rule file with its file, line and CEL error, and exits 2', async () => {
+    const rules = write(
+      'my-rules.yaml',
+      'rules:\n  - name: my-rule\n    event: site.custom\n    kind: alert\n    source: health\n    when: "after.online.status =="\n',
+    );
+    const file = write('config.yaml', validConfig('http://127.0.0.1:9', `rules: [${rules}]\n`));
+    const r = await hostwatch(['check', '-c', file], { env: { HW_KEY: 'k-123456' } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('my-rules.yaml:6: rules[0].when: CEL error:');
+  });
+
+  it('exits 2 with a clear message for a missing config file', async () => {
+    const r = await hostwatch(['check', '-c', join(tmp.dir, 'nope.yaml')]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('nope.yaml: cannot read the config file: it does not exist');
+  });
+});
+
+describe('hostwatch poll --once', () => {
+  it('does one full cycle against a server that speaks the API, and exits 0', async () => {
+    sim = await startSimulator({ sites: 2, keys: { 'cli-key-123': '*' } });
+    sim.world.setHealth(1, { status: 'offline' });
+    const file = write('config.yaml', validConfig(sim.url, 'channels:\n  - { name: out, type: console }\n'));
+    const r = await hostwatch(['poll', '--once', '-c', file], { env: { HW_KEY: 'cli-key-123' } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('site.offline');
+    const db = new BetterSqlite3(join(tmp.dir, 'state.db'), { readonly: true });
+    expect((db.prepare("SELECT count(*) n FROM outbox WHERE state = 'delivered'").get() as { n: number }).n).toBe(1);
+    expect((db.prepare('SELECT count(*) n FROM snapshots').get() as { n: number }).n).toBe(2 + 2 * 3);
+    db.close();
+  });
+
+  it('exits 0 when a source fails: a failed source is not a failed command', async () => {
+    sim = await startSimulator({ sites: 1, keys: { 'cli-key-123': '*' } });
+    sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
+    const file = write('config.yaml', validConfig(sim.url));
+    const r = await hostwatch(['poll', '--once', '-c', file], { env: { HW_KEY: 'cli-key-123' } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('poll failed');
+  });
+
+  it('exits 2 without --once, pointing at `hostwatch run`', async () => {
+    const file = write('config.yaml', validConfig('http://127.0.0.1:9'));
+    const r = await hostwatch(['poll', '-c', file], { env: { HW_KEY: 'k-123456' } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('pass --once');
+  });
+});
+
+describe('hostwatch run', () => {
+  it('stops gracefully on SIGTERM and exits 0', async () => {
+    sim = await startSimulator({ sites: 2, keys: { 'cli-key-123': '*' } });
+    const file = write('config.yaml', validConfig(sim.url));
+    const r = await hostwatch(['run', '-c', file], { env: { HW_KEY: 'cli-key-123' }, signalAfterMs: 1500 });
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain('SIGTERM');
+    expect(r.stdout).toContain('hostwatch stopped');
+    expect(r.stdout).not.toContain('cli-key-123');
+  });
+});
+
+describe('bad arguments', () => {
+  it('are refused with exit code 2 and a reason', async () => {
+    const r = await hostwatch(['simulate', '--port', 'abc']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('must be a whole number');
+    const u = await hostwatch(['frobnicate']);
+    expect(u.code).toBe(2);
+    expect(u.stderr).toContain("unknown command 'frobnicate'");
+  });
+});
