@@ -317,6 +317,25 @@ describe('diff: untrusted keys', () => {
     expect(contentHash(withProto)).toBe(contentHash({ a: 1 }));
   });
 
+  it('diffs objects without a prototype like plain ones', () => {
+    const a = Object.assign(Object.create(null) as Record<string, unknown>, { toString: 1, v: 1 });
+    const b = Object.assign(Object.create(null) as Record<string, unknown>, { v: 2, __x: null });
+    expect(diff(a, b)).toEqual([
+      { path: 'v', before: 1, after: 2 },
+      { path: 'toString', before: 1, after: null },
+    ]);
+    expect(diff({}, b)).toEqual([{ path: 'v', before: null, after: 2 }]);
+  });
+
+  it('still reports own fields of objects with a custom prototype', () => {
+    const a = Object.assign(Object.create({ v: 1 }) as Record<string, unknown>, { w: 1 });
+    expect(diff(a, { v: 1, w: 1 })).toEqual([{ path: 'v', before: null, after: 1 }]);
+    expect(diff({ v: 1, w: 2 }, a)).toEqual([
+      { path: 'w', before: 2, after: 1 },
+      { path: 'v', before: 1, after: null },
+    ]);
+  });
+
   it('does not match records by an inherited key', () => {
     // "constructor" is inherited by every object, so these are not records keyed by it.
     expect(diff([{ v: 1 }], [{ v: 2 }], { key: 'constructor' })).toEqual([{ path: '[0].v', before: 1, after: 2 }]);

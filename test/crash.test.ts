@@ -1,0 +1,370 @@
+/**
+ * Crash safety of the real daemon process (PRODUCT.md invariants 4 and 5): `hostwatch`
+ * runs as a child process (the built CLI) against the simulator and a signed-webhook
+ * receiver in this process; it is killed with SIGKILL at different points of a cycle and
+ * started again. Whatever the kill point, the receiver must end up with exactly the events
+ * the world changes call for — none lost, none invented, each under one stable id — and
+ * those ids must be the ones a run that was never interrupted produces.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import type { HostwatchEvent } from '../src/events/types.js';
+import { startSimulator, type HistoryEntry, type Simulator } from '../src/simulator/index.js';
+import { tempDir } from './harness.js';
+import { startReceiver, TEST_SECRET, waitFor, type Received, type Receiver } from './receiver.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const CLI = join(ROOT, 'dist', 'src', 'cli.js');
+const KEY = 'sim-key-crash-0123456789';
+const SITES = 6;
+/** A fixed simulator clock, so two simulators going through the same steps are identical. */
+const CLOCK = (): Date => new Date('2026-11-21T12:00:00Z');
+
+// ---- the built CLI ------------------------------------------------------------------------
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(p) : entry.name.endsWith('.ts') ? statSync(p).mtimeMs : 0);
+  }
+  return newest;
+}
+
+/** `npm test` builds first (pretest); a bare `npx vitest run` may find dist/ missing or stale. */
+function ensureBuilt(): void {
+  if (existsSync(CLI) && statSync(CLI).mtimeMs >= newestMtime(join(ROOT, 'src'))) return;
+  const r = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) throw new Error(`build failed:\n${r.stdout}\n${r.stderr}`);
+}
+
+interface Child {
+  proc: ChildProcess;
+  output: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const children: Child[] = [];
+
+function startCli(args: string[]): Child {
+  const proc = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...process.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const output: string[] = [];
+  proc.stdout!.on('data', (b: Buffer) => output.push(b.toString()));
+  proc.stderr!.on('data', (b: Buffer) => output.push(b.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
+    proc.on('exit', (code, signal) => res({ code, signal })),
+  );
+  const child = { proc, output, exited };
+  children.push(child);
+  return child;
+}
+
+/** Run the CLI to completion; fail with its output if it does not exit 0 in time. */
+async function runCli(args: string[], timeoutMs = 20_000): Promise<void> {
+  const child = startCli(args);
+  const timer = setTimeout(() => child.proc.kill('SIGKILL'), timeoutMs);
+  const { code, signal } = await child.exited;
+  clearTimeout(timer);
+  if (code !== 0) throw new Error(`hostwatch ${args.join(' ')} exited ${code ?? signal}:\n${child.output.join('')}`);
+}
+
+async function kill(child: Child): Promise<void> {
+  child.proc.kill('SIGKILL');
+  const { signal } = await child.exited;
+  expect(signal).toBe('SIGKILL');
+}
+
+// ---- one scenario: a world, a receiver, a database, a config file ----------------------------
+
+interface Scenario {
+  sim: Simulator;
+  hook: Receiver;
+  dbPath: string;
+  configPath: string;
+  /** The world's history from the end of the baseline on: the ground truth. */
+  truth: HistoryEntry[];
+  cleanup: () => void;
+}
+
+const open: Scenario[] = [];
+
+async function scenario(opts: { latencyMs?: number } = {}): Promise<Scenario> {
+  const sim = await startSimulator({ seed: 7, sites: SITES, keys: { [KEY]: '*' }, now: CLOCK });
+  const hook = await startReceiver();
+  const { dir, cleanup } = tempDir('hostwatch-crash-');
+  const dbPath = join(dir, 'hostwatch.db');
+  const configPath = join(dir, 'hostwatch.yaml');
+  writeFileSync(
+    configPath,
+    stringify({
+      name: 'crash',
+      api: { base_url: sim.url, key: KEY, timeout: '5s', max_requests_per_second: 1000, max_concurrency: 2, retries: 1 },
+      storage: { path: dbPath },
+      // The shortest intervals config allows, so `run` gets through a cycle in seconds.
+      sources: Object.fromEntries(['sites', 'jobs', 'health', 'usage', 'backups'].map((s) => [s, { every: '10s' }])),
+      channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }],
+      delivery: { retry_schedule: ['100ms', '200ms', '300ms', '500ms', '1s'], drain_timeout: '10s' },
+      log: { level: 'info' },
+    }),
+  );
+  const s: Scenario = { sim, hook, dbPath, configPath, truth: [], cleanup };
+  open.push(s);
+
+  // A backup in progress before the baseline, so its failure later also finishes a job.
+  const { backup } = sim.world.startBackup(4);
+  await runCli(['poll', '--once', '-c', configPath]);
+  expect(count(s, 'SELECT count(*) n FROM events')).toBe(0); // baseline: no events
+  expect(hook.requests).toEqual([]);
+
+  const mark = sim.world.history.length;
+  sim.world.setHealth(1, { status: 'offline' });
+  sim.world.setHealth(2, { status: 'offline' });
+  sim.world.setHealth(3, { problems: 2 });
+  sim.world.addBackup(3, { state: 'Error' });
+  sim.world.setBackupState(4, backup.id, 'Error');
+  const usage = sim.world.getUsage(5)!;
+  sim.world.setUsage(5, { diskUsedMib: usage.disk.limit_mib + 200 });
+  sim.world.setUsage(5, { frozen: true });
+  sim.world.addBackup(6, { state: 'Ok' });
+  s.truth = sim.world.history.slice(mark);
+
+  if (opts.latencyMs) sim.faults.add({ path: '^/sites/\\d+/(health|usage|backups)$', kind: 'latency', ms: opts.latencyMs });
+  return s;
+}
+
+afterEach(async () => {
+  for (const c of children.splice(0)) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
+  for (const s of open.splice(0)) {
+    await s.hook.close();
+    await s.sim.close();
+    s.cleanup();
+  }
+});
+
+function readDb<T>(s: Scenario, fn: (db: BetterSqlite3.Database) => T): T {
+  const db = new BetterSqlite3(s.dbPath, { readonly: true, fileMustExist: true });
+  try {
+    return fn(db);
+  } finally {
+    db.close();
+  }
+}
+
+function count(s: Scenario, sql: string): number {
+  return readDb(s, (db) => (db.prepare(sql).get() as { n: number }).n);
+}
+
+/** Poll the database (read-only, as the daemon writes it) until `cond` holds. */
+async function waitForDb(s: Scenario, sql: string, cond: (n: number) => boolean, what: string, timeoutMs = 10_000): Promise<number> {
+  let n = -1;
+  await waitFor(() => cond((n = count(s, sql))), what, timeoutMs, 15);
+  return n;
+}
+
+// ---- ground truth -------------------------------------------------------------------------
+
+/** "type subject status" — what identifies an event to a person, independent of its id. */
+type Triple = string;
+const triple = (e: Pick<HostwatchEvent, 'type' | 'subject'> & { data: { status?: string } }): Triple =>
+  `${e.type} ${e.subject} ${e.data.status ?? '-'}`;
+
+/**
+ * The events PRODUCT.md's catalog calls for, read off the simulator's history alone (not
+ * from hostwatch): for each record, its state at the baseline against its state at the
+ * next poll. Condition alerts fire when their condition starts to hold; change events when
+ * a backup or job reaches a final state.
+ */
+function expectedFrom(history: readonly HistoryEntry[]): Triple[] {
+  const first = new Map<string, unknown>();
+  const last = new Map<string, unknown>();
+  const note = (key: string, before: unknown, after: unknown): void => {
+    if (!first.has(key)) first.set(key, before);
+    last.set(key, after);
+  };
+  for (const h of history) {
+    const d = h.detail as Record<string, any>;
+    if (h.kind === 'health_changed') note(`health ${h.site_id}`, d.before, d.after);
+    else if (h.kind === 'usage_changed') note(`usage ${h.site_id}`, d.before, d.after);
+    else if (h.kind === 'backup_added') note(`backup ${h.site_id} ${d.backup.id}`, null, d.backup.state);
+    else if (h.kind === 'backup_state') note(`backup ${h.site_id} ${d.backup_id}`, d.before, d.after);
+    else if (h.kind === 'job_added') note(`job ${d.job.id}`, null, d.job.state);
+    else if (h.kind === 'job_state') note(`job ${d.job_id}`, d.before, d.after);
+  }
+  const out: Triple[] = [];
+  const alert = (name: string, subject: string, was: boolean, is: boolean): void => {
+    if (was !== is) out.push(`hostwatch.${name} ${subject} ${is ? 'firing' : 'resolved'}`);
+  };
+  for (const [key, after] of last) {
+    const before = first.get(key);
+    const [kind, a, b] = key.split(' ');
+    if (kind === 'health') {
+      const [x, y] = [before as any, after as any];
+      alert('site.offline', `sites/${a}/health`, x.status === 'offline', y.status === 'offline');
+      alert('site.slow', `sites/${a}/health`, x.status === 'slow', y.status === 'slow');
+      alert('site.integrity_problems', `sites/${a}/health`, x.problems > 0, y.problems > 0);
+    } else if (kind === 'usage') {
+      const [x, y] = [before as any, after as any];
+      alert('site.frozen', `sites/${a}/usage`, x.frozen, y.frozen);
+      alert('usage.over_limit', `sites/${a}/usage`, x.over.length > 0, y.over.length > 0);
+      alert('usage.disk_high', `sites/${a}/usage`, x.percent >= 90, y.percent >= 90);
+    } else if (kind === 'backup') {
+      const finals: Record<string, string> = { Ok: 'backup.completed', Error: 'backup.failed' };
+      if (finals[after as string] && before !== after) out.push(`hostwatch.${finals[after as string]} sites/${a}/backups/${b} -`);
+    } else if (kind === 'job') {
+      const cls = (s: unknown): string | null => (['done', 'completed', 'succeeded', 'ok'].includes(s as string) ? 'job.completed' : ['failed', 'error'].includes(s as string) ? 'job.failed' : null);
+      if (cls(after) && cls(before) !== cls(after)) out.push(`hostwatch.${cls(after)} jobs/${a} -`);
+    }
+  }
+  return out.sort();
+}
+
+/** What arrived at the receiver, checked request by request, as distinct events. */
+function arrivals(hook: Receiver): Map<string, { triple: Triple; body: string }> {
+  const byId = new Map<string, { triple: Triple; body: string }>();
+  for (const r of hook.requests) {
+    expect(r.signatureError, `signature of request ${r.n}`).toBeNull();
+    expect(r.cloudEventError, `CloudEvent of request ${r.n}`).toBeNull();
+    expect(r.event!.id).toBe(r.id);
+    const seen = byId.get(r.id);
+    // A redelivery is the same event: same type, subject, status — byte for byte the same body.
+    if (seen) expect(r.body, `redelivery of ${r.id}`).toBe(seen.body);
+    else byId.set(r.id, { triple: triple(r.event!), body: r.body });
+  }
+  return byId;
+}
+
+/**
+ * The checks every scenario ends with: exactly the expected events arrived (one id each,
+ * every one acknowledged), and the database holds exactly those events, all delivered.
+ */
+function assertExact(s: Scenario, expected: Triple[]): Set<string> {
+  const byId = arrivals(s.hook);
+  const got = [...byId.values()].map((v) => v.triple).sort();
+  // The multiset: nothing lost, nothing invented, no event under two ids.
+  expect(got).toEqual(expected);
+  // Every event was acknowledged at least once.
+  expect(s.hook.acceptedIds()).toEqual(new Set(byId.keys()));
+  const ids = new Set(byId.keys());
+  readDb(s, (db) => {
+    const rows = db.prepare('SELECT id, type, subject, status FROM events').all() as Array<{ id: string; type: string; subject: string; status: string | null }>;
+    expect(new Set(rows.map((r) => r.id))).toEqual(ids);
+    expect(rows.map((r) => `${r.type} ${r.subject} ${r.status ?? '-'}`).sort()).toEqual(expected);
+    const states = db.prepare('SELECT state, count(*) n FROM outbox GROUP BY state').all();
+    expect(states).toEqual([{ state: 'delivered', n: expected.length }]);
+  });
+  return ids;
+}
+
+// ---- the tests ----------------------------------------------------------------------------
+
+let reference: { expected: Triple[]; ids: Set<string> };
+
+beforeAll(async () => {
+  ensureBuilt();
+  // The uninterrupted run every crash is compared with: fresh database, same simulator steps.
+  const s = await scenario();
+  const expected = expectedFrom(s.truth);
+  await runCli(['poll', '--once', '-c', s.configPath]);
+  const ids = assertExact(s, expected);
+  reference = { expected, ids };
+  await s.hook.close();
+  await s.sim.close();
+  s.cleanup();
+  open.splice(open.indexOf(s), 1);
+}, 60_000);
+
+describe('the daemon killed with SIGKILL in the middle of a cycle, then restarted, loses no event and invents none', () => {
+  it('the ground truth is what the world changes call for, and an uninterrupted run delivers exactly it', () => {
+    // The oracle read off the simulator's history agrees with a reading of the catalog by hand.
+    const shape = reference.expected.map((t) => t.replace(/(backups|jobs)\/\d+/, '$1/N'));
+    expect(shape).toEqual(
+      [
+        'hostwatch.backup.completed sites/6/backups/N -',
+        'hostwatch.backup.failed sites/3/backups/N -',
+        'hostwatch.backup.failed sites/4/backups/N -',
+        'hostwatch.job.failed jobs/N -',
+        'hostwatch.site.frozen sites/5/usage firing',
+        'hostwatch.site.integrity_problems sites/3/health firing',
+        'hostwatch.site.offline sites/1/health firing',
+        'hostwatch.site.offline sites/2/health firing',
+        'hostwatch.usage.disk_high sites/5/usage firing',
+        'hostwatch.usage.over_limit sites/5/usage firing',
+      ],
+    );
+    expect(reference.expected).toHaveLength(10);
+    expect(reference.ids.size).toBe(10);
+  });
+
+  it('`poll --once` killed right after its first event is committed, long before the cycle ends; then run again', async () => {
+    const s = await scenario({ latencyMs: 250 });
+    const child = startCli(['poll', '--once', '-c', s.configPath]);
+    const committed = await waitForDb(s, 'SELECT count(*) n FROM events', (n) => n >= 1, 'the first committed event');
+    await kill(child);
+    // The kill landed mid-cycle: some events committed, not all, nothing delivered yet.
+    const after = count(s, 'SELECT count(*) n FROM events');
+    expect(after).toBeGreaterThanOrEqual(committed);
+    expect(after).toBeLessThan(reference.expected.length);
+    expect(s.hook.requests).toEqual([]);
+
+    s.sim.faults.clear();
+    await runCli(['poll', '--once', '-c', s.configPath]);
+    const ids = assertExact(s, reference.expected);
+    expect(ids).toEqual(reference.ids);
+    // Nothing was attempted twice: the only attempts are the ones after the restart.
+    expect(s.hook.requests).toHaveLength(reference.expected.length);
+  });
+
+  it('`poll --once` killed while deliveries are in flight (sent, not yet answered); then run again: those are sent again under the same ids', async () => {
+    const s = await scenario();
+    let held = 0;
+    s.hook.respond(() => (held < 3 ? (held++, 'hold') : { status: 200 }));
+    const child = startCli(['poll', '--once', '-c', s.configPath]);
+    const total = reference.expected.length;
+    await waitFor(() => new Set(s.hook.requests.map((r) => r.id)).size === total, 'every event to be sent once', 15_000);
+    await waitForDb(s, "SELECT count(*) n FROM outbox WHERE state = 'delivered'", (n) => n === total - 3, 'the answered deliveries to be recorded');
+    const inFlight = new Set(s.hook.requests.filter((r) => r.answer === 'hold').map((r) => r.id));
+    expect(inFlight.size).toBe(3);
+    await kill(child);
+    expect(count(s, "SELECT count(*) n FROM outbox WHERE state = 'pending'")).toBe(3);
+
+    s.hook.respond(() => ({ status: 200 }));
+    const before = s.hook.requests.length;
+    await runCli(['poll', '--once', '-c', s.configPath]);
+    // At least once: exactly the unanswered ones are delivered again, with their ids.
+    expect(new Set(s.hook.requests.slice(before).map((r) => r.id))).toEqual(inFlight);
+    expect(s.hook.requests.length - before).toBe(3);
+    const ids = assertExact(s, reference.expected);
+    expect(ids).toEqual(reference.ids);
+  });
+
+  it('`run` killed after a few deliveries while per-site polls are still due; then run again until everything arrived and stopped with SIGTERM', async () => {
+    const s = await scenario({ latencyMs: 100 });
+    const daemon = startCli(['run', '-c', s.configPath]);
+    await waitFor(() => s.hook.acceptedIds().size >= 3, 'three accepted deliveries', 15_000);
+    await kill(daemon);
+    const committed = count(s, 'SELECT count(*) n FROM events');
+    expect(committed, 'events committed when killed').toBeLessThan(reference.expected.length);
+    expect(s.hook.acceptedIds().size).toBeLessThan(reference.expected.length);
+
+    s.sim.faults.clear();
+    const again = startCli(['run', '-c', s.configPath]);
+    await waitFor(
+      () => new Set([...arrivals(s.hook).values()].map((v) => v.triple)).size >= reference.expected.length && s.hook.acceptedIds().size >= reference.expected.length,
+      'every expected event to arrive after the restart',
+      20_000,
+    );
+    again.proc.kill('SIGTERM');
+    const { code } = await again.exited;
+    expect(code, again.output.join('')).toBe(0);
+    const ids = assertExact(s, reference.expected);
+    expect(ids).toEqual(reference.ids);
+  });
+});

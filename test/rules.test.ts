@@ -1,0 +1,179 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { compileDiffOptions } from '../src/diff/index.js';
+import { SOURCE_NAMES } from '../src/main.js';
+import { packageRoot } from '../src/paths.js';
+import { planEvents, type PlanInput } from '../src/pipeline/plan.js';
+import { check, decideAlert } from '../src/rules/evaluate.js';
+import { loadRules, RuleErrors } from '../src/rules/parse.js';
+import { healthSource, backupsSource } from '../src/sources/registry.js';
+import type { AlertRow } from '../src/store/alerts-repo.js';
+
+const BUILTIN = join(packageRoot(), 'rules');
+const FIXTURES = join(packageRoot(), 'test/fixtures/rules');
+const opts = { sourceNames: SOURCE_NAMES, cwd: packageRoot() };
+
+function errorsOf(fixture: string): string[] {
+  try {
+    loadRules(BUILTIN, [join(FIXTURES, fixture)], opts);
+  } catch (e) {
+    if (e instanceof RuleErrors) return e.message.split('\n');
+    throw e;
+  }
+  throw new Error(`${fixture} loaded without errors`);
+}
+
+describe('the built-in rule packs', () => {
+  it('load, and cover every catalog event of the foundation sources', () => {
+    const rules = loadRules(BUILTIN, [], opts);
+    expect(rules.map((r) => r.event).sort()).toEqual(
+      [
+        'backup.completed',
+        'backup.failed',
+        'job.completed',
+        'job.failed',
+        'site.added',
+        'site.frozen',
+        'site.integrity_problems',
+        'site.offline',
+        'site.removed',
+        'site.slow',
+        'usage.disk_high',
+        'usage.over_limit',
+      ].sort(),
+    );
+  });
+});
+
+describe('a rule file with an error is refused with file, line and reason', () => {
+  const cases: Array<[string, string[]]> = [
+    ['bad-cel.yaml', ['test/fixtures/rules/bad-cel.yaml:6: rules[0].when: CEL error: <input>:1:21: found = but expecting end of input']],
+    ['unknown-source.yaml', ['test/fixtures/rules/unknown-source.yaml:5: rules[0].source: must be one of sites, jobs, health, usage, backups (got "healt")']],
+    ['bad-kind.yaml', ['test/fixtures/rules/bad-kind.yaml:4: rules[0].kind: must be one of change, alert (got "level")']],
+    ['bad-template.yaml', ['test/fixtures/rules/bad-template.yaml:7: rules[0].summary: template error: undefined filter: nosuchfilter, line:1, col:1']],
+    ['duplicate-name.yaml', ['test/fixtures/rules/duplicate-name.yaml:2: rules[0].name: duplicate rule name; "site-offline" is already defined at rules/health.yaml:5']],
+    ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description']],
+    [
+      'bad-override.yaml',
+      [
+        'test/fixtures/rules/bad-override.yaml:4: rules[0].params.threshold: must be a number like the default (90)',
+        'test/fixtures/rules/bad-override.yaml:5: rules[0].params.treshold: unknown parameter of rule usage-disk-high; allowed: threshold',
+      ],
+    ],
+    ['bad-severity.yaml', ['test/fixtures/rules/bad-severity.yaml:6: rules[0].severity: must be one of info, warning, critical (got "urgent")']],
+    ['not-a-rule-file.yaml', ['test/fixtures/rules/not-a-rule-file.yaml:1: (file): a rule file is a map with a "rules" list']],
+    ['missing-when.yaml', ['test/fixtures/rules/missing-when.yaml:2: rules[0].when: must be a CEL expression (a non-empty string)']],
+  ];
+  for (const [fixture, expected] of cases) {
+    it(fixture, () => {
+      expect(errorsOf(fixture)).toEqual(expected);
+    });
+  }
+
+  it('yaml-syntax.yaml (a YAML error names the line)', () => {
+    const errs = errorsOf('yaml-syntax.yaml');
+    expect(errs).toHaveLength(1);
+    expect(errs[0]).toBe('test/fixtures/rules/yaml-syntax.yaml:4: (yaml): Missing closing "quote');
+  });
+});
+
+describe('a user rule file', () => {
+  it('can switch a built-in rule off by name', () => {
+    const rules = loadRules(BUILTIN, [join(FIXTURES, 'disable-builtin.yaml')], opts);
+    expect(rules.find((r) => r.name === 'site-slow')!.enabled).toBe(false);
+    expect(rules.find((r) => r.name === 'site-offline')!.enabled).toBe(true);
+  });
+});
+
+describe('alert decisions', () => {
+  it('fire when true and not firing, resolve when false and firing, and do nothing else', () => {
+    expect(decideAlert({ value: true }, null)).toBe('firing');
+    expect(decideAlert({ value: true }, 'resolved')).toBe('firing');
+    expect(decideAlert({ value: true }, 'firing')).toBe(null);
+    expect(decideAlert({ value: false }, 'firing')).toBe('resolved');
+    expect(decideAlert({ value: false }, null)).toBe(null);
+  });
+
+  it('treat a condition that cannot be evaluated as unknown, never as false', () => {
+    const rules = loadRules(BUILTIN, [], opts);
+    const disk = rules.find((r) => r.name === 'usage-disk-high')!;
+    const verdict = check(disk, { subject: 's', site: null, before: null, after: { disk: { percent: null } }, changes: [] });
+    expect(verdict).toEqual({ unknown: expect.stringContaining('no matching overload') });
+    expect(decideAlert(verdict, 'firing')).toBe(null);
+  });
+});
+
+describe('the planner', () => {
+  const rules = loadRules(BUILTIN, [], opts);
+  const base = (over: Partial<PlanInput>): PlanInput => ({
+    instance: 't',
+    source: healthSource,
+    entity: 'sites/1/health',
+    entitySite: { id: 1, domain: 'a.example' },
+    siteLookup: () => null,
+    before: null,
+    after: null,
+    baseline: false,
+    alertsOnly: false,
+    version: 2,
+    rules: { change: rules.filter((r) => r.kind === 'change' && r.source === 'health'), alert: rules.filter((r) => r.kind === 'alert' && r.source === 'health') },
+    recordDiff: compileDiffOptions({ volatile: healthSource.volatile }),
+    alertState: () => undefined,
+    firingForSite: () => [],
+    ruleByName: (n) => rules.find((r) => r.name === n),
+    now: new Date('2026-11-21T14:00:00Z'),
+    ...over,
+  });
+  const health = (status: string, problems = 0): unknown => ({
+    site_id: 1,
+    online: { status, label: status },
+    integrity: { checked: '2026-11-21 13:00 UTC', status: 'ok', findings: [], problems },
+  });
+
+  it('gives the same event id for the same input every time', () => {
+    const a = planEvents(base({ before: health('online'), after: health('offline') }));
+    const b = planEvents(base({ before: health('online'), after: health('offline') }));
+    expect(a.events.map((e) => e.id)).toEqual(b.events.map((e) => e.id));
+    expect(a.events[0]).toEqual({
+      specversion: '1.0',
+      id: a.events[0]!.id,
+      source: 'hostwatch://t',
+      type: 'hostwatch.site.offline',
+      subject: 'sites/1/health',
+      time: '2026-11-21T14:00:00.000Z',
+      datacontenttype: 'application/json',
+      data: {
+        name: 'site.offline',
+        severity: 'critical',
+        status: 'firing',
+        summary: 'a.example is offline',
+        site_id: 1,
+        domain: 'a.example',
+        changes: [
+          { path: 'online.status', before: 'online', after: 'offline' },
+          { path: 'online.label', before: 'online', after: 'offline' },
+        ],
+        rule: 'site-offline',
+        observed_at: '2026-11-21T14:00:00.000Z',
+      },
+    });
+  });
+
+  it('ignores a volatile field: a new integrity `checked` time alone plans nothing', () => {
+    const after = health('online') as { integrity: { checked: string } };
+    after.integrity.checked = '2026-11-21 14:00 UTC';
+    const firing: AlertRow | undefined = undefined;
+    const out = planEvents(base({ before: health('online'), after, alertState: () => firing }));
+    expect(out.events).toEqual([]);
+  });
+
+  it('emits no change event on a baseline of a list, but does on a new record later', () => {
+    const b = backupsSource;
+    const changeRules = rules.filter((r) => r.kind === 'change' && r.source === 'backups');
+    const list = [{ id: 5, state: 'Error' }];
+    const common = { source: b, entity: 'sites/1/backups', rules: { change: changeRules, alert: [] }, recordDiff: compileDiffOptions({}) };
+    expect(planEvents(base({ ...common, before: null, after: list, baseline: true })).events).toEqual([]);
+    const later = planEvents(base({ ...common, before: [], after: list }));
+    expect(later.events.map((e) => [e.data.name, e.subject])).toEqual([['backup.failed', 'sites/1/backups/5']]);
+  });
+});
