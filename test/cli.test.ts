@@ -61,6 +61,14 @@ describe('hostwatch check', () => {
     expect(r.code).toBe(0);
   });
 
+  it('accepts the shipped config.example.yaml', async () => {
+    const r = await hostwatch(['check', '-c', 'config.example.yaml'], {
+      env: { HOSTWATCH_API_KEY: 'k-123456', WEBHOOK_SECRET: 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ=', HOSTWATCH_TOKEN: 't-123456' },
+    });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+  });
+
   it('prints every config error at once with file, line and key, and exits 2', async () => {
     const file = write(
       'config.yaml',

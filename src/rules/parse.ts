@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parse as celParse, plan, celEnv } from '@bufbuild/cel';
 import { Liquid } from 'liquidjs';
@@ -56,13 +56,25 @@ export interface LoadRulesOptions {
 export function loadRules(builtinDir: string, userPaths: readonly string[], opts: LoadRulesOptions): CompiledRule[] {
   const errors: RuleError[] = [];
   const rules = new Map<string, CompiledRule>();
-  const files = [...listRuleFiles(builtinDir, errors, opts), ...userPaths.flatMap((p) => listRuleFiles(p, errors, opts))];
+  // A user path that is the built-in folder itself (config.example.yaml's ./rules, run from
+  // the repository) must not load every built-in rule twice.
+  const builtinReal = realOrSelf(builtinDir);
+  const extra = userPaths.filter((p) => realOrSelf(p) !== builtinReal);
+  const files = [...listRuleFiles(builtinDir, errors, opts), ...extra.flatMap((p) => listRuleFiles(p, errors, opts))];
   for (const file of files) {
     const shown = opts.cwd ? relative(opts.cwd, file) || file : file;
     parseRuleFile(readFileSync(file, 'utf8'), shown, opts, rules, errors);
   }
   if (errors.length) throw new RuleErrors(errors);
   return [...rules.values()];
+}
+
+function realOrSelf(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
 }
 
 function listRuleFiles(path: string, errors: RuleError[], opts: LoadRulesOptions): string[] {
