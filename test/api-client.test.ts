@@ -1,0 +1,181 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ApiClient, parseRetryAfter, type ApiClientOptions } from '../src/api/client.js';
+import { ApiError } from '../src/api/errors.js';
+import { startSimulator, type Simulator } from '../src/simulator/index.js';
+
+const KEY = 'client-key-123456';
+let sim: Simulator;
+let client: ApiClient | undefined;
+
+afterEach(async () => {
+  await client?.close();
+  client = undefined;
+  await sim?.close();
+});
+
+/** A client on the simulator whose sleeps are recorded (and shortened), so waits are visible. */
+function makeClient(over: Partial<ApiClientOptions> = {}): { client: ApiClient; sleeps: number[] } {
+  const sleeps: number[] = [];
+  client = new ApiClient({
+    baseUrl: sim.url,
+    key: KEY,
+    timeoutMs: 2000,
+    maxRequestsPerSecond: 1000,
+    maxConcurrency: 4,
+    retries: 3,
+    maxPages: 50,
+    random: () => 0.5,
+    sleep: async (ms) => {
+      sleeps.push(ms);
+      await new Promise((r) => setTimeout(r, Math.min(ms, 5)));
+    },
+    ...over,
+  });
+  return { client, sleeps };
+}
+
+async function thrown(p: Promise<unknown>): Promise<ApiError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof ApiError) return e;
+    throw e;
+  }
+  throw new Error('expected an ApiError');
+}
+
+describe('the API client', () => {
+  it('sends the key as a Bearer token to {base_url}/api/v1 and returns the data envelope', async () => {
+    sim = await startSimulator({ sites: 2, keys: { [KEY]: '*' } });
+    const { client } = makeClient();
+    const health = (await client.get('/sites/1/health')) as { site_id: number };
+    expect(health.site_id).toBe(1);
+    expect(sim.requests.at(-1)).toMatchObject({ method: 'GET', path: '/api/v1/sites/1/health' });
+  });
+
+  it('walks every page of a paged list exactly once', async () => {
+    sim = await startSimulator({ sites: 7, keys: { [KEY]: '*' } });
+    const { client } = makeClient();
+    const sites = (await client.list('/sites', {}, 3)) as Array<{ id: number }>;
+    expect(sites.map((s) => s.id)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(sim.requests.filter((r) => r.path === '/api/v1/sites')).toHaveLength(3);
+  });
+
+  it('stops at the page cap with a page_cap error rather than returning part of a list', async () => {
+    sim = await startSimulator({ sites: 7, keys: { [KEY]: '*' } });
+    const { client } = makeClient({ maxPages: 2 });
+    const err = await thrown(client.list('/sites', {}, 3));
+    expect(err.code).toBe('page_cap');
+    expect(err.message).toBe('/sites: more than 2 pages; raise api.max_pages to read the whole list');
+  });
+
+  it('fails the whole list when a middle page fails, after its retries', async () => {
+    sim = await startSimulator({ sites: 7, keys: { [KEY]: '*' } });
+    sim.faults.add({ path: '^/sites$', kind: 'status', status: 503, page: 2 });
+    const { client, sleeps } = makeClient({ retries: 2 });
+    const err = await thrown(client.list('/sites', {}, 3));
+    expect(err.code).toBe('unavailable');
+    expect(err.statusCode).toBe(503);
+    expect(sleeps).toHaveLength(2);
+  });
+
+  it('retries a 5xx with jittered exponential backoff, then succeeds', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    sim.faults.add({ path: '^/sites/1/health$', kind: 'status', status: 500, times: 2 });
+    const { client, sleeps } = makeClient();
+    await client.get('/sites/1/health');
+    // random() = 0.5: half of 250 ms, then half of 500 ms.
+    expect(sleeps).toEqual([125, 250]);
+  });
+
+  it('honours Retry-After on a 429', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    sim.faults.add({ path: '^/sites/1/usage$', kind: 'rate_limit', retry_after: 7, times: 1 });
+    const { client, sleeps } = makeClient();
+    await client.get('/sites/1/usage');
+    expect(sleeps).toEqual([7000]);
+  });
+
+  it('gives up at once when Retry-After is longer than a poll may wait', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    sim.faults.add({ path: '^/sites/1/usage$', kind: 'rate_limit', retry_after: 3600 });
+    const { client, sleeps } = makeClient();
+    const err = await thrown(client.get('/sites/1/usage'));
+    expect(err.code).toBe('rate_limited');
+    expect(err.retryAfterMs).toBe(3_600_000);
+    expect(sleeps).toEqual([]);
+  });
+
+  it('maps a missing scope to scope_missing with the required scope, without retrying', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: ['sites:read'] } });
+    const { client, sleeps } = makeClient();
+    const err = await thrown(client.get('/sites/1/backups'));
+    expect(err.code).toBe('scope_missing');
+    expect(err.statusCode).toBe(403);
+    expect(err.requiredScope).toBe('backups:read');
+    expect(err.retryable).toBe(false);
+    expect(sleeps).toEqual([]);
+  });
+
+  it('maps an unknown site to not_found and a bad key to unauthorized', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    const { client } = makeClient();
+    expect((await thrown(client.get('/sites/99/health'))).code).toBe('not_found');
+    const other = new ApiClient({ ...optsOf(), key: 'wrong-key-000' });
+    expect((await thrown(other.get('/sites/1/health'))).code).toBe('unauthorized');
+    await other.close();
+  });
+
+  it('reports a timeout as code timeout, and never puts the key in an error message', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    sim.faults.add({ path: '^/sites/1/health$', kind: 'latency', ms: 1000 });
+    const { client } = makeClient({ timeoutMs: 200, retries: 0 });
+    const err = await thrown(client.get('/sites/1/health'));
+    expect(err.code).toBe('timeout');
+    expect(err.retryable).toBe(true);
+    expect(`${err.message} ${JSON.stringify(err)}`).not.toContain(KEY);
+  });
+
+  it('reports truncated JSON as bad_response naming the endpoint', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    sim.faults.add({ path: '^/sites/1/health$', kind: 'truncated' });
+    const { client } = makeClient({ retries: 0 });
+    const err = await thrown(client.get('/sites/1/health'));
+    expect(err.code).toBe('bad_response');
+    expect(err.message).toMatch(/^\/sites\/1\/health: malformed JSON in a 200 reply/);
+  });
+
+  it('keeps to max_requests_per_second', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    const { client, sleeps } = makeClient({ maxRequestsPerSecond: 10, sleep: undefined });
+    const started = Date.now();
+    await Promise.all(Array.from({ length: 6 }, () => client.get('/sites/1/health')));
+    // Six requests at 10/s: the last one starts 500 ms after the first.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(450);
+    expect(sleeps).toEqual([]);
+  });
+
+  it('keeps to max_concurrency', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    sim.faults.add({ path: '^/sites/1/health$', kind: 'latency', ms: 150 });
+    const { client } = makeClient({ maxConcurrency: 2 });
+    const started = Date.now();
+    await Promise.all(Array.from({ length: 6 }, () => client.get('/sites/1/health')));
+    // Six 150 ms requests two at a time: three rounds.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(440);
+  });
+});
+
+describe('Retry-After', () => {
+  it('is read as seconds or as an HTTP date', () => {
+    const now = Date.parse('2026-11-21T14:00:00Z');
+    expect(parseRetryAfter('30', now)).toBe(30_000);
+    expect(parseRetryAfter('Sat, 21 Nov 2026 14:00:10 GMT', now)).toBe(10_000);
+    expect(parseRetryAfter(undefined, now)).toBe(null);
+    expect(parseRetryAfter('soon', now)).toBe(null);
+  });
+});
+
+function optsOf(): ApiClientOptions {
+  return { baseUrl: sim.url, key: KEY, timeoutMs: 2000, maxRequestsPerSecond: 1000, maxConcurrency: 4, retries: 0, maxPages: 50 };
+}
