@@ -269,23 +269,34 @@ describe('a key without a scope', () => {
   });
 });
 
-describe('the API key', () => {
-  it('never appears in logs, the database or events', async () => {
-    world = await startWorld({ sim: { keys: { [TEST_KEY]: ['sites:read'] } } });
-    const app = world.app();
+describe('secrets', () => {
+  it('(the API key and the webhook secret) never appear in logs, the database or events', async () => {
+    const secret = 'whsec_c3VwZXItc2VjcmV0LXdlYmhvb2sta2V5LTEyMw==';
+    const secretBytes = secret.slice('whsec_'.length);
+    world = await startWorld({ sim: { keys: { [TEST_KEY]: ['sites:read'] } }, env: { HOOK_SECRET: secret } });
+    // A receiver that is not there: delivery errors get logged and stored.
+    const app = world.app({
+      channels: [{ name: 'hook', type: 'webhook', url: 'http://127.0.0.1:9/hook', secret: '${HOOK_SECRET}' }],
+      delivery: { retry_schedule: ['100ms'], drain_timeout: '1s' },
+    });
     world.sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
     await app.runOnce();
     world.sim.world.setHealth(1, { status: 'offline' });
     await app.runOnce();
     await app.stop();
     expect(world.logs.lines.length).toBeGreaterThan(5);
-    expect(world.logs.text).not.toContain(TEST_KEY);
+    expect(world.logs.text).toContain('delivery'); // the failing deliveries were logged
     const { readFileSync, readdirSync } = await import('node:fs');
-    for (const f of readdirSync(world.dir)) {
-      expect(readFileSync(`${world.dir}/${f}`).includes(TEST_KEY), f).toBe(false);
+    for (const needle of [TEST_KEY, secret, secretBytes]) {
+      expect(world.logs.text).not.toContain(needle);
+      for (const f of readdirSync(world.dir)) {
+        expect(readFileSync(`${world.dir}/${f}`).includes(needle), `${f} holds a secret`).toBe(false);
+      }
+      expect(JSON.stringify(world.events)).not.toContain(needle);
     }
-    expect(JSON.stringify(world.events)).not.toContain(TEST_KEY);
-    // And the requests did carry it: the check above is not vacuous.
+    const attempts = count(world, 'SELECT count(*) n FROM delivery_attempts WHERE error IS NOT NULL');
+    expect(attempts).toBeGreaterThan(0);
+    // And the requests did carry the key: the check above is not vacuous.
     expect(world.sim.requests.length).toBeGreaterThan(0);
   });
 });

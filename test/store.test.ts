@@ -1,0 +1,74 @@
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openStore } from '../src/store/db.js';
+import { migrate, MigrationError, type Migration } from '../src/store/migrate.js';
+import { tempDir } from './harness.js';
+
+let tmp: { dir: string; cleanup: () => void };
+beforeEach(() => {
+  tmp = tempDir();
+});
+afterEach(() => tmp.cleanup());
+
+describe('opening the store', () => {
+  it('creates the file, applies every migration and sets WAL, synchronous=FULL and a busy timeout', () => {
+    const store = openStore(join(tmp.dir, 'sub/dir/h.db'));
+    expect(store.sqlite.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(store.sqlite.pragma('synchronous', { simple: true })).toBe(2);
+    expect(store.sqlite.pragma('busy_timeout', { simple: true })).toBe(5000);
+    const tables = store.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
+    expect(tables).toEqual(expect.arrayContaining(['alerts', 'delivery_attempts', 'events', 'outbox', 'poll_state', 'schema_migrations', 'snapshots']));
+    expect(store.ready()).toBe(true);
+    store.close();
+  });
+
+  it('is idempotent: a second open applies nothing', () => {
+    openStore(join(tmp.dir, 'h.db')).close();
+    const store = openStore(join(tmp.dir, 'h.db'));
+    expect(store.sqlite.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(1);
+    store.close();
+  });
+
+  it('refuses a database whose applied migration was changed', () => {
+    const file = join(tmp.dir, 'h.db');
+    openStore(file).close();
+    const raw = new BetterSqlite3(file);
+    raw.prepare("UPDATE schema_migrations SET checksum = 'x' WHERE version = 1").run();
+    raw.close();
+    expect(() => openStore(file)).toThrow(new MigrationError('corrupted migrations: 0001_init.sql was changed after it was applied (checksum differs)'));
+  });
+
+  it('refuses a database migrated by a newer hostwatch', () => {
+    const file = join(tmp.dir, 'h.db');
+    openStore(file).close();
+    const raw = new BetterSqlite3(file);
+    raw.prepare("INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 'c', 0)").run();
+    raw.close();
+    expect(() => openStore(file)).toThrow(
+      'the database was migrated by a newer hostwatch (migration 9999_future.sql); upgrade hostwatch or restore a backup',
+    );
+  });
+});
+
+describe('a migration', () => {
+  it('that fails is rolled back whole and names itself', () => {
+    const db = new BetterSqlite3(':memory:');
+    const good: Migration = { version: 1, name: '0001_a.sql', sql: 'CREATE TABLE a (x INTEGER);', checksum: '1' };
+    const bad: Migration = { version: 2, name: '0002_b.sql', sql: 'CREATE TABLE b (x INTEGER); INSERT INTO nope VALUES (1);', checksum: '2' };
+    expect(() => migrate(db, [good, bad], () => 0)).toThrow('migration 0002_b.sql failed: no such table: nope');
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
+    expect(tables).toEqual(['a', 'schema_migrations']);
+    expect(db.prepare('SELECT version FROM schema_migrations').pluck().all()).toEqual([1]);
+  });
+
+  it('that was applied but is missing from the folder is an error', () => {
+    const db = new BetterSqlite3(':memory:');
+    const one: Migration = { version: 1, name: '0001_a.sql', sql: 'CREATE TABLE a (x INTEGER);', checksum: '1' };
+    const two: Migration = { version: 2, name: '0002_b.sql', sql: 'CREATE TABLE b (x INTEGER);', checksum: '2' };
+    migrate(db, [one, two], () => 0);
+    expect(() => migrate(db, [two, { ...two, version: 3, name: '0003_c.sql' }], () => 0)).toThrow(
+      'corrupted migrations: previously applied migration 0001_a.sql is missing from migrations/',
+    );
+  });
+});
