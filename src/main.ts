@@ -113,6 +113,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     now,
     log,
     scrub,
+    sites: config.sites,
     onEvents: (added) => {
       worker.kick();
       opts.onEvents?.(added);

@@ -245,6 +245,37 @@ describe('an alert', () => {
   });
 });
 
+describe('the site list', () => {
+  it('forgets a removed site, so its failed polls do not keep source.degraded firing', async () => {
+    world = await startWorld();
+    const app = world.app();
+    world.sim.faults.add({ path: '^/sites/3/health$', kind: 'status', status: 500 });
+    for (let i = 0; i < 3; i++) await app.runOnce();
+    expect(names(world.events)).toEqual(['source.degraded:firing']);
+    expect(world.events[0]!.data['failing']).toBe(1);
+    world.sim.world.removeSite(3);
+    await app.runOnce();
+    expect(names(world.events)).toEqual(['source.degraded:firing', 'site.removed', 'source.degraded:resolved']);
+    expect(count(world, 'SELECT count(*) n FROM snapshots WHERE site_id = 3')).toBe(0);
+    expect(count(world, 'SELECT count(*) n FROM poll_state WHERE site_id = 3')).toBe(0);
+  });
+
+  it('with `sites: [ids]` only those sites are polled, and events about others are not sent', async () => {
+    world = await startWorld({ sim: { sites: 4 }, config: { sites: [1, 2] } });
+    const app = world.app();
+    await app.runOnce();
+    world.sim.world.addSite();
+    world.sim.world.setHealth(2, { status: 'offline' });
+    world.sim.world.setHealth(3, { status: 'offline' });
+    world.sim.world.addJob({ type: 'backup', site_id: 4, state: 'failed' });
+    await app.runOnce();
+    expect(names(world.events)).toEqual(['site.offline:firing']);
+    expect(world.events[0]!.data.site_id).toBe(2);
+    const polled = new Set(world.sim.requests.map((r) => /^\/api\/v1\/sites\/(\d+)\//.exec(r.path)?.[1]).filter(Boolean));
+    expect(polled).toEqual(new Set(['1', '2']));
+  });
+});
+
 describe('a key without a scope', () => {
   it('yields one source.scope_missing naming the scope, while other sources keep working', async () => {
     const key = 'limited-key-abcdef';

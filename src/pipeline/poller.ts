@@ -31,6 +31,8 @@ export interface PollerDeps {
   log: Logger;
   /** Scrubs secrets from text before it is stored (error messages). */
   scrub: (text: string) => string;
+  /** The watched sites ('all', or ids from config): events about other sites are dropped. */
+  sites?: 'all' | readonly number[];
   /** Called after a commit that added events (wakes the outbox worker, feeds the demo). */
   onEvents?: (events: HostwatchEvent[]) => void;
 }
@@ -61,6 +63,7 @@ export class Poller {
   /** Entities whose alert conditions were checked since this process started. */
   private readonly checked = new Set<string>();
   private directory = new Map<number, SiteInfo>();
+  private readonly watched: ReadonlySet<number> | null;
   /** Entities whose last poll failed (so a success must write their recovery). */
   private readonly failing = new Set<string>();
   /** Sources with a firing source.scope_missing alert. */
@@ -68,6 +71,7 @@ export class Poller {
 
   constructor(private readonly deps: PollerDeps) {
     this.ruleByName = new Map(deps.rules.map((r) => [r.name, r]));
+    this.watched = deps.sites === undefined || deps.sites === 'all' ? null : new Set(deps.sites);
     this.loadDirectory();
     for (const row of deps.snapshots.allFailing()) this.failing.add(`${row.source}\u0000${row.entity}`);
     for (const a of deps.alerts.firing()) if (a.rule === 'source-scope-missing') this.scopeMissing.add(a.subject);
@@ -129,6 +133,8 @@ export class Poller {
       now,
     });
     for (const problem of plan.problems) this.deps.log.warn({ source: ref.source.name }, problem);
+    const events = this.watched ? plan.events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : plan.events;
+    const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
     const snapshot: SnapshotRow | null = unchanged
       ? null
       : {
@@ -140,10 +146,10 @@ export class Poller {
           version,
           changed_at: now.getTime(),
         };
-    this.recordSuccess(ref, started, head === undefined, snapshot, plan.events, plan.alerts);
+    this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites);
     this.checked.add(stateKey);
     if (snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
-    return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: plan.events.length };
+    return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: events.length };
   }
 
   /**
@@ -219,6 +225,7 @@ export class Poller {
     snapshot: SnapshotRow | null,
     events: HostwatchEvent[],
     alerts: AlertRow[],
+    removedSites: number[] = [],
   ): void {
     const key = `${ref.source.name}\u0000${ref.entity}`;
     const needState = first || this.failing.has(key);
@@ -230,6 +237,7 @@ export class Poller {
     // Invariant 4: snapshot, events, outbox rows, alert state and poll state together or not at all.
     this.deps.store.sqlite.transaction(() => {
       if (snapshot) this.deps.snapshots.put(snapshot);
+      for (const id of removedSites) this.deps.snapshots.forgetSite(id);
       for (const e of events) if (this.addEvent(e)) added.push(e);
       for (const a of alerts) this.deps.alerts.put(a);
       if (needState) {
@@ -255,6 +263,9 @@ export class Poller {
       }
     })();
     this.failing.delete(key);
+    for (const id of removedSites) {
+      for (const k of [...this.failing]) if (k.includes(`\u0000sites/${id}/`)) this.failing.delete(k);
+    }
     if (added.length) this.deps.onEvents?.(added);
   }
 
@@ -335,6 +346,12 @@ export class Poller {
       this.prepared.set(def.name, p);
     }
     return p;
+  }
+
+  /** Ids in the current directory that are missing from a new site list. */
+  private removedSites(data: unknown): number[] {
+    const now = new Set(listOf(sitesSource, data).map((r) => r['id']));
+    return [...this.directory.keys()].filter((id) => !now.has(id));
   }
 
   private loadDirectory(): void {

@@ -14,6 +14,8 @@ export class SnapshotsRepo {
   private readonly stateUpsert;
   private readonly stateBySource;
   private readonly allFailingStmt;
+  private readonly forgetSnapshots;
+  private readonly forgetStates;
 
   constructor(sqlite: BetterSqlite3.Database) {
     this.headStmt = prepare<{ source: string; entity: string }>(sqlite, (p) =>
@@ -63,9 +65,20 @@ export class SnapshotsRepo {
         .where('consecutive_failures', '>=', p.min)
         .orderBy('entity'),
     );
+    this.forgetSnapshots = prepare<{ site_id: number }>(sqlite, (p) => qb.deleteFrom('snapshots').where('site_id', '=', p.site_id));
+    this.forgetStates = prepare<{ site_id: number }>(sqlite, (p) => qb.deleteFrom('poll_state').where('site_id', '=', p.site_id));
     this.allFailingStmt = prepare<{ min: number }>(sqlite, (p) =>
       qb.selectFrom('poll_state').selectAll().where('entity', '!=', '').where('consecutive_failures', '>=', p.min),
     );
+  }
+
+  /**
+   * Drop what is stored about a site that left the site list: its failures must not keep
+   * an operator alert firing, and if it comes back its first poll is a baseline again.
+   */
+  forgetSite(siteId: number): void {
+    this.forgetSnapshots.run({ site_id: siteId });
+    this.forgetStates.run({ site_id: siteId });
   }
 
   /** Every entity whose last poll failed. */
