@@ -280,6 +280,13 @@ describe('invalid configs: every error names file, line, column, key path, value
       errors: ['yaml-syntax-error.yaml:6:1: YAML syntax error: Flow map in block collection must be sufficiently indented and end with a }'],
     },
     {
+      name: 'a route match that is not CEL names the route and the CEL error',
+      fixture: 'bad-route-match.yaml',
+      errors: [
+        `bad-route-match.yaml:7:12: routes[0].match: is not a valid CEL expression: <input>:1:10: found = but expecting end of input (got "severity = 'critical'")`,
+      ],
+    },
+    {
       name: 'a key written twice is an error at the second one',
       fixture: 'duplicate-yaml-key.yaml',
       errors: ['duplicate-yaml-key.yaml:6:1: YAML error: the key "log" appears twice in one map; each key may appear only once'],

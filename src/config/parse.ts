@@ -7,6 +7,7 @@
  * the written shape (schema.ts) -> checks across keys -> defaults and milliseconds (Config).
  */
 import { dirname, isAbsolute, resolve } from 'node:path';
+import { parse as celParse } from '@bufbuild/cel';
 import type { z } from 'zod';
 import type { Env } from './env.js';
 import { formatPath, REDACTED, type ConfigError } from './errors.js';
@@ -217,6 +218,14 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
   const defined = [...names.keys()];
   const allowed = defined.length === 0 ? 'but no channels are defined' : `one of ${defined.join(', ')}`;
   routes.forEach((route: unknown, routeIndex) => {
+    const match = (route as { match?: unknown } | null)?.match;
+    if (typeof match === 'string' && match.trim() !== '') {
+      try {
+        celParse(match);
+      } catch (e) {
+        errors.push(valueError(['routes', routeIndex, 'match'], `is not a valid CEL expression: ${(e as Error).message}`, data, tree, file));
+      }
+    }
     const targets = (route as { channels?: unknown } | null)?.channels;
     if (!Array.isArray(targets)) return;
     targets.forEach((target: unknown, index) => {
