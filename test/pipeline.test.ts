@@ -276,6 +276,27 @@ describe('the site list', () => {
   });
 });
 
+describe('source state', () => {
+  it('is recorded once per cycle with the last success and the last error', async () => {
+    world = await startWorld();
+    const app = world.app();
+    await app.runOnce();
+    world.sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
+    await app.runOnce();
+    const rows = db(world).prepare("SELECT source, last_success_at, consecutive_failures, last_error_code FROM poll_state WHERE entity = '' ORDER BY source").all() as Array<{
+      source: string;
+      last_success_at: number | null;
+      consecutive_failures: number;
+      last_error_code: string | null;
+    }>;
+    expect(rows.map((r) => r.source)).toEqual(['backups', 'health', 'jobs', 'sites', 'usage']);
+    const jobs = rows.find((r) => r.source === 'jobs')!;
+    expect(jobs).toMatchObject({ consecutive_failures: 1, last_error_code: 'internal_error' });
+    expect(jobs.last_success_at).not.toBeNull();
+    expect(rows.find((r) => r.source === 'health')).toMatchObject({ consecutive_failures: 0, last_error_code: null });
+  });
+});
+
 describe('a key without a scope', () => {
   it('yields one source.scope_missing naming the scope, while other sources keep working', async () => {
     const key = 'limited-key-abcdef';

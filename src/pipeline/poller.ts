@@ -153,10 +153,26 @@ export class Poller {
   }
 
   /**
-   * After a cycle of a source: fire or resolve its `source.degraded` operator alert from
-   * the per-entity failure counts.
+   * After a cycle of a source: record the source's own poll state (one row per source,
+   * entity ''), and fire or resolve its `source.degraded` operator alert from the
+   * per-entity failure counts.
    */
-  finishCycle(source: SourceDef): void {
+  finishCycle(source: SourceDef, outcomes: readonly PollOutcome[] = []): void {
+    const now = this.deps.now();
+    const prev = this.deps.snapshots.state(source.name, '');
+    const failures = outcomes.filter((o) => o.status === 'failed');
+    const allFailed = outcomes.length > 0 && failures.length === outcomes.length;
+    const firstError = failures[0]?.error;
+    this.deps.snapshots.putState({
+      source: source.name,
+      entity: '',
+      site_id: null,
+      last_attempt_at: now,
+      last_success_at: allFailed || outcomes.length === 0 ? (prev?.last_success_at ?? null) : now,
+      consecutive_failures: allFailed ? (prev?.consecutive_failures ?? 0) + 1 : 0,
+      last_error_code: firstError?.code ?? null,
+      last_error: firstError ? this.deps.scrub(firstError.message) : null,
+    });
     // A missing scope has its own operator event; it must not also count as degraded.
     const failing = this.deps.snapshots.failing(source.name, DEGRADED_AFTER).filter((r) => r.last_error_code !== 'scope_missing');
     const subject = `sources/${source.name}`;

@@ -145,7 +145,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         const pool = Math.max(1, Math.min(this.deps.concurrency, sites.length));
         await Promise.all(Array.from({ length: pool }, worker));
       }
-      this.deps.poller.finishCycle(s.def);
+      this.deps.poller.finishCycle(s.def, outcomes);
     } catch (e) {
       // poll() does not throw for API failures; this is a bug or a database error.
       this.deps.log.error({ source: s.def.name, err: String(e) }, 'cycle failed');
