@@ -89,19 +89,23 @@ describe('changes after the baseline', () => {
 });
 
 describe('an unchanged poll', () => {
-  it('writes no snapshot row and no poll state', async () => {
+  it('writes no snapshot row and no per-site poll state: one state row per source, whatever the number of sites', async () => {
     world = await startWorld();
     const app = world.app();
     await app.runOnce();
     const d = db(world);
-    const changes = (): number => (d.prepare('SELECT total_changes() n').get() as { n: number }).n;
+    // total_changes() on the daemon's own connection: every row it inserted, updated or deleted.
+    const changes = (): number => (app.store.sqlite.prepare('SELECT total_changes() n').get() as { n: number }).n;
     const snap = d.prepare('SELECT source, entity, version, changed_at FROM snapshots ORDER BY 1, 2').all();
-    const state = d.prepare('SELECT * FROM poll_state ORDER BY 1, 2').all();
+    const state = d.prepare("SELECT * FROM poll_state WHERE entity != '' ORDER BY 1, 2").all();
     const c0 = changes();
     await app.runOnce();
     expect(d.prepare('SELECT source, entity, version, changed_at FROM snapshots ORDER BY 1, 2').all()).toEqual(snap);
-    expect(d.prepare('SELECT * FROM poll_state ORDER BY 1, 2').all()).toEqual(state);
-    expect(changes()).toBe(c0);
+    expect(d.prepare("SELECT * FROM poll_state WHERE entity != '' ORDER BY 1, 2").all()).toEqual(state);
+    // Exactly one write per source (its cycle state), none per site.
+    expect(changes() - c0).toBe(5);
+    const perSource = d.prepare("SELECT count(*) n FROM poll_state WHERE entity = ''").get() as { n: number };
+    expect(perSource.n).toBe(5);
     d.close();
   });
 });
