@@ -15,7 +15,7 @@ interface Run {
 }
 
 /** Run the built CLI as a user would, with an optional signal after a delay. */
-function hostwatch(args: string[], opts: { env?: Record<string, string>; signalAfterMs?: number; cwd?: string } = {}): Promise<Run> {
+function hostwatch(args: string[], opts: { env?: Record<string, string>; signalOn?: string; cwd?: string } = {}): Promise<Run> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI, ...args], {
       cwd: opts.cwd,
@@ -24,9 +24,16 @@ function hostwatch(args: string[], opts: { env?: Record<string, string>; signalA
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    let signalled = false;
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      // Signal once the process says it is running, not after a guessed delay.
+      if (opts.signalOn !== undefined && !signalled && stdout.includes(opts.signalOn)) {
+        signalled = true;
+        child.kill('SIGTERM');
+      }
+    });
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    if (opts.signalAfterMs !== undefined) setTimeout(() => child.kill('SIGTERM'), opts.signalAfterMs);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
@@ -136,7 +143,7 @@ describe('hostwatch run', () => {
   it('stops gracefully on SIGTERM and exits 0', async () => {
     sim = await startSimulator({ sites: 2, keys: { 'cli-key-123': '*' } });
     const file = write('config.yaml', validConfig(sim.url));
-    const r = await hostwatch(['run', '-c', file], { env: { HW_KEY: 'cli-key-123' }, signalAfterMs: 1500 });
+    const r = await hostwatch(['run', '-c', file], { env: { HW_KEY: 'cli-key-123' }, signalOn: 'cycle done' });
     expect(r.code).toBe(0);
     expect(r.stderr).toContain('SIGTERM');
     expect(r.stdout).toContain('hostwatch stopped');
