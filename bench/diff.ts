@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { create as createJsondiffpatch } from 'jsondiffpatch';
 import microdiff from 'microdiff';
 import { compileDiffOptions, contentHash, diff, type CompiledDiffOptions } from '../src/diff/index.js';
+import { mulberry32 } from '../src/simulator/random.js';
 
 /** One measured row: a library (or contentHash) on one input pair. */
 export interface DiffBenchRow {
@@ -89,16 +90,8 @@ function jsonKb(v: unknown): string {
 
 // ---- inputs (seeded, so every run measures the same data) ------------------------------
 
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Seeded, so every run uses the same data (the simulator's PRNG). */
+const prng = mulberry32;
 
 function clone<T>(v: T): T {
   return JSON.parse(JSON.stringify(v)) as T;

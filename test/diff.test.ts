@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, compileDiffOptions, contentHash, diff, DiffOptionsError, type Change } from '../src/diff/index.js';
+import { mulberry32 } from '../src/simulator/random.js';
 
 const health = () => ({
   site_id: 12,
@@ -384,16 +385,8 @@ describe('contentHash and canonicalJson', () => {
 
 // ---- property: contentHash(a) === contentHash(b) ⇔ diff(a, b) is empty -------------------
 
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Seeded, so every run uses the same data (the simulator's PRNG). */
+const prng = mulberry32;
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
