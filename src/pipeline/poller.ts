@@ -199,8 +199,11 @@ export class Poller {
     const prev = this.deps.snapshots.state(ref.source.name, ref.entity);
     this.failing.add(`${ref.source.name}\u0000${ref.entity}`);
     const message = this.deps.scrub(err.message);
-    this.deps.log.warn(
-      { source: ref.source.name, entity: ref.entity, code: err.code, status: err.statusCode, endpoint: err.endpoint },
+    // Warn when an entity starts failing; repeats go to debug, so an API outage over
+    // thousands of sites is one warning each, then the cycle summaries and source.degraded.
+    const level = prev && prev.consecutive_failures > 0 ? 'debug' : 'warn';
+    this.deps.log[level](
+      { source: ref.source.name, entity: ref.entity, code: err.code, status: err.statusCode, endpoint: err.endpoint, failures: (prev?.consecutive_failures ?? 0) + 1 },
       `poll failed: ${message}`,
     );
     this.deps.store.sqlite.transaction(() => {
