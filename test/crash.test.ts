@@ -11,12 +11,12 @@ import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import BetterSqlite3 from 'better-sqlite3';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { startSimulator, type HistoryEntry, type Simulator } from '../src/simulator/index.js';
 import { tempDir } from './harness.js';
-import { startReceiver, TEST_SECRET, waitFor, type Received, type Receiver } from './receiver.js';
+import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli.js');
@@ -43,7 +43,10 @@ function ensureBuilt(): void {
     cwd: ROOT,
     encoding: 'utf8',
   });
-  if (r.status !== 0) throw new Error(`build failed:\n${r.stdout}\n${r.stderr}`);
+  // tsc emits despite type errors; a type error elsewhere (bench/) is `npm run typecheck`'s to report.
+  if (!existsSync(CLI) || statSync(CLI).mtimeMs < newestMtime(join(ROOT, 'src'))) {
+    throw new Error(`build failed:\n${r.stdout}\n${r.stderr}`);
+  }
 }
 
 interface Child {
@@ -110,7 +113,8 @@ async function scenario(opts: { latencyMs?: number } = {}): Promise<Scenario> {
       storage: { path: dbPath },
       // The shortest intervals config allows, so `run` gets through a cycle in seconds.
       sources: Object.fromEntries(['sites', 'jobs', 'health', 'usage', 'backups'].map((s) => [s, { every: '10s' }])),
-      channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }],
+      // A send timeout longer than any test, so an unanswered delivery stays in flight until the kill.
+      channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET, timeout: '60s' }],
       delivery: { retry_schedule: ['100ms', '200ms', '300ms', '500ms', '1s'], drain_timeout: '10s' },
       log: { level: 'info' },
     }),
@@ -140,14 +144,16 @@ async function scenario(opts: { latencyMs?: number } = {}): Promise<Scenario> {
   return s;
 }
 
-afterEach(async () => {
+async function closeAll(): Promise<void> {
   for (const c of children.splice(0)) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
   for (const s of open.splice(0)) {
     await s.hook.close();
     await s.sim.close();
     s.cleanup();
   }
-});
+}
+afterEach(closeAll);
+afterAll(closeAll); // also after a failed beforeAll
 
 function readDb<T>(s: Scenario, fn: (db: BetterSqlite3.Database) => T): T {
   const db = new BetterSqlite3(s.dbPath, { readonly: true, fileMustExist: true });
@@ -167,6 +173,58 @@ async function waitForDb(s: Scenario, sql: string, cond: (n: number) => boolean,
   let n = -1;
   await waitFor(() => cond((n = count(s, sql))), what, timeoutMs, 15);
   return n;
+}
+
+/** The entity (snapshot row) an event's subject belongs to: `sites/3/backups/17` → `sites/3/backups`. */
+function entityOfSubject(subject: string): string {
+  const parts = subject.split('/');
+  if (parts[0] === 'jobs') return 'jobs';
+  return parts[2] === 'backups' ? parts.slice(0, 3).join('/') : subject;
+}
+
+/**
+ * Invariant 4 seen from outside: reads the database (read-only, each look one read
+ * transaction) every few milliseconds while the daemon runs, and notes every moment at
+ * which a changed snapshot is stored without the events it causes, or an event without
+ * its snapshot, or an event without its outbox row.
+ */
+function watchInvariant(s: Scenario, expected: readonly Triple[]): { stop: () => { reads: number; violations: string[] } } {
+  const db = new BetterSqlite3(s.dbPath, { readonly: true, fileMustExist: true });
+  const violations = new Set<string>();
+  let reads = 0;
+  const look = db.transaction(() => {
+    const changed = new Set(
+      (db.prepare('SELECT entity FROM snapshots WHERE version >= 2').all() as Array<{ entity: string }>).map((r) => r.entity),
+    );
+    const events = db.prepare('SELECT id, type, subject, status FROM events').all() as Array<{ id: string; type: string; subject: string; status: string | null }>;
+    const queued = new Set((db.prepare('SELECT event_id FROM outbox').all() as Array<{ event_id: string }>).map((r) => r.event_id));
+    const have = new Set(events.map((e) => `${e.type} ${e.subject} ${e.status ?? '-'}`));
+    for (const t of expected) {
+      const entity = entityOfSubject(t.split(' ')[1]!);
+      if (changed.has(entity) && !have.has(t)) violations.add(`snapshot ${entity} is stored without its event ${t}`);
+    }
+    for (const e of events) {
+      if (!changed.has(entityOfSubject(e.subject))) violations.add(`event ${e.type} ${e.subject} is stored without its snapshot`);
+      if (!queued.has(e.id)) violations.add(`event ${e.type} ${e.subject} is stored without its outbox row`);
+    }
+    reads++;
+  });
+  const timer = setInterval(() => {
+    try {
+      look();
+    } catch (e) {
+      // A reader may briefly be refused while a restarted daemon recovers the WAL; look again.
+      if (!/BUSY|LOCKED/.test(String((e as { code?: string }).code))) violations.add(`cannot read the database: ${String(e)}`);
+    }
+  }, 5);
+  return {
+    stop() {
+      clearInterval(timer);
+      look();
+      db.close();
+      return { reads, violations: [...violations] };
+    },
+  };
 }
 
 // ---- ground truth -------------------------------------------------------------------------
@@ -275,10 +333,7 @@ beforeAll(async () => {
   await runCli(['poll', '--once', '-c', s.configPath]);
   const ids = assertExact(s, expected);
   reference = { expected, ids };
-  await s.hook.close();
-  await s.sim.close();
-  s.cleanup();
-  open.splice(open.indexOf(s), 1);
+  await closeAll();
 }, 60_000);
 
 describe('the daemon killed with SIGKILL in the middle of a cycle, then restarted, loses no event and invents none', () => {
@@ -305,6 +360,7 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
 
   it('`poll --once` killed right after its first event is committed, long before the cycle ends; then run again', async () => {
     const s = await scenario({ latencyMs: 250 });
+    const watch = watchInvariant(s, reference.expected);
     const child = startCli(['poll', '--once', '-c', s.configPath]);
     const committed = await waitForDb(s, 'SELECT count(*) n FROM events', (n) => n >= 1, 'the first committed event');
     await kill(child);
@@ -316,11 +372,14 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
 
     s.sim.faults.clear();
     await runCli(['poll', '--once', '-c', s.configPath]);
+    const seen = watch.stop();
+    expect(seen.violations).toEqual([]);
+    expect(seen.reads).toBeGreaterThan(20);
     const ids = assertExact(s, reference.expected);
     expect(ids).toEqual(reference.ids);
     // Nothing was attempted twice: the only attempts are the ones after the restart.
     expect(s.hook.requests).toHaveLength(reference.expected.length);
-  });
+  }, 60_000);
 
   it('`poll --once` killed while deliveries are in flight (sent, not yet answered); then run again: those are sent again under the same ids', async () => {
     const s = await scenario();
@@ -329,7 +388,8 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
     const child = startCli(['poll', '--once', '-c', s.configPath]);
     const total = reference.expected.length;
     await waitFor(() => new Set(s.hook.requests.map((r) => r.id)).size === total, 'every event to be sent once', 15_000);
-    await waitForDb(s, "SELECT count(*) n FROM outbox WHERE state = 'delivered'", (n) => n === total - 3, 'the answered deliveries to be recorded');
+    await waitForDb(s, "SELECT count(*) n FROM outbox WHERE state = 'delivered'", (n) => n === total - 3, 'the answered deliveries to be recorded', 8_000);
+    expect(count(s, "SELECT count(*) n FROM outbox WHERE state = 'pending'")).toBe(3);
     const inFlight = new Set(s.hook.requests.filter((r) => r.answer === 'hold').map((r) => r.id));
     expect(inFlight.size).toBe(3);
     await kill(child);
@@ -343,10 +403,11 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
     expect(s.hook.requests.length - before).toBe(3);
     const ids = assertExact(s, reference.expected);
     expect(ids).toEqual(reference.ids);
-  });
+  }, 60_000);
 
   it('`run` killed after a few deliveries while per-site polls are still due; then run again until everything arrived and stopped with SIGTERM', async () => {
     const s = await scenario({ latencyMs: 100 });
+    const watch = watchInvariant(s, reference.expected);
     const daemon = startCli(['run', '-c', s.configPath]);
     await waitFor(() => s.hook.acceptedIds().size >= 3, 'three accepted deliveries', 15_000);
     await kill(daemon);
@@ -364,7 +425,10 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
     again.proc.kill('SIGTERM');
     const { code } = await again.exited;
     expect(code, again.output.join('')).toBe(0);
+    const seen = watch.stop();
+    expect(seen.violations).toEqual([]);
+    expect(seen.reads).toBeGreaterThan(20);
     const ids = assertExact(s, reference.expected);
     expect(ids).toEqual(reference.ids);
-  });
+  }, 60_000);
 });
