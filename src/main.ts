@@ -14,6 +14,14 @@ import { Poller } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
 import type { CompiledRule } from './rules/types.js';
 import { Scheduler, type ScheduledSource } from './scheduler/scheduler.js';
+import { EventEmitter } from 'node:events';
+import { Metrics } from './metrics.js';
+import type { AppBusEvents, ServerContext } from './server/context.js';
+import { apiRoutes } from './server/routes/api.js';
+import { dashboardRoutes } from './server/routes/dashboard.js';
+import { feedRoutes } from './server/routes/feed.js';
+import { healthRoutes } from './server/routes/health.js';
+import { metricsRoutes } from './server/routes/metrics.js';
 import { startServer } from './server/server.js';
 import { SOURCES } from './sources/registry.js';
 import { AlertsRepo } from './store/alerts-repo.js';
@@ -47,6 +55,9 @@ export interface App {
   poller: Poller;
   scheduler: Scheduler;
   worker: OutboxWorker;
+  metrics: Metrics;
+  /** Live events for in-process consumers (SSE, the dashboard, tests). */
+  bus: EventEmitter<AppBusEvents>;
   scrub: (text: string) => string;
   /** One full cycle of every enabled source, then deliver what is pending (bounded wait). */
   runOnce(): Promise<{ pending: number }>;
@@ -75,6 +86,9 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const snapshots = new SnapshotsRepo(store.sqlite);
   const alerts = new AlertsRepo(store.sqlite);
   const events = new EventsRepo(store.sqlite);
+  const metrics = new Metrics(events, now);
+  const bus = new EventEmitter<AppBusEvents>();
+  bus.setMaxListeners(1000);
   const client = new ApiClient({
     baseUrl: config.api.base_url,
     key: config.api.key,
@@ -85,6 +99,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     maxPages: config.api.max_pages,
     now,
     random,
+    onResponse: ({ status, code }) => metrics.apiResponse(status, code),
   });
   const channels = new Map<string, Channel>();
   for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts));
@@ -99,7 +114,18 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     random,
     log,
     scrub,
-    onAttempt: opts.onAttempt,
+    onAttempt: (info) => {
+      metrics.delivery(info.channel, info.state);
+      bus.emit('delivery', {
+        eventId: info.event.id,
+        channel: info.channel,
+        attempt: info.attempt,
+        state: info.state,
+        statusCode: info.result.statusCode,
+        error: info.result.ok ? null : scrub(info.result.error),
+      });
+      opts.onAttempt?.(info);
+    },
   });
   const poller = new Poller({
     instance: config.name,
@@ -114,8 +140,11 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     log,
     scrub,
     sites: config.sites,
+    onPoll: (source, o) => metrics.poll(source, o, o.durationMs ?? 0),
     onEvents: (added) => {
       worker.kick();
+      metrics.stored(added);
+      bus.emit('events', added);
       opts.onEvents?.(added);
     },
   });
@@ -147,6 +176,8 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     poller,
     scheduler,
     worker,
+    metrics,
+    bus,
     scrub,
     async runOnce() {
       await scheduler.runAll();
@@ -156,9 +187,18 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     serverUrl: null,
     async start() {
       if (config.server.listen) {
-        server = await startServer(config.server.listen, config.server.token, {
-          databaseReady: () => store.ready(),
-          schedulerRunning: () => scheduler.running,
+        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log };
+        server = await startServer({
+          listen: config.server.listen,
+          token: config.server.token,
+          routes: [
+            ...healthRoutes({ databaseReady: () => store.ready(), schedulerRunning: () => scheduler.running }),
+            ...metricsRoutes(metrics),
+            ...feedRoutes(ctx),
+            ...apiRoutes(ctx),
+            ...dashboardRoutes(ctx),
+          ],
+          onError: (e) => log.error({ err: scrub(String(e)) }, 'server error'),
         });
         app.serverUrl = server.url;
       }
@@ -166,7 +206,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
         { sources: scheduled.map((s) => `${s.def.name}/${s.everyMs / 1000}s`), channels: [...channels.keys()], rules: rules.length },
         'hostwatch started',
       );
-      if (server) log.info({ url: server.url }, 'health endpoints: /livez /readyz');
+      if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');
       worker.start();
       scheduler.start();
     },

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { healthRoutes } from '../src/server/routes/health.js';
 import { isLoopback, parseListen, startServer } from '../src/server/server.js';
 import { startWorld, type World } from './harness.js';
 
@@ -27,7 +28,7 @@ describe('the health endpoints', () => {
 
   it('report not ready once the scheduler has stopped', async () => {
     let stopped = false;
-    const srv = await startServer('127.0.0.1:0', null, { databaseReady: () => true, schedulerRunning: () => !stopped });
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: healthRoutes({ databaseReady: () => true, schedulerRunning: () => !stopped }) });
     expect((await fetch(`${srv.url}/readyz`)).status).toBe(200);
     stopped = true;
     expect((await fetch(`${srv.url}/readyz`)).status).toBe(503);
@@ -37,7 +38,7 @@ describe('the health endpoints', () => {
 
 describe('the server', () => {
   it('refuses to listen beyond loopback without a token', async () => {
-    await expect(startServer('0.0.0.0:0', null, { databaseReady: () => true, schedulerRunning: () => true })).rejects.toThrow(
+    await expect(startServer({ listen: '0.0.0.0:0', token: null, routes: [] })).rejects.toThrow(
       'server.listen: 0.0.0.0:0 is reachable from other machines; set server.token (a bearer token) or listen on 127.0.0.1',
     );
   });
@@ -48,3 +49,75 @@ describe('the server', () => {
     expect(parseListen('[::1]:8080')).toEqual({ host: '::1', port: 8080 });
   });
 });
+
+describe('/metrics', () => {
+  it('parses as Prometheus text and counts polls, API requests, events and deliveries without site ids or URLs', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' }, channels: [{ name: 'out', type: 'console' }] } });
+    const app = world.app({}, { consoleWrite: () => {} });
+    await app.start();
+    await app.runOnce();
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    const res = await fetch(`${app.serverUrl}/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/plain');
+    const text = await res.text();
+    const samples = parsePrometheus(text);
+    const value = (name: string, labels: Record<string, string> = {}): number =>
+      samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
+    expect(value('hostwatch_polls_total', { source: 'health' })).toBeGreaterThanOrEqual(6);
+    expect(value('hostwatch_polls_total', { source: 'health', outcome: 'baseline' })).toBeGreaterThanOrEqual(3);
+    expect(value('hostwatch_api_requests_total', { status: '200' })).toBeGreaterThan(10);
+    expect(value('hostwatch_events_total', { type: 'hostwatch.site.offline' })).toBe(1);
+    expect(value('hostwatch_deliveries_total', { channel: 'out', outcome: 'delivered' })).toBe(1);
+    expect(value('hostwatch_outbox_depth')).toBe(0);
+    expect(value('hostwatch_poll_duration_seconds_count', { source: 'health' })).toBeGreaterThanOrEqual(6);
+    expect(samples.some((s) => s.name === 'hostwatch_process_resident_memory_bytes')).toBe(true);
+    // Bounded labels only: no site id, no URL, no domain.
+    for (const s of samples) {
+      for (const v of Object.values(s.labels)) expect(v).not.toMatch(/sites\/|https?:|example\.(com|net)/);
+    }
+  });
+});
+
+describe('a server with a token', () => {
+  it('answers 401 to a wrong or missing token, and 200 to the right one; health checks stay open', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token: 'the-right-token-123' } } });
+    const app = world.app();
+    await app.start();
+    expect((await fetch(`${app.serverUrl}/metrics`)).status).toBe(401);
+    expect((await fetch(`${app.serverUrl}/metrics`, { headers: { authorization: 'Bearer wrong-token' } })).status).toBe(401);
+    const ok = await fetch(`${app.serverUrl}/metrics`, { headers: { authorization: 'Bearer the-right-token-123' } });
+    expect(ok.status).toBe(200);
+    expect((await fetch(`${app.serverUrl}/livez`)).status).toBe(200);
+    const body = (await (await fetch(`${app.serverUrl}/metrics?access_token=nope`)).json()) as { error: { code: string } };
+    expect(body.error.code).toBe('unauthorized');
+  });
+
+  it('may listen beyond loopback', async () => {
+    world = await startWorld({ config: { server: { listen: '0.0.0.0:0', token: 'the-right-token-123' } } });
+    const app = world.app();
+    await app.start();
+    expect(app.serverUrl).toMatch(/^http:\/\/0\.0\.0\.0:\d+$/);
+  });
+});
+
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** A strict reader of the Prometheus text format: every line must be a comment or a sample. */
+function parsePrometheus(text: string): Sample[] {
+  const out: Sample[] = [];
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('# HELP ') || line.startsWith('# TYPE ')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (-?[0-9.e+-]+|NaN|\+Inf|-Inf)$/.exec(line);
+    if (!m) throw new Error(`not Prometheus text: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const l of (m[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
+    out.push({ name: m[1]!, labels, value: Number(m[4]) });
+  }
+  return out;
+}

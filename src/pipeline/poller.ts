@@ -33,6 +33,8 @@ export interface PollerDeps {
   scrub: (text: string) => string;
   /** The watched sites ('all', or ids from config): events about other sites are dropped. */
   sites?: 'all' | readonly number[];
+  /** Called after every poll (metrics). */
+  onPoll?: (source: string, outcome: PollOutcome) => void;
   /** Called after a commit that added events (wakes the outbox worker, feeds the demo). */
   onEvents?: (events: HostwatchEvent[]) => void;
 }
@@ -44,6 +46,8 @@ export interface PollOutcome {
   status: PollStatus;
   events: number;
   error?: ApiError;
+  /** Fetch to commit, in milliseconds. */
+  durationMs?: number;
 }
 
 interface PreparedSource {
@@ -92,9 +96,16 @@ export class Poller {
     } catch (e) {
       const err = e instanceof ApiError ? e : new ApiError({ code: 'bad_response', endpoint: ref.entity, message: String(e) });
       this.recordFailure(ref, err, started);
-      return { entity: ref.entity, status: 'failed', events: 0, error: err };
+      return this.observed(ref, { entity: ref.entity, status: 'failed', events: 0, error: err, durationMs: this.deps.now() - started });
     }
-    return this.ingest(ref, data, started);
+    const outcome = this.ingest(ref, data, started);
+    outcome.durationMs = this.deps.now() - started;
+    return this.observed(ref, outcome);
+  }
+
+  private observed(ref: EntityRef, o: PollOutcome): PollOutcome {
+    this.deps.onPoll?.(ref.source.name, o);
+    return o;
   }
 
   /**

@@ -1,13 +1,7 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
-
-/** What the health endpoints ask of the rest of the program. */
-export interface HealthProbe {
-  /** The database answers and its migrations are applied. */
-  databaseReady(): boolean;
-  /** The scheduler is running (not stopped, not stopping). */
-  schedulerRunning(): boolean;
-}
+import { fail, HttpError, type Route } from './http.js';
 
 /** Raised when the server must not start (for example a public bind without a token). */
 export class ServerConfigError extends Error {
@@ -30,22 +24,36 @@ export function isLoopback(host: string): boolean {
 }
 
 /**
- * The operator HTTP server: `/livez` (the process answers) and `/readyz` (database open,
- * migrations applied, scheduler running; 503 otherwise). Binding beyond loopback needs a
+ * The operator HTTP server. Routes come from modules under routes/; this file only
+ * dispatches, authenticates and turns errors into JSON. Binding beyond loopback needs a
  * token (`server.token`), so a daemon is never exposed by accident.
  */
-export async function startServer(
-  listen: string,
-  token: string | null,
-  probe: HealthProbe,
-): Promise<{ server: Server; url: string; close: () => Promise<void> }> {
-  const { host, port } = parseListen(listen);
-  if (!isLoopback(host) && !token) {
+export async function startServer(opts: {
+  listen: string;
+  token: string | null;
+  routes: readonly Route[];
+  onError?: (e: unknown) => void;
+}): Promise<{ server: Server; url: string; close: () => Promise<void> }> {
+  const { host, port } = parseListen(opts.listen);
+  if (!isLoopback(host) && !opts.token) {
     throw new ServerConfigError(
-      `server.listen: ${listen} is reachable from other machines; set server.token (a bearer token) or listen on 127.0.0.1`,
+      `server.listen: ${opts.listen} is reachable from other machines; set server.token (a bearer token) or listen on 127.0.0.1`,
     );
   }
-  const server = createServer((req, res) => handle(req, res, probe));
+  const server = createServer((req, res) => {
+    dispatch(req, res, opts.routes, opts.token).catch((e: unknown) => {
+      if (e instanceof HttpError) return fail(res, e.status, e.code, e.message);
+      opts.onError?.(e);
+      if (!res.headersSent) fail(res, 500, 'internal', 'internal error');
+      else res.end();
+    });
+  });
+  // SSE streams stay open; closing must not wait for them forever.
+  const sockets = new Set<import('node:net').Socket>();
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());
@@ -56,28 +64,46 @@ export async function startServer(
   return {
     server,
     url: `http://${shown}:${realPort}`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.destroy();
+      }),
   };
 }
 
-function handle(req: IncomingMessage, res: ServerResponse, probe: HealthProbe): void {
-  const path = (req.url ?? '/').split('?')[0];
-  if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { error: 'method not allowed' });
-  if (path === '/livez') return json(res, 200, { status: 'ok' });
-  if (path === '/readyz') {
-    let database = false;
-    try {
-      database = probe.databaseReady();
-    } catch {
-      database = false;
+async function dispatch(req: IncomingMessage, res: ServerResponse, routes: readonly Route[], token: string | null): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://localhost');
+  const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
+  let pathMatched = false;
+  for (const route of routes) {
+    const params = matchPath(route.path, url.pathname);
+    if (params === null) continue;
+    pathMatched = true;
+    if (route.method !== method) continue;
+    if (!route.public && token !== null && !authorized(req, url, token)) {
+      return fail(res, 401, 'unauthorized', 'a valid bearer token is required (Authorization: Bearer <server.token>)');
     }
-    const scheduler = probe.schedulerRunning();
-    const ready = database && scheduler;
-    return json(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready', database, scheduler });
+    return route.handler({ raw: req, method, url, params }, res);
   }
-  json(res, 404, { error: 'not found' });
+  if (pathMatched) return fail(res, 405, 'method_not_allowed', `${method} is not allowed on ${url.pathname}`);
+  fail(res, 404, 'not_found', `no such endpoint: ${url.pathname}`);
 }
 
-function json(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify(body));
+function matchPath(pattern: string | RegExp, path: string): string[] | null {
+  if (typeof pattern === 'string') return pattern === path ? [] : null;
+  const m = pattern.exec(path);
+  return m ? m.slice(1) : null;
+}
+
+/**
+ * Bearer token from the Authorization header, or `access_token` in the query (EventSource
+ * cannot set headers). Compared in constant time: both sides are hashed to equal length.
+ */
+export function authorized(req: IncomingMessage, url: URL, token: string): boolean {
+  const header = req.headers.authorization ?? '';
+  const given = header.startsWith('Bearer ') ? header.slice(7) : (url.searchParams.get('access_token') ?? '');
+  const a = createHash('sha256').update(given).digest();
+  const b = createHash('sha256').update(token).digest();
+  return timingSafeEqual(a, b) && given.length > 0;
 }

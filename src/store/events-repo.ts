@@ -23,6 +23,7 @@ export class EventsRepo {
   private readonly nextDueStmt;
   private readonly listStmt;
   private readonly outboxForEventStmt;
+  private readonly oldestPendingStmt;
 
   constructor(sqlite: BetterSqlite3.Database) {
     this.insertEvent = prepare<Omit<EventRow, 'seq'>>(sqlite, (p) =>
@@ -66,6 +67,9 @@ export class EventsRepo {
     this.listStmt = prepare<{ after: number; limit: number }>(sqlite, (p) =>
       qb.selectFrom('events').selectAll().where('seq', '>', p.after).orderBy('seq').limit(p.limit),
     );
+    this.oldestPendingStmt = prepare<{ state: OutboxRow['state'] }>(sqlite, (p) =>
+      qb.selectFrom('outbox').select((eb) => eb.fn.min('created_at').as('at')).where('state', '=', p.state),
+    );
     this.outboxForEventStmt = prepare<{ event_id: string }>(sqlite, (p) =>
       qb.selectFrom('outbox').selectAll().where('event_id', '=', p.event_id).orderBy('channel'),
     );
@@ -103,6 +107,11 @@ export class EventsRepo {
   /** When the earliest pending row becomes due (null when none is pending). */
   nextDue(): number | null {
     return (this.nextDueStmt.get({ state: 'pending' as const }) as { at: number | null }).at;
+  }
+
+  /** When the oldest pending row was queued (null when none is pending). */
+  oldestPendingCreatedAt(): number | null {
+    return (this.oldestPendingStmt.get({ state: 'pending' as const }) as { at: number | null }).at;
   }
 
   /** Events after a cursor (seq), oldest first. */

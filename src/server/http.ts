@@ -1,0 +1,59 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** A request as route handlers see it: the parsed URL and the path's captured groups. */
+export interface Request {
+  raw: IncomingMessage;
+  method: string;
+  url: URL;
+  /** Groups captured by the route's path pattern. */
+  params: string[];
+}
+
+/** One route: a method, an exact path or a pattern, and a handler. */
+export interface Route {
+  method: 'GET' | 'POST' | 'DELETE';
+  path: string | RegExp;
+  /** Health checks answer without a token (Docker's HEALTHCHECK, load balancers). */
+  public?: boolean;
+  handler: (req: Request, res: ServerResponse) => void | Promise<void>;
+}
+
+/** Send a JSON reply. */
+export function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+/** Send an error reply in the one error shape the server uses: `{error: {code, message}}`. */
+export function fail(res: ServerResponse, status: number, code: string, message: string): void {
+  json(res, status, { error: { code, message } });
+}
+
+/** Raised by handlers for a bad request; the server turns it into a 4xx JSON error. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Read a JSON request body (at most `limit` bytes); throws HttpError on bad input. */
+export async function readJson(req: IncomingMessage, limit = 64 * 1024): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new HttpError(413, 'too_large', `body larger than ${limit} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') return {};
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new HttpError(400, 'bad_json', 'the body is not valid JSON');
+  }
+}
