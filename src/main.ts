@@ -22,6 +22,7 @@ import { dashboardRoutes } from './server/routes/dashboard.js';
 import { feedRoutes } from './server/routes/feed.js';
 import { healthRoutes } from './server/routes/health.js';
 import { metricsRoutes } from './server/routes/metrics.js';
+import { silencesRoutes } from './server/routes/silences.js';
 import { startServer } from './server/server.js';
 import { SOURCES } from './sources/registry.js';
 import { AlertsRepo } from './store/alerts-repo.js';
@@ -196,6 +197,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
             ...metricsRoutes(metrics),
             ...feedRoutes(ctx),
             ...apiRoutes(ctx),
+            ...silencesRoutes(ctx),
             ...dashboardRoutes(ctx),
           ],
           onError: (e) => log.error({ err: scrub(String(e)) }, 'server error'),
