@@ -1,13 +1,17 @@
 #!/usr/bin/env node
+import BetterSqlite3 from 'better-sqlite3';
 import { Command, InvalidArgumentError } from 'commander';
+import { parseDuration } from './config/duration.js';
 import { loadConfig } from './config/load.js';
 import { ConfigErrors } from './config/errors.js';
 import type { Config } from './config/types.js';
 import { createApp, rulesFor, SOURCE_NAMES, UnsupportedChannelError, type App } from './main.js';
+import type { HostwatchEvent } from './events/types.js';
+import { formatEventLine } from './notify/channels/console.js';
 import { compileRouter, RouteError } from './notify/routing.js';
 import { RuleErrors } from './rules/parse.js';
-import { startSimulator } from './simulator/index.js';
-import { runDemo } from './demo.js';
+import { eventType } from './events/envelope.js';
+import { EventsRepo } from './store/events-repo.js';
 
 /** Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments. */
 const EXIT_CONFIG = 2;
@@ -55,6 +59,24 @@ function positiveInt(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a whole number ≥ 0');
   return n;
+}
+
+function atLeastOne(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number ≥ 1');
+  return n;
+}
+
+function duration(v: string): number {
+  const ms = parseDuration(v);
+  if (ms === null) throw new InvalidArgumentError('expected a duration like 30m, 1h, 2d or 1h30m');
+  return ms;
+}
+
+function typeName(v: string): string {
+  const t = eventType(v);
+  if (t === null) throw new InvalidArgumentError('expected an event type like site.offline or hostwatch.site.offline');
+  return t;
 }
 
 const program = new Command()
@@ -132,6 +154,36 @@ program
   });
 
 program
+  .command('events')
+  .description('print the event log from the database, oldest first (read-only; the daemon need not run)')
+  .requiredOption('-c, --config <file>', 'config file (YAML); its storage.path is read')
+  .option('--since <duration>', 'only events of the last DURATION (e.g. 30m, 1h, 2d)', duration)
+  .option('--type <type>', 'only events of this type (site.offline or hostwatch.site.offline)', typeName)
+  .option('--limit <n>', 'at most the newest N events', atLeastOne, 100)
+  .option('--json', 'one CloudEvent JSON per line, exactly as stored')
+  .action(async (o: { config: string; since?: number; type?: string; limit: number; json?: boolean }) => {
+    const config = await load(o.config);
+    let db: BetterSqlite3.Database;
+    try {
+      db = new BetterSqlite3(config.storage.path, { readonly: true, fileMustExist: true });
+    } catch (e) {
+      fail(`hostwatch events: cannot open the database ${config.storage.path}: ${(e as Error).message}`, 1);
+    }
+    try {
+      const filter = { type: o.type ?? null, siteId: null, since: o.since === undefined ? null : Date.now() - o.since };
+      const rows = new EventsRepo(db).latest(filter, o.limit + 1);
+      for (const r of rows.slice(0, o.limit).reverse()) {
+        const line = o.json ? r.body : eventLine(JSON.parse(r.body) as HostwatchEvent);
+        process.stdout.write(`${line}\n`);
+      }
+      // On stderr, so `--json` output stays one event per line.
+      if (rows.length > o.limit) process.stderr.write(`(the newest ${o.limit} shown; --limit N shows more)\n`);
+    } finally {
+      db.close();
+    }
+  });
+
+program
   .command('simulate')
   .description('run the Hosting Control API simulator alone')
   .option('--port <n>', 'port (0 = any free port)', positiveInt, 8787)
@@ -139,6 +191,8 @@ program
   .option('--sites <n>', 'number of sites', positiveInt, 5)
   .option('--tick <ms>', 'advance the world every N ms (0 = never)', positiveInt, 5000)
   .action(async (o: { port: number; seed: number; sites: number; tick: number }) => {
+    // Loaded on demand: `hostwatch run` does not carry the simulator in memory.
+    const { startSimulator } = await import('./simulator/index.js');
     const sim = await startSimulator({ port: o.port, seed: o.seed, sites: o.sites, tickMs: o.tick || false });
     process.stdout.write(`simulator listening on ${sim.url}  (API key: sim-key; control: ${sim.url}/_sim/)\n`);
     onShutdown(() => sim.close());
@@ -149,10 +203,16 @@ program
   .description('simulator + daemon + readable console output (npm start)')
   .option('--duration <s>', 'stop after N seconds (0 = run until Ctrl-C)', positiveInt, 0)
   .action(async (o: { duration: number }) => {
+    const { runDemo } = await import('./demo.js');
     const demo = await runDemo({ durationMs: o.duration * 1000 });
     onShutdown(() => demo.stop());
     await demo.done;
     process.exit(0);
   });
+
+/** An event as one terminal line: its time, then what the console channel prints. */
+function eventLine(e: HostwatchEvent): string {
+  return `${e.time}  ${formatEventLine(e)}`;
+}
 
 program.parseAsync(process.argv).catch((e: unknown) => fail(`hostwatch: ${(e as Error).message}`, 1));

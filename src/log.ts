@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
-import pinoPretty from 'pino-pretty';
+import { createRequire } from 'node:module';
 import type { Config } from './config/types.js';
 
 /** Every secret value in a config: the API key, webhook secrets, SMTP passwords, Slack URLs, the server token. */
@@ -41,8 +41,14 @@ export interface LoggerOptions {
  */
 export function createLogger(opts: LoggerOptions): Logger {
   const out = opts.destination ?? process.stdout;
+  // pino-pretty is loaded only when asked for: the daemon's JSON logs do not pay its memory.
   const target: NodeJS.WritableStream = opts.pretty
-    ? pinoPretty({ destination: out as never, colorize: false, ignore: 'pid,hostname', translateTime: 'HH:MM:ss' })
+    ? (createRequire(import.meta.url)('pino-pretty') as (o: Record<string, unknown>) => NodeJS.WritableStream)({
+        destination: out as never,
+        colorize: false,
+        ignore: 'pid,hostname',
+        translateTime: 'HH:MM:ss',
+      })
     : out;
   const scrubbing = new Writable({
     write(chunk: Buffer | string, _enc, cb) {

@@ -22,13 +22,26 @@ export function alertEventId(rule: string, subject: string, seq: number, status:
   return eventId('alert', rule, subject, seq, status);
 }
 
+/** Every CloudEvents type of hostwatch starts with this. */
+export const TYPE_PREFIX = 'hostwatch.';
+const TYPE_SHAPE = /^[a-z0-9_]+(\.[a-z0-9_]+)+$/;
+
+/**
+ * The CloudEvents type for a catalog name or a type (`site.offline` or
+ * `hostwatch.site.offline`, the same thing); null when the text is neither.
+ */
+export function eventType(name: string): string | null {
+  if (!TYPE_SHAPE.test(name)) return null;
+  return name.startsWith(TYPE_PREFIX) ? name : TYPE_PREFIX + name;
+}
+
 /** Wrap event data in the CloudEvents 1.0 envelope of PRODUCT.md. */
 export function envelope(init: { id: string; instance: string; subject: string; time: Date; data: EventData }): HostwatchEvent {
   return {
     specversion: '1.0',
     id: init.id,
     source: `hostwatch://${init.instance}`,
-    type: `hostwatch.${init.data.name}`,
+    type: `${TYPE_PREFIX}${init.data.name}`,
     subject: init.subject,
     time: init.time.toISOString(),
     datacontenttype: 'application/json',

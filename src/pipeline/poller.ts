@@ -5,6 +5,7 @@ import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../di
 import { alertEventId, envelope } from '../events/envelope.js';
 import type { HostwatchEvent, Severity } from '../events/types.js';
 import type { Router } from '../notify/routing.js';
+import { SilenceMatcher, type Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
 import { fetchEntity } from '../sources/fetch.js';
 import { entityOf, sitesSource } from '../sources/registry.js';
@@ -12,6 +13,7 @@ import type { EntityRef, SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertRow, AlertsRepo } from '../store/alerts-repo.js';
 import type { Store } from '../store/db.js';
 import type { EventsRepo } from '../store/events-repo.js';
+import { SilencesRepo } from '../store/silences-repo.js';
 import type { PollStateRow, SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
 import { listOf, planEvents, siteInfoFromRecord, type SourceRules } from './plan.js';
 
@@ -27,6 +29,8 @@ export interface PollerDeps {
   events: EventsRepo;
   rules: readonly CompiledRule[];
   router: Router;
+  /** Silences in force, read at each event commit; defaults to the silences table of `store`. */
+  silences?: SilenceSource;
   now: () => number;
   log: Logger;
   /** Scrubs secrets from text before it is stored (error messages). */
@@ -37,6 +41,12 @@ export interface PollerDeps {
   onPoll?: (source: string, outcome: PollOutcome) => void;
   /** Called after a commit that added events (wakes the outbox worker, feeds the demo). */
   onEvents?: (events: HostwatchEvent[]) => void;
+}
+
+/** What the poller needs of the silences table (SilencesRepo). */
+export interface SilenceSource {
+  active(now: number): Silence[];
+  markSilenced(eventId: string, silenceId: string): void;
 }
 
 export type PollStatus = 'baseline' | 'changed' | 'unchanged' | 'failed';
@@ -64,16 +74,23 @@ interface PreparedSource {
 export class Poller {
   private readonly prepared = new Map<string, PreparedSource>();
   private readonly ruleByName: Map<string, CompiledRule>;
-  /** Entities whose alert conditions were checked since this process started. */
-  private readonly checked = new Set<string>();
+  /**
+   * The stored hash and version of each entity polled since this process started. Being
+   * here also means its alert conditions were checked in this process. An unchanged poll
+   * is answered from this map without touching the database (the common case).
+   */
+  private readonly heads = new Map<string, { hash: string; version: number }>();
   private directory = new Map<number, SiteInfo>();
   private readonly watched: ReadonlySet<number> | null;
   /** Entities whose last poll failed (so a success must write their recovery). */
   private readonly failing = new Set<string>();
   /** Sources with a firing source.scope_missing alert. */
   private readonly scopeMissing = new Set<string>();
+  private readonly silences: SilenceSource;
+  private readonly silenceMatcher = new SilenceMatcher();
 
   constructor(private readonly deps: PollerDeps) {
+    this.silences = deps.silences ?? new SilencesRepo(deps.store.sqlite);
     this.ruleByName = new Map(deps.rules.map((r) => [r.name, r]));
     this.watched = deps.sites === undefined || deps.sites === 'all' ? null : new Set(deps.sites);
     this.loadDirectory();
@@ -115,13 +132,14 @@ export class Poller {
   ingest(ref: EntityRef, data: unknown, started: number): PollOutcome {
     const p = this.prepare(ref.source);
     const hash = contentHash(data, p.whole);
-    const head = this.deps.snapshots.head(ref.source.name, ref.entity);
-    const unchanged = head !== undefined && head.hash === hash;
     const stateKey = `${ref.source.name}\u0000${ref.entity}`;
-    if (unchanged && this.checked.has(stateKey)) {
+    const cached = this.heads.get(stateKey);
+    if (cached !== undefined && cached.hash === hash) {
       this.recordSuccess(ref, started, false, null, [], []);
       return { entity: ref.entity, status: 'unchanged', events: 0 };
     }
+    const head = cached ?? this.deps.snapshots.head(ref.source.name, ref.entity);
+    const unchanged = head !== undefined && head.hash === hash;
     const before = head === undefined ? null : unchanged ? data : JSON.parse(this.deps.snapshots.get(ref.source.name, ref.entity)!.body);
     const version = unchanged ? head.version : (head?.version ?? 0) + 1;
     const now = new Date(this.deps.now());
@@ -158,7 +176,7 @@ export class Poller {
           changed_at: now.getTime(),
         };
     this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites);
-    this.checked.add(stateKey);
+    this.heads.set(stateKey, { hash, version });
     if (snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
     return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: events.length };
   }
@@ -294,12 +312,17 @@ export class Poller {
     })();
     this.failing.delete(key);
     for (const id of removedSites) {
-      for (const k of [...this.failing]) if (k.includes(`\u0000sites/${id}/`)) this.failing.delete(k);
+      const mark = `\u0000sites/${id}/`;
+      for (const k of [...this.failing]) if (k.includes(mark)) this.failing.delete(k);
+      for (const k of [...this.heads.keys()]) if (k.includes(mark)) this.heads.delete(k);
     }
     if (added.length) this.deps.onEvents?.(added);
   }
 
-  /** Store an event and queue it for its channels; false when it was already stored. */
+  /**
+   * Store an event and queue it for its channels, unless an active silence matches it:
+   * then it is stored with `silenced_by` and queued nowhere. False when it was already stored.
+   */
   private addEvent(e: HostwatchEvent): boolean {
     const inserted = this.deps.events.addEvent({
       id: e.id,
@@ -314,6 +337,15 @@ export class Poller {
     });
     if (!inserted) return false;
     const now = this.deps.now();
+    // Read per event, not cached: a silence added by another process applies to the next
+    // commit. Resolutions are matched like firings, so a silence covering an alert's whole
+    // life holds back both ends (docs/silences.md).
+    const silence = this.silenceMatcher.first(e, this.silences.active(now));
+    if (silence) {
+      this.silences.markSilenced(e.id, silence.id);
+      this.deps.log.debug({ event: e.id, type: e.type, silence: silence.id }, 'event silenced: stored, not delivered');
+      return true;
+    }
     for (const channel of this.deps.router(e)) {
       this.deps.events.enqueue({
         event_id: e.id,

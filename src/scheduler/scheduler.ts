@@ -87,6 +87,11 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return this.task !== null && !this.abort.signal.aborted;
   }
 
+  /** When a source is next due (epoch ms); null when it is not scheduled or the scheduler is not running. */
+  nextRunOf(name: string): number | null {
+    return this.running ? (this.nextRun.get(name) ?? null) : null;
+  }
+
   /** Is any source cycle in progress? */
   get busy(): boolean {
     return this.inFlight.size > 0;

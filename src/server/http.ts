@@ -57,3 +57,30 @@ export async function readJson(req: IncomingMessage, limit = 64 * 1024): Promise
     throw new HttpError(400, 'bad_json', 'the body is not valid JSON');
   }
 }
+
+/**
+ * A whole-number query parameter within bounds; null when absent or empty. Anything else
+ * is a 400 naming the parameter, what is allowed and what was given.
+ */
+export function intParam(q: URLSearchParams, name: string, o: { min: number; max: number; expected: string }): number | null {
+  const text = q.get(name);
+  if (text === null || text === '') return null;
+  return wholeNumber(name, text, o);
+}
+
+/** A whole number within bounds, or a 400 naming the parameter. */
+export function wholeNumber(name: string, text: string, o: { min: number; max: number; expected: string }): number {
+  const n = /^\d{1,16}$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(n) || n < o.min || n > o.max) throw badRequest(`${name}: expected ${o.expected} (got ${shown(text)})`);
+  return n;
+}
+
+/** A given value, quoted and cut short, for an error message. */
+export function shown(text: string): string {
+  return JSON.stringify(text.length > 80 ? `${text.slice(0, 80)}…` : text);
+}
+
+/** A 400 in the server's error shape: `{error: {code: 'bad_request', message}}`. */
+export function badRequest(message: string): HttpError {
+  return new HttpError(400, 'bad_request', message);
+}

@@ -4,12 +4,23 @@ import { COLUMNS, type Database } from './schema.js';
 
 export type AlertRow = Database['alerts'];
 
+/** A firing alert with the CloudEvent of its last firing (null if that event is gone). */
+export interface FiringAlert {
+  rule: string;
+  subject: string;
+  site_id: number | null;
+  since: number;
+  seq: number;
+  body: string | null;
+}
+
 /** Alert state: which (rule, subject) pairs are firing, and how often each has fired. */
 export class AlertsRepo {
   private readonly getStmt;
   private readonly upsertStmt;
   private readonly firingForSiteStmt;
   private readonly firingStmt;
+  private readonly firingWithEventStmt;
 
   constructor(sqlite: BetterSqlite3.Database) {
     this.getStmt = prepare<{ rule: string; subject: string }>(sqlite, (p) =>
@@ -35,6 +46,16 @@ export class AlertsRepo {
     this.firingStmt = prepare<{ status: AlertRow['status'] }>(sqlite, (p) =>
       qb.selectFrom('alerts').selectAll().where('status', '=', p.status).orderBy('since'),
     );
+    this.firingWithEventStmt = prepare<{ status: AlertRow['status'] }>(sqlite, (p) =>
+      qb
+        .selectFrom('alerts')
+        .leftJoin('events', 'events.id', 'alerts.last_event_id')
+        .select(['alerts.rule', 'alerts.subject', 'alerts.site_id', 'alerts.since', 'alerts.seq', 'events.body'])
+        .where('alerts.status', '=', p.status)
+        .orderBy('alerts.since')
+        .orderBy('alerts.rule')
+        .orderBy('alerts.subject'),
+    );
   }
 
   /** The state of one alert, if it was ever evaluated true. */
@@ -55,5 +76,10 @@ export class AlertsRepo {
   /** Every alert firing now, oldest first. */
   firing(): AlertRow[] {
     return this.firingStmt.all({ status: 'firing' }) as AlertRow[];
+  }
+
+  /** Every alert firing now with the stored event of its last firing, oldest first. */
+  firingWithEvents(): FiringAlert[] {
+    return this.firingWithEventStmt.all({ status: 'firing' }) as FiringAlert[];
   }
 }

@@ -1,6 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { pick, prepare, qb } from './db.js';
-import type { Selectable } from 'kysely';
+import { pick, prepare, qb, type Prepared } from './db.js';
+import type { Compilable, Selectable } from 'kysely';
 import { COLUMNS, type Database } from './schema.js';
 
 export type EventRow = Selectable<Database['events']>;
@@ -12,6 +12,63 @@ export interface DueDelivery extends OutboxRow {
   body: string;
 }
 
+/** What the event feed and `hostwatch events` filter on; null means any. */
+export interface EventFilter {
+  /** The CloudEvents type, e.g. `hostwatch.site.offline` (see eventType). */
+  type: string | null;
+  siteId: number | null;
+  /** Only events whose time is at or after this (epoch ms). */
+  since: number | null;
+}
+
+/** One entry of the event log: its cursor and the CloudEvent exactly as stored. */
+export interface LoggedEvent {
+  seq: number;
+  body: string;
+}
+
+/** An outbox row as operators see it: which event, where, and how its delivery went. */
+export interface DeliveryView {
+  event_id: string;
+  type: string;
+  subject: string;
+  channel: string;
+  state: OutboxRow['state'];
+  attempts: number;
+  last_error: string | null;
+  next_attempt_at: number;
+  updated_at: number;
+}
+
+
+/**
+ * One prepared statement per combination of optional filters, each built on first use:
+ * a filter that is absent is left out of the SQL (so indexes stay usable) rather than
+ * written as `(? IS NULL OR col = ?)`.
+ */
+class Variants<P extends Record<string, unknown>, F> {
+  private readonly cache = new Map<string, Prepared<P>>();
+
+  constructor(
+    private readonly sqlite: BetterSqlite3.Database,
+    private readonly build: (flags: F, p: { [K in keyof P]: P[K] }) => Compilable,
+  ) {}
+
+  get(flags: F): Prepared<P> {
+    const key = JSON.stringify(flags);
+    let stmt = this.cache.get(key);
+    if (!stmt) {
+      stmt = prepare<P>(this.sqlite, (p) => this.build(flags, p));
+      this.cache.set(key, stmt);
+    }
+    return stmt;
+  }
+}
+
+type LogParams = { after: number; type: string; site_id: number; since: number; limit: number };
+type LogFlags = { type: boolean; site: boolean; since: boolean; newest: boolean };
+type DeliveryParams = { channel: string; limit: number };
+
 /** The event log, the outbox and the delivery attempts. */
 export class EventsRepo {
   private readonly insertEvent;
@@ -21,7 +78,8 @@ export class EventsRepo {
   private readonly insertAttempt;
   private readonly pendingCountStmt;
   private readonly nextDueStmt;
-  private readonly listStmt;
+  private readonly logStmts;
+  private readonly deliveryStmts;
   private readonly outboxForEventStmt;
   private readonly oldestPendingStmt;
 
@@ -64,8 +122,30 @@ export class EventsRepo {
     this.nextDueStmt = prepare<{ state: OutboxRow['state'] }>(sqlite, (p) =>
       qb.selectFrom('outbox').select((eb) => eb.fn.min('next_attempt_at').as('at')).where('state', '=', p.state),
     );
-    this.listStmt = prepare<{ after: number; limit: number }>(sqlite, (p) =>
-      qb.selectFrom('events').selectAll().where('seq', '>', p.after).orderBy('seq').limit(p.limit),
+    this.logStmts = new Variants<LogParams, LogFlags>(sqlite, (f, p) =>
+      qb
+        .selectFrom('events')
+        .select(['seq', 'body'])
+        .$if(!f.newest, (q) => q.where('seq', '>', p.after))
+        .$if(f.type, (q) => q.where('type', '=', p.type))
+        .$if(f.site, (q) => q.where('site_id', '=', p.site_id))
+        .$if(f.since, (q) => q.where('time', '>=', p.since))
+        .orderBy('seq', f.newest ? 'desc' : 'asc')
+        .limit(p.limit),
+    );
+    this.deliveryStmts = new Variants<DeliveryParams, { failed: boolean; channel: boolean }>(sqlite, (f, p) =>
+      qb
+        .selectFrom('outbox')
+        .innerJoin('events', 'events.id', 'outbox.event_id')
+        .select(['outbox.event_id', 'events.type', 'events.subject', 'outbox.channel', 'outbox.state', 'outbox.attempts'])
+        .select(['outbox.last_error', 'outbox.next_attempt_at', 'outbox.updated_at'])
+        // Failed: dead-lettered, or waiting to retry after at least one failed attempt.
+        .$if(f.failed, (q) =>
+          q.where((eb) => eb.or([eb('outbox.state', '=', 'dead'), eb.and([eb('outbox.state', '=', 'pending'), eb('outbox.attempts', '>=', 1)])])),
+        )
+        .$if(f.channel, (q) => q.where('outbox.channel', '=', p.channel))
+        .orderBy('outbox.id', 'desc')
+        .limit(p.limit),
     );
     this.oldestPendingStmt = prepare<{ state: OutboxRow['state'] }>(sqlite, (p) =>
       qb.selectFrom('outbox').select((eb) => eb.fn.min('created_at').as('at')).where('state', '=', p.state),
@@ -114,13 +194,33 @@ export class EventsRepo {
     return (this.oldestPendingStmt.get({ state: 'pending' as const }) as { at: number | null }).at;
   }
 
-  /** Events after a cursor (seq), oldest first. */
-  list(after: number, limit: number): EventRow[] {
-    return this.listStmt.all({ after, limit }) as EventRow[];
+  /** Events after a cursor (seq) that match a filter, oldest first. */
+  list(after: number, filter: EventFilter, limit: number): LoggedEvent[] {
+    return this.logStmts.get(logFlags(filter, false)).all(logParams(filter, after, limit)) as LoggedEvent[];
+  }
+
+  /** The newest `limit` events that match a filter, newest first. */
+  latest(filter: EventFilter, limit: number): LoggedEvent[] {
+    return this.logStmts.get(logFlags(filter, true)).all(logParams(filter, 0, limit)) as LoggedEvent[];
+  }
+
+  /** Recent outbox rows, newest first; `failed` keeps dead rows and rows waiting to retry. */
+  deliveries(filter: { failed: boolean; channel: string | null }, limit: number): DeliveryView[] {
+    const stmt = this.deliveryStmts.get({ failed: filter.failed, channel: filter.channel !== null });
+    return stmt.all({ channel: filter.channel ?? '', limit }) as DeliveryView[];
   }
 
   /** The outbox rows of one event. */
   outboxFor(eventId: string): OutboxRow[] {
     return this.outboxForEventStmt.all({ event_id: eventId }) as OutboxRow[];
   }
+}
+
+function logFlags(f: EventFilter, newest: boolean): LogFlags {
+  return { type: f.type !== null, site: f.siteId !== null, since: f.since !== null, newest };
+}
+
+// Absent filters are not in the statement's SQL, so their placeholder values are never bound.
+function logParams(f: EventFilter, after: number, limit: number): LogParams {
+  return { after, type: f.type ?? '', site_id: f.siteId ?? 0, since: f.since ?? 0, limit };
 }

@@ -14,6 +14,8 @@ export class SnapshotsRepo {
   private readonly stateUpsert;
   private readonly stateBySource;
   private readonly allFailingStmt;
+  private readonly sourceStatesStmt;
+  private readonly failingCountsStmt;
   private readonly forgetSnapshots;
   private readonly forgetStates;
 
@@ -70,6 +72,15 @@ export class SnapshotsRepo {
     this.allFailingStmt = prepare<{ min: number }>(sqlite, (p) =>
       qb.selectFrom('poll_state').selectAll().where('entity', '!=', '').where('consecutive_failures', '>=', p.min),
     );
+    this.sourceStatesStmt = prepare<{ entity: string }>(sqlite, (p) => qb.selectFrom('poll_state').selectAll().where('entity', '=', p.entity));
+    this.failingCountsStmt = prepare<{ min: number }>(sqlite, (p) =>
+      qb
+        .selectFrom('poll_state')
+        .select(['source', (eb) => eb.fn.countAll<number>().as('failing')])
+        .where('entity', '!=', '')
+        .where('consecutive_failures', '>=', p.min)
+        .groupBy('source'),
+    );
   }
 
   /**
@@ -84,6 +95,16 @@ export class SnapshotsRepo {
   /** Every entity whose last poll failed. */
   allFailing(): PollStateRow[] {
     return this.allFailingStmt.all({ min: 1 }) as PollStateRow[];
+  }
+
+  /** The source-level poll state of every source that has run (entity ''). */
+  sourceStates(): PollStateRow[] {
+    return this.sourceStatesStmt.all({ entity: '' }) as PollStateRow[];
+  }
+
+  /** How many entities of each source failed their last poll (sources with none are left out). */
+  failingCounts(): Array<{ source: string; failing: number }> {
+    return this.failingCountsStmt.all({ min: 1 }) as Array<{ source: string; failing: number }>;
   }
 
   /** The hash and version of the stored snapshot, without reading its body. */

@@ -1,7 +1,86 @@
+import { SOURCES } from '../../sources/registry.js';
+import type { DeliveryView } from '../../store/events-repo.js';
+import type { FiringAlert } from '../../store/alerts-repo.js';
 import type { ServerContext } from '../context.js';
-import type { Route } from '../http.js';
+import { badRequest, intParam, json, shown, type Route } from '../http.js';
 
-/** Routes of the api module (to be filled in). */
-export function apiRoutes(_ctx: ServerContext): Route[] {
-  return [];
+
+const DELIVERIES_DEFAULT = 100;
+const DELIVERIES_MAX = 1000;
+
+/**
+ * What the daemon sees and sent, for the dashboard and for scripts: sources and their
+ * health, alerts firing now, recent deliveries. Times are ISO 8601 strings (null when
+ * unknown); stored errors were scrubbed of secrets before they were written.
+ */
+export function apiRoutes(ctx: ServerContext): Route[] {
+  return [
+    { method: 'GET', path: '/api/sources', handler: (_req, res) => json(res, 200, { data: sources(ctx) }) },
+    { method: 'GET', path: '/api/alerts', handler: (_req, res) => json(res, 200, { data: ctx.alerts.firingWithEvents().map(alertView) }) },
+    {
+      method: 'GET',
+      path: '/api/deliveries',
+      handler: (req, res) => {
+        const q = req.url.searchParams;
+        const limit = intParam(q, 'limit', { min: 1, max: DELIVERIES_MAX, expected: `a whole number from 1 to ${DELIVERIES_MAX}` });
+        const filter = { failed: boolParam(q, 'failed'), channel: q.get('channel') || null };
+        json(res, 200, { data: ctx.events.deliveries(filter, limit ?? DELIVERIES_DEFAULT).map(deliveryView) });
+      },
+    },
+  ];
+}
+
+/** Every known source, enabled or not, with its last poll, failures and next run. */
+function sources(ctx: ServerContext): unknown[] {
+  const states = new Map(ctx.snapshots.sourceStates().map((r) => [r.source, r]));
+  const failing = new Map(ctx.snapshots.failingCounts().map((r) => [r.source, r.failing]));
+  const scheduled = new Map(ctx.sources.map((s) => [s.def.name, s]));
+  return SOURCES.map((def) => {
+    const state = states.get(def.name);
+    return {
+      name: def.name,
+      per: def.per,
+      scope: def.scope,
+      enabled: scheduled.has(def.name),
+      every_ms: scheduled.get(def.name)?.everyMs ?? ctx.config.sources[def.name]?.every_ms ?? def.defaultEveryMs,
+      last_attempt_at: iso(state?.last_attempt_at),
+      last_success_at: iso(state?.last_success_at),
+      consecutive_failures: state?.consecutive_failures ?? 0,
+      last_error_code: state?.last_error_code ?? null,
+      last_error: state?.last_error ?? null,
+      failing_entities: failing.get(def.name) ?? 0,
+      next_run_at: iso(ctx.scheduler.nextRunOf(def.name)),
+    };
+  });
+}
+
+function alertView(a: FiringAlert): unknown {
+  return {
+    rule: a.rule,
+    subject: a.subject,
+    site_id: a.site_id,
+    since: iso(a.since),
+    seq: a.seq,
+    event: a.body === null ? null : (JSON.parse(a.body) as unknown),
+  };
+}
+
+function deliveryView(d: DeliveryView): unknown {
+  return {
+    ...d,
+    // Only a pending row has a next attempt; the column keeps a stale value otherwise.
+    next_attempt_at: d.state === 'pending' ? iso(d.next_attempt_at) : null,
+    updated_at: iso(d.updated_at),
+  };
+}
+
+function boolParam(q: URLSearchParams, name: string): boolean {
+  const text = q.get(name);
+  if (text === null || text === '' || text === 'false') return false;
+  if (text === 'true') return true;
+  throw badRequest(`${name}: expected true or false (got ${shown(text)})`);
+}
+
+function iso(ms: number | null | undefined): string | null {
+  return ms === null || ms === undefined ? null : new Date(ms).toISOString();
 }

@@ -1,7 +1,138 @@
+import type { ServerResponse } from 'node:http';
+import { eventType } from '../../events/envelope.js';
+import type { EventFilter, LoggedEvent } from '../../store/events-repo.js';
 import type { ServerContext } from '../context.js';
-import type { Route } from '../http.js';
+import { badRequest, intParam, shown, wholeNumber, type Request, type Route } from '../http.js';
 
-/** Routes of the feed module (to be filled in). */
-export function feedRoutes(_ctx: ServerContext): Route[] {
-  return [];
+const LIMIT_DEFAULT = 100;
+const LIMIT_MAX = 1000;
+/** Rows read per query while a stream catches up (bounded memory for a long backlog). */
+const STREAM_PAGE = 500;
+const PING_MS = 15_000;
+const RETRY_MS = 2_000;
+
+/**
+ * The event feed: the durable event log, paged with a cursor (`GET /api/events`) and live
+ * as Server-Sent Events (`GET /api/events/stream`). The cursor is the event's `seq` as a
+ * decimal string; consumers treat it as opaque. Items are the stored CloudEvent bodies,
+ * byte for byte: the feed never re-serializes an event.
+ */
+export function feedRoutes(ctx: ServerContext): Route[] {
+  return [
+    { method: 'GET', path: '/api/events', handler: (req, res) => page(ctx, req, res) },
+    { method: 'GET', path: '/api/events/stream', handler: (req, res) => stream(ctx, req, res) },
+  ];
 }
+
+function page(ctx: ServerContext, req: Request, res: ServerResponse): void {
+  const q = req.url.searchParams;
+  const after = cursorParam('after', q.get('after'));
+  const filter = filterParams(q);
+  const limit = intParam(q, 'limit', { min: 1, max: LIMIT_MAX, expected: `a whole number from 1 to ${LIMIT_MAX}` }) ?? LIMIT_DEFAULT;
+  // One row more than asked tells whether another page follows.
+  const rows = ctx.events.list(after, filter, limit + 1);
+  const items = rows.slice(0, limit);
+  const cursor = String(items.at(-1)?.seq ?? after);
+  const body = `{"data":[${items.map((r) => r.body).join(',')}],"cursor":${JSON.stringify(cursor)},"has_more":${rows.length > limit}}`;
+  res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+  res.end(body);
+}
+
+/**
+ * SSE: everything after the cursor from the database, then more on every 'events' wake-up
+ * of the bus. The bus only says "look again"; what is sent always comes from a query for
+ * seq > last sent, so a wake-up missed or merged, or a page cut short, leaves no gap.
+ */
+async function stream(ctx: ServerContext, req: Request, res: ServerResponse): Promise<void> {
+  const resumeFrom = req.raw.headers['last-event-id'];
+  const from =
+    typeof resumeFrom === 'string' && resumeFrom !== ''
+      ? cursorParam('Last-Event-ID', resumeFrom)
+      : cursorParam('after', req.url.searchParams.get('after'));
+  const pump = eventPump(ctx, res, filterParams(req.url.searchParams), from);
+  res.writeHead(200, {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-store',
+    connection: 'keep-alive',
+    // Reverse proxies (nginx) must pass events through as they come, not buffer them.
+    'x-accel-buffering': 'no',
+  });
+  res.write(`retry: ${RETRY_MS}\n\n`);
+  const wake = (): void => void pump();
+  const ping = setInterval(() => res.writableEnded || res.write(': ping\n\n'), PING_MS);
+  res.on('close', () => {
+    clearInterval(ping);
+    ctx.bus.off('events', wake);
+  });
+  // Listen before the first query: an event committed while it runs still wakes a pump.
+  ctx.bus.on('events', wake);
+  await pump();
+}
+
+/**
+ * A function that writes every matching event after the last one sent, in pages, waiting
+ * for the socket to drain. A call made while one runs is merged into it (one more pass).
+ */
+function eventPump(ctx: ServerContext, res: ServerResponse, filter: EventFilter, from: number): () => Promise<void> {
+  let last = from;
+  let running = false;
+  let again = false;
+  let closed = false;
+  res.on('close', () => (closed = true));
+  return async () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    try {
+      do {
+        again = false;
+        let rows: LoggedEvent[];
+        do {
+          if (closed || res.writableEnded) return;
+          rows = ctx.events.list(last, filter, STREAM_PAGE);
+          let chunk = '';
+          for (const r of rows) chunk += `id: ${r.seq}\ndata: ${r.body}\n\n`;
+          last = rows.at(-1)?.seq ?? last;
+          if (chunk !== '' && !res.write(chunk)) await drained(res);
+        } while (rows.length === STREAM_PAGE);
+      } while (again);
+    } catch (e) {
+      // The database closed under us (shutdown) or failed: end the stream; the client reconnects.
+      ctx.log.warn({ err: String(e) }, 'event stream ended by an error');
+      res.end();
+    } finally {
+      running = false;
+    }
+  };
+}
+
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+/** The `type` and `site_id` filters shared by the page and the stream. */
+function filterParams(q: URLSearchParams): EventFilter {
+  const typeText = q.get('type') || null;
+  const type = typeText === null ? null : eventType(typeText);
+  if (typeText !== null && type === null) {
+    throw badRequest(`type: expected an event type like site.offline or hostwatch.site.offline (got ${shown(typeText)})`);
+  }
+  const siteId = intParam(q, 'site_id', { min: 0, max: Number.MAX_SAFE_INTEGER, expected: 'a site id (a whole number)' });
+  return { type, siteId, since: null };
+}
+
+function cursorParam(name: string, text: string | null): number {
+  if (text === null || text === '') return 0;
+  return wholeNumber(name, text, { min: 0, max: Number.MAX_SAFE_INTEGER, expected: 'a cursor returned by this feed' });
+}
+
