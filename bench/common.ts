@@ -1,18 +1,15 @@
 /**
- * Shared benchmark plumbing: the simulator in a child process, configs built the way users
- * write them, temporary databases, and the small statistics the reports use.
+ * Shared benchmark plumbing: the simulator in a child process, temporary databases, and the
+ * small statistics the reports use. Light on purpose (no daemon modules): the bare-client
+ * baseline process imports it too, and its RSS must not include what it does not use.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
-import { parseConfig } from '../src/config/parse.js';
-import type { Config } from '../src/config/types.js';
-import { SOURCE_NAMES } from '../src/main.js';
 
 /** A Standard Webhooks secret for the bench receiver (`whsec_` + base64 of 32 bytes). */
 export const BENCH_SECRET = `whsec_${Buffer.from('hostwatch-bench-secret-32-bytes!').toString('base64')}`;
@@ -123,33 +120,6 @@ export function tempDir(prefix = 'hostwatch-bench-'): { dir: string; cleanup: ()
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/**
- * A Config parsed from YAML exactly as `hostwatch` parses a user's file, then with the rate
- * limit lifted: the config caps it at 1000 rps, which would pace both sides of every
- * comparison and hide the pipeline's own cost.
- */
-export function benchConfig(opts: {
-  url: string;
-  dbPath: string;
-  webhookUrl?: string;
-  concurrency?: number;
-  logLevel?: string;
-}): Config {
-  const written: Record<string, unknown> = {
-    name: 'bench',
-    api: { base_url: '${SIM_URL}', key: '${API_KEY}', timeout: '30s', retries: 1, max_concurrency: opts.concurrency ?? 4, max_pages: 1000 },
-    storage: { path: '${DB}' },
-    log: { level: opts.logLevel ?? 'info' },
-    delivery: { drain_timeout: '30s' },
-  };
-  if (opts.webhookUrl) written['channels'] = [{ name: 'hooks', type: 'webhook', url: '${HOOK_URL}', secret: '${HOOK_SECRET}' }];
-  const env = { SIM_URL: opts.url, API_KEY: BENCH_KEY, DB: opts.dbPath, HOOK_URL: opts.webhookUrl ?? '', HOOK_SECRET: BENCH_SECRET };
-  const r = parseConfig(stringify(written), join(tmpdir(), 'bench.yaml'), env, { sourceNames: SOURCE_NAMES });
-  if (!r.ok) throw new Error(`bench config invalid:\n${r.errors.map((e) => `${e.path}: ${e.message}`).join('\n')}`);
-  r.config.api.max_requests_per_second = UNLIMITED_RPS;
-  return r.config;
-}
-
 /** Discards log lines (the daemon still formats them, as in production). */
 export function nullStream(): Writable {
   return new Writable({
@@ -203,7 +173,7 @@ export function round(n: number, digits = 2): number {
 }
 
 /** The machine a result was produced on. */
-export function machine(): { cpus: number; cpuModel: string; node: string; platform: string; totalMemMB: number } {
+export function machine(): { cpus: number; cpuModel: string; node: string; platform: string; totalMemMB: number; loadAvg1m: number } {
   const c = cpus();
   return {
     cpus: c.length,
@@ -211,14 +181,15 @@ export function machine(): { cpus: number; cpuModel: string; node: string; platf
     node: process.version,
     platform: `${process.platform} ${process.arch}`,
     totalMemMB: Math.round(totalmem() / MB),
+    loadAvg1m: round(loadavg()[0] ?? 0, 2),
   };
 }
 
-/** A plain-text table: first column left-aligned, the rest right-aligned. */
-export function table(header: string[], rows: string[][]): string {
+/** A plain-text table: the first `leftColumns` columns left-aligned, the rest right-aligned. */
+export function table(header: string[], rows: string[][], leftColumns = 1): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]): string =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+    cells.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 

@@ -1,0 +1,48 @@
+/**
+ * The baseline process of memory.ts: an ApiClient alone (same options as the daemon's, rate
+ * limit lifted) fetching + JSON.parse-ing every response of a full cycle — the site list,
+ * jobs, and health/usage/backups of every site — in the shape of Scheduler.runAll(), the
+ * results dropped. It imports only the client and the source registry, so its RSS is that of
+ * "fetch + parse", not of the daemon's modules.
+ */
+import { ApiClient } from '../src/api/client.js';
+import { jobsSource, pathOf, SOURCES, sitesSource } from '../src/sources/registry.js';
+import { BENCH_KEY, pool, UNLIMITED_RPS } from './common.js';
+import { arg, measured } from './sample.js';
+
+const url = arg('url');
+const concurrency = Number(arg('concurrency'));
+const cycles = Number(arg('cycles'));
+
+const client = new ApiClient({
+  baseUrl: url,
+  key: BENCH_KEY,
+  timeoutMs: 30_000, // the config default, as the daemon uses it
+  maxRequestsPerSecond: UNLIMITED_RPS,
+  maxConcurrency: concurrency,
+  retries: 1,
+  maxPages: 1000,
+});
+const perSite = SOURCES.filter((s) => s.per === 'site');
+
+async function cycle(): Promise<{ polls: number }> {
+  const list = (await client.list(sitesSource.path, sitesSource.query, sitesSource.pageSize)) as Array<{ id: number }>;
+  const ids = list.map((s) => s.id);
+  let requests = 1;
+  await Promise.all([
+    client.list(jobsSource.path, jobsSource.query, jobsSource.pageSize).then(() => requests++),
+    ...perSite.map((def) =>
+      pool(ids, concurrency, async (id) => {
+        const path = pathOf(def, id);
+        await (def.paged ? client.list(path, def.query, def.pageSize) : client.get(path, def.query));
+        requests++;
+      }),
+    ),
+  ]);
+  return { polls: requests };
+}
+
+await measured('bare', 'idle', 0, async () => ({}));
+for (let c = 1; c <= cycles; c++) await measured('bare', 'bare', c, cycle);
+await client.close();
+process.exit(0);

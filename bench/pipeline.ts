@@ -1,0 +1,385 @@
+/**
+ * Pipeline overhead per poll (PRODUCT.md: at most 25% above a bare fetch + JSON.parse of the
+ * same responses, in the same run).
+ *
+ * The simulator runs in a child process. For each case the same per-site polls are made two
+ * ways through the SAME ApiClient (same undici Agent, same concurrency, rate limit lifted):
+ *   bare: ApiClient.get/list — HTTP + JSON.parse (+ paging), the result dropped;
+ *   poll: Poller.poll — the same fetch, then shape check, hash, diff, rules, store, commit.
+ * Each round runs bare and poll back to back, in an order that flips every round; the ratio
+ * is the median of the per-round poll/bare ratios (process CPU time is compared the same way).
+ * Cases: unchanged (steady state), ~10% of sites changed per source, and the first
+ * (baseline) poll into an empty database.
+ *
+ * The CPU-only part takes the network out: the same response bodies, read once, are timed
+ * through JSON.parse alone and through Poller.ingest (hash → plan → commit) on parsed values.
+ */
+import { performance } from 'node:perf_hooks';
+import { request } from 'undici';
+import { createApp, type App } from '../src/main.js';
+import { entityOf, pathOf, SOURCES, sitesSource } from '../src/sources/registry.js';
+import type { EntityRef, SiteInfo, SourceDef } from '../src/sources/types.js';
+import { BENCH_KEY, median, nullStream, pool, round, startSimChild, tempDir, type SimChild } from './common.js';
+import { benchConfig } from './config.js';
+
+export interface PipelineCase {
+  case: 'unchanged' | 'changed-10%' | 'baseline';
+  rounds: number;
+  /** Milliseconds of one pass over every per-site entity, each round. */
+  bareMs: number[];
+  pollMs: number[];
+  bareMedianMs: number;
+  pollMedianMs: number;
+  /**
+   * Median over rounds of poll/bare, each round's two runs back to back (so a slow spell on
+   * a shared machine hits both); the target is ≤ 1.25.
+   */
+  ratio: number;
+  /** median(poll) / median(bare), for comparison. */
+  ratioOfMedians: number;
+  /** Extra wall time per entity the pipeline adds (µs). */
+  overheadPerEntityUs: number;
+  /** Process CPU time (user + system, all threads) per pass, medians, and their ratio. */
+  bareCpuMs: number;
+  pollCpuMs: number;
+  cpuRatio: number;
+}
+
+export interface CpuCase {
+  case: 'unchanged' | 'changed-10%' | 'baseline';
+  rounds: number;
+  parseMedianMs: number;
+  ingestMedianMs: number;
+  /** ingest / JSON.parse of the same bodies. */
+  ingestVsParse: number;
+  /** (parse + ingest) / parse: the CPU-only version of the end-to-end ratio. */
+  ratio: number;
+  ingestPerEntityUs: number;
+}
+
+export interface PipelineResult {
+  sites: number;
+  entitiesPerPass: number;
+  sources: string[];
+  concurrency: number;
+  bodyBytes: number;
+  cases: PipelineCase[];
+  cpu: CpuCase[];
+}
+
+const PER_SITE = SOURCES.filter((s) => s.per === 'site');
+
+export interface PipelineOptions {
+  sites?: number;
+  concurrency?: number;
+  rounds?: { unchanged: number; changed: number; baseline: number };
+  log?: (line: string) => void;
+  /** Called on every app right after createApp (what-if experiments by hand; npm run bench passes nothing). */
+  afterCreate?: (app: App) => void;
+}
+
+export async function benchPipeline(opts: PipelineOptions = {}): Promise<PipelineResult> {
+  const sites = opts.sites ?? 500;
+  const concurrency = opts.concurrency ?? 4;
+  const rounds = opts.rounds ?? { unchanged: 7, changed: 7, baseline: 3 };
+  const log = opts.log ?? (() => {});
+  const sim = await startSimChild({ sites });
+  const tmp = tempDir();
+  const apps: App[] = [];
+  let dbCount = 0;
+  const newApp = async (): Promise<App> => {
+    const config = benchConfig({
+      url: sim.url,
+      dbPath: `${tmp.dir}/pipeline-${++dbCount}.db`,
+      concurrency,
+      // Outbox rows are written as in production; the worker is not started, so nothing is sent.
+      webhookUrl: 'http://127.0.0.1:9/never-called',
+    });
+    const app = createApp(config, { logDestination: nullStream() });
+    opts.afterCreate?.(app);
+    apps.push(app);
+    const o = await app.poller.poll(sitesSource, null);
+    if (o.status === 'failed') throw new Error(`site list poll failed: ${o.error?.message}`);
+    return app;
+  };
+  try {
+    const cases: PipelineCase[] = [];
+    const app = await newApp();
+    const siteList = app.poller.sites();
+    if (siteList.length !== sites) throw new Error(`expected ${sites} sites, the directory has ${siteList.length}`);
+    const entities = siteList.length * PER_SITE.length;
+
+    // First poll of this app = its baseline; then warm both paths up (JIT, connections).
+    await pass(app, siteList, concurrency, 'poll');
+    await pass(app, siteList, concurrency, 'bare');
+    await pass(app, siteList, concurrency, 'poll');
+
+    log(`pipeline: unchanged × ${rounds.unchanged}`);
+    cases.push(await measureCase('unchanged', rounds.unchanged, entities, async () => app, siteList, concurrency));
+
+    log(`pipeline: ~10% changed × ${rounds.changed}`);
+    let round = 0;
+    cases.push(
+      await measureCase('changed-10%', rounds.changed, entities, async () => {
+        await changeTenPercent(sim, siteList, round++);
+        return app;
+      }, siteList, concurrency, (outcomes) => {
+        const changed = outcomes.filter((s) => s === 'changed').length;
+        // Every 10th site of every per-site source changed since the previous pass.
+        const expected = Math.floor(siteList.length / 10) * PER_SITE.length;
+        if (Math.abs(changed - expected) > PER_SITE.length) throw new Error(`changed polls: ${changed}, expected about ${expected}`);
+      }),
+    );
+
+    log(`pipeline: baseline (first poll, empty database) × ${rounds.baseline}`);
+    cases.push(await measureCase('baseline', rounds.baseline, entities, newApp, siteList, concurrency));
+
+    log('pipeline: CPU only (JSON.parse vs Poller.ingest)');
+    const bodies = await readBodies(sim.url, siteList);
+    const cpu = await cpuOnly(bodies, newApp, rounds);
+
+    return {
+      sites,
+      entitiesPerPass: entities,
+      sources: PER_SITE.map((s) => s.name),
+      concurrency,
+      bodyBytes: bodies.reduce((n, b) => n + b.texts.reduce((m, t) => m + Buffer.byteLength(t), 0), 0),
+      cases,
+      cpu,
+    };
+  } finally {
+    await Promise.allSettled(apps.map((a) => a.stop()));
+    await sim.close();
+    tmp.cleanup();
+  }
+}
+
+type Mode = 'bare' | 'poll';
+
+/**
+ * One pass over every per-site entity, shaped like Scheduler.runAll(): the per-site sources
+ * in parallel, each a bounded pool of `concurrency` workers; the ApiClient's semaphore caps
+ * requests in flight at `concurrency` overall. Returns the outcome statuses (poll mode).
+ */
+async function pass(app: App, sites: readonly SiteInfo[], concurrency: number, mode: Mode): Promise<string[]> {
+  const statuses: string[] = [];
+  await Promise.all(
+    PER_SITE.map((def) =>
+      pool(sites, concurrency, async (site) => {
+        if (mode === 'bare') {
+          await bareFetch(app, def, site);
+        } else {
+          const o = await app.poller.poll(def, site);
+          if (o.status === 'failed') throw new Error(`poll ${o.entity} failed: ${o.error?.message}`);
+          statuses.push(o.status);
+        }
+      }),
+    ),
+  );
+  return statuses;
+}
+
+/** Exactly the client call fetchEntity() makes, without what comes after it. */
+function bareFetch(app: App, def: SourceDef, site: SiteInfo): Promise<unknown> {
+  const path = pathOf(def, site.id);
+  return def.paged ? app.client.list(path, def.query, def.pageSize) : app.client.get(path, def.query);
+}
+
+async function measureCase(
+  name: PipelineCase['case'],
+  rounds: number,
+  entities: number,
+  before: () => Promise<App>,
+  sites: readonly SiteInfo[],
+  concurrency: number,
+  checkOutcomes?: (statuses: string[]) => void,
+): Promise<PipelineCase> {
+  const bareMs: number[] = [];
+  const pollMs: number[] = [];
+  const bareCpu: number[] = [];
+  const pollCpu: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const app = await before();
+    const order: Mode[] = r % 2 === 0 ? ['bare', 'poll'] : ['poll', 'bare'];
+    for (const mode of order) {
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      const statuses = await pass(app, sites, concurrency, mode);
+      const ms = performance.now() - t0;
+      const cpu = process.cpuUsage(cpu0);
+      (mode === 'bare' ? bareCpu : pollCpu).push((cpu.user + cpu.system) / 1000);
+      if (mode === 'bare') bareMs.push(ms);
+      else {
+        pollMs.push(ms);
+        const expect = name === 'changed-10%' ? null : name;
+        if (expect && statuses.some((s) => s !== expect)) throw new Error(`${name}: a poll came back ${statuses.find((s) => s !== expect)}`);
+        checkOutcomes?.(statuses);
+      }
+    }
+    // A baseline round's app is used once: close its database and connections.
+    if (name === 'baseline') await app.stop();
+  }
+  const bareMedianMs = median(bareMs);
+  const pollMedianMs = median(pollMs);
+  return {
+    case: name,
+    rounds,
+    bareMs: bareMs.map((x) => round(x, 1)),
+    pollMs: pollMs.map((x) => round(x, 1)),
+    bareMedianMs: round(bareMedianMs, 1),
+    pollMedianMs: round(pollMedianMs, 1),
+    ratio: round(median(pollMs.map((p, i) => p / bareMs[i]!)), 3),
+    ratioOfMedians: round(pollMedianMs / bareMedianMs, 3),
+    overheadPerEntityUs: round(((pollMedianMs - bareMedianMs) * 1000) / entities, 1),
+    bareCpuMs: round(median(bareCpu), 1),
+    pollCpuMs: round(median(pollCpu), 1),
+    cpuRatio: round(median(pollCpu) / median(bareCpu), 3),
+  };
+}
+
+/**
+ * Change every 10th site (a different tenth each round) in every per-site source: health
+ * goes offline (an alert), disk use moves (no alert) and a finished backup appears (a change
+ * event) — so the changed polls run diff, rules, events and outbox rows.
+ */
+async function changeTenPercent(sim: SimChild, sites: readonly SiteInfo[], round: number): Promise<void> {
+  const chosen = sites.filter((_, i) => i % 10 === round % 10);
+  const online = round % 20 >= 10; // after ten rounds every tenth is offline: bring them back
+  await pool(chosen, 8, async (s) => {
+    await sim.control('POST', `/sites/${s.id}/health`, { status: online ? 'online' : 'offline' });
+    await sim.control('POST', `/sites/${s.id}/usage`, { disk_used_mib: 200 + round });
+    await sim.control('POST', `/sites/${s.id}/backups`, { state: 'Ok', type: 'Manual' });
+  });
+}
+
+// ---- CPU only --------------------------------------------------------------------------
+
+interface Body {
+  ref: EntityRef;
+  /** Response bodies of every page (one for these sources). */
+  texts: string[];
+}
+
+/** Read each per-site response body once, as the client would (same paths and limits). */
+async function readBodies(url: string, sites: readonly SiteInfo[]): Promise<Body[]> {
+  const out: Body[] = [];
+  await pool(
+    PER_SITE.flatMap((def) => sites.map((site) => ({ def, site }))),
+    8,
+    async ({ def, site }) => {
+      const q = def.paged ? `?limit=${def.pageSize ?? 200}` : '';
+      const res = await request(`${url}/api/v1${pathOf(def, site.id)}${q}`, {
+        headers: { authorization: `Bearer ${BENCH_KEY}`, accept: 'application/json' },
+      });
+      const text = await res.body.text();
+      if (res.statusCode !== 200) throw new Error(`${pathOf(def, site.id)}: HTTP ${res.statusCode}`);
+      if (def.paged && (JSON.parse(text) as { has_more?: boolean }).has_more) throw new Error('bench bodies must fit one page');
+      out.push({ ref: entityOf(def, site), texts: [text] });
+    },
+  );
+  // A fixed order so every round does the same work.
+  return out.sort((a, b) => (a.ref.entity < b.ref.entity ? -1 : 1));
+}
+
+/** What ApiClient does with a body: JSON.parse, take `data` (concatenating pages for lists). */
+function parseBody(b: Body): unknown {
+  if (b.texts.length === 1) return (JSON.parse(b.texts[0]!) as { data: unknown }).data;
+  const items: unknown[] = [];
+  for (const t of b.texts) for (const item of (JSON.parse(t) as { data: unknown[] }).data) items.push(item);
+  return items;
+}
+
+/** A 10% variant of parsed values: every 10th site offline / other disk figure / a new backup. */
+function mutateTenPercent(bodies: readonly Body[], values: unknown[], salt: number): void {
+  bodies.forEach((b, i) => {
+    if (b.ref.siteId === null || b.ref.siteId % 10 !== 0) return;
+    const v = values[i] as { online?: { status: string; label?: string }; disk?: { used_mib: number } };
+    switch (b.ref.source.name) {
+      case 'health':
+        v.online = { status: 'offline', label: 'Offline' };
+        break;
+      case 'usage':
+        v.disk = { ...v.disk!, used_mib: 300 + salt };
+        break;
+      case 'backups':
+        (values[i] as unknown[]).unshift({
+          id: 10_000_000 + salt * 100_000 + b.ref.siteId,
+          created_at: new Date().toISOString(),
+          type: 'Manual',
+          state: 'Ok',
+          size_bytes: 1234,
+          is_blueprint: false,
+          locked: false,
+        });
+        break;
+    }
+  });
+}
+
+async function cpuOnly(
+  bodies: readonly Body[],
+  newApp: () => Promise<App>,
+  rounds: { unchanged: number; changed: number; baseline: number },
+): Promise<CpuCase[]> {
+  const parseAll = (): { ms: number; values: unknown[] } => {
+    const t0 = performance.now();
+    const values = bodies.map(parseBody);
+    return { ms: performance.now() - t0, values };
+  };
+  const ingestAll = (app: App, values: unknown[], expect: string | null): number => {
+    const t0 = performance.now();
+    const started = Date.now();
+    const statuses: string[] = [];
+    for (let i = 0; i < bodies.length; i++) statuses.push(app.poller.ingest(bodies[i]!.ref, values[i], started).status);
+    const ms = performance.now() - t0;
+    if (expect && statuses.some((s) => s !== expect)) throw new Error(`ingest: expected ${expect}, got ${statuses.find((s) => s !== expect)}`);
+    return ms;
+  };
+  const result = (name: CpuCase['case'], parse: number[], ingest: number[]): CpuCase => {
+    const p = median(parse);
+    const g = median(ingest);
+    return {
+      case: name,
+      rounds: ingest.length,
+      parseMedianMs: round(p, 2),
+      ingestMedianMs: round(g, 2),
+      ingestVsParse: round(g / p, 2),
+      ratio: round((p + g) / p, 2),
+      ingestPerEntityUs: round((g * 1000) / bodies.length, 1),
+    };
+  };
+
+  // Warm JSON.parse and ingest up on a throwaway app.
+  {
+    const warm = await newApp();
+    for (let i = 0; i < 3; i++) ingestAll(warm, parseAll().values, null);
+    await warm.stop();
+  }
+
+  const base = { parse: [] as number[], ingest: [] as number[] };
+  const same = { parse: [] as number[], ingest: [] as number[] };
+  const changed = { parse: [] as number[], ingest: [] as number[] };
+  let app: App | null = null;
+  for (let r = 0; r < rounds.baseline; r++) {
+    const fresh = await newApp();
+    const p = parseAll();
+    base.parse.push(p.ms);
+    base.ingest.push(ingestAll(fresh, p.values, 'baseline'));
+    if (app) await app.stop();
+    app = fresh;
+  }
+  for (let r = 0; r < rounds.unchanged; r++) {
+    const p = parseAll();
+    same.parse.push(p.ms);
+    same.ingest.push(ingestAll(app!, p.values, 'unchanged'));
+  }
+  for (let r = 0; r < rounds.changed * 2; r++) {
+    // Odd rounds change 10% away from the stored snapshot, even rounds change it back.
+    const p = parseAll();
+    if (r % 2 === 0) mutateTenPercent(bodies, p.values, r);
+    changed.parse.push(p.ms);
+    changed.ingest.push(ingestAll(app!, p.values, null));
+  }
+  await app?.stop();
+  return [result('unchanged', same.parse, same.ingest), result('changed-10%', changed.parse, changed.ingest), result('baseline', base.parse, base.ingest)];
+}

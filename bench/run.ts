@@ -1,0 +1,235 @@
+/**
+ * `npm run bench` = `npm run build && node --expose-gc dist/bench/run.js [part...]`
+ *
+ * Runs every benchmark (or the parts named: pipeline, memory, latency, diff), each against a
+ * baseline measured in the same run, prints readable tables, checks the PRODUCT.md targets
+ * and writes everything to dist/bench-results.json. docs/benchmarks.md explains the numbers.
+ */
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { machine, round, table } from './common.js';
+import { benchDiff } from './diff.js';
+import { benchLatency, type LatencyResult } from './latency.js';
+import { benchMemory, type MemorySize } from './memory.js';
+import { benchPipeline, type PipelineResult } from './pipeline.js';
+
+type DiffRow = Awaited<ReturnType<typeof benchDiff>>[number];
+
+interface Target {
+  target: string;
+  measured: string;
+  /** 'not shown': the run cannot decide it (noise larger than the effect). */
+  result: 'met' | 'MISSED' | 'not shown';
+}
+
+const verdict = (ok: boolean): Target['result'] => (ok ? 'met' : 'MISSED');
+
+const PARTS = ['pipeline', 'memory', 'latency', 'diff'] as const;
+type Part = (typeof PARTS)[number];
+
+const asked = process.argv.slice(2);
+for (const a of asked) {
+  if (!PARTS.includes(a as Part)) {
+    process.stderr.write(`unknown part "${a}"; parts: ${PARTS.join(', ')}\n`);
+    process.exit(2);
+  }
+}
+const parts = new Set<Part>(asked.length ? (asked as Part[]) : PARTS);
+if (!(globalThis as { gc?: unknown }).gc) process.stderr.write('note: run with node --expose-gc (npm run bench does) for GC before memory samples\n');
+
+const started = Date.now();
+const log = (line: string): void => {
+  process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
+};
+const print = (text: string): void => {
+  process.stdout.write(`${text}\n`);
+};
+
+const results: {
+  command: string;
+  date: string;
+  machine: ReturnType<typeof machine>;
+  durationS?: number;
+  /** The 1-minute load average when the run ended (other work on the machine skews every figure). */
+  loadAvg1mAtEnd?: number;
+  pipeline?: PipelineResult;
+  memory?: MemorySize[];
+  latency?: LatencyResult;
+  diff?: DiffRow[];
+  targets: Target[];
+} = {
+  command: `npm run bench${asked.length ? ` -- ${asked.join(' ')}` : ''}  (node --expose-gc dist/bench/run.js${asked.length ? ` ${asked.join(' ')}` : ''})`,
+  date: new Date().toISOString(),
+  machine: machine(),
+  targets: [],
+};
+
+const m = results.machine;
+print(`hostwatch benchmarks — ${m.cpus} × ${m.cpuModel}, ${m.totalMemMB} MB RAM, Node ${m.node}, ${m.platform}, load average ${m.loadAvg1m} at start`);
+
+const fmt = (n: number, d = 1): string => n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
+const x = (r: number, d = 2): string => `${r.toFixed(d)}×`;
+
+if (parts.has('pipeline')) {
+  log('pipeline overhead per poll (500 sites × health, usage, backups)');
+  const p = await benchPipeline({ log });
+  results.pipeline = p;
+  print(`\n1. Pipeline overhead per poll — ${p.sites} sites × ${p.sources.join(', ')} = ${p.entitiesPerPass} polls per pass, concurrency ${p.concurrency}`);
+  print('   bare = ApiClient fetch + JSON.parse; poll = Poller.poll (fetch, parse, hash, diff, rules, store, commit)');
+  print('   ms = wall time of one pass (median); poll/bare = median of the per-round ratios; CPU = process user+system time per pass');
+  print(
+    table(
+      ['case', 'rounds', 'bare ms', 'poll ms', 'poll/bare', 'overhead/poll', 'bare CPU ms', 'poll CPU ms', 'CPU ratio', 'target ≤ 1.25×'],
+      p.cases.map((c) => [
+        c.case,
+        String(c.rounds),
+        fmt(c.bareMedianMs),
+        fmt(c.pollMedianMs),
+        x(c.ratio),
+        `${fmt(c.overheadPerEntityUs, 0)} µs`,
+        fmt(c.bareCpuMs, 0),
+        fmt(c.pollCpuMs, 0),
+        x(c.cpuRatio),
+        c.ratio <= 1.25 ? 'met' : 'MISSED',
+      ]),
+    ),
+  );
+  print(`\n   CPU only, no network: the same ${p.entitiesPerPass} bodies (${fmt(p.bodyBytes / 1024, 0)} KB): JSON.parse vs Poller.ingest (hash → plan → commit)`);
+  print(
+    table(
+      ['case', 'JSON.parse ms', 'ingest ms', 'ingest/parse', '(parse+ingest)/parse', 'ingest/entity'],
+      p.cpu.map((c) => [c.case, fmt(c.parseMedianMs, 2), fmt(c.ingestMedianMs, 2), x(c.ingestVsParse, 1), x(c.ratio, 1), `${fmt(c.ingestPerEntityUs, 1)} µs`]),
+    ),
+  );
+  for (const c of p.cases) {
+    results.targets.push({
+      target: `pipeline overhead ≤ 1.25× bare fetch+parse (${c.case} poll)`,
+      measured: `${x(c.ratio)} wall (${fmt(c.pollMedianMs)} vs ${fmt(c.bareMedianMs)} ms per ${p.entitiesPerPass} polls); CPU ${x(c.cpuRatio)}`,
+      result: verdict(c.ratio <= 1.25),
+    });
+  }
+}
+
+if (parts.has('memory')) {
+  log('memory and cycle time: 1,000 and 10,000 sites (daemon, simulator and baseline each in their own process)');
+  const sizes = await benchMemory({ log });
+  results.memory = sizes;
+  for (const s of sizes) {
+    print(`\n2. Full cycle, ${s.sites.toLocaleString('en-US')} sites × every source (${s.daemon.cycles[0]?.polls ?? '?'} polls), concurrency ${s.concurrency}; ${s.ticksPerCycle} world ticks before each "ticked" cycle`);
+    print(
+      table(
+        ['process / cycle', 'cycle ms', 'RSS after GC MB', 'anon / file MB', 'heap used / total MB', 'peak RSS MB', 'events', 'SQLite changes', 'snapshot rows written'],
+        [
+          ['bare client: idle', '', fmt(s.bare.idleRssMB), '', '', '', '', '', ''],
+          ['bare client: fetch+parse cycle', String(s.bare.cycleMs), fmt(s.bare.rssAfterGcMB), '', '', fmt(s.bare.peakRssMB), '', '', ''],
+          ['daemon: idle (after createApp)', '', fmt(s.daemon.idleRssMB), '', '', '', '', '', ''],
+          ...s.daemon.cycles.map((c) => [
+            `daemon: #${c.cycle} ${c.phase}`,
+            String(c.ms),
+            fmt(c.rssMB),
+            c.rssAnonMB === undefined ? '' : `${fmt(c.rssAnonMB, 0)} / ${fmt(c.rssFileMB ?? 0, 0)}`,
+            `${fmt(c.heapUsedMB)} / ${fmt(c.heapTotalMB, 0)}`,
+            fmt(c.peakRssMB),
+            String(c.events ?? ''),
+            String(c.dbChanges ?? ''),
+            String(c.snapshotWrites ?? ''),
+          ]),
+        ],
+      ),
+    );
+    print(
+      `   daemon peak RSS ${fmt(s.daemon.peakRssMB)} MB = ${x(s.ratios.peakRss)} the bare client's ${fmt(s.bare.peakRssMB)} MB; ` +
+        `unchanged cycle ${x(s.ratios.unchangedCycleTime)} the bare cycle; ` +
+        `slope over cycles ${s.daemon.steadyCycles.join(', ')}: RSS ${s.daemon.rssSlopeMBPerCycle} MB/cycle, heap ${s.daemon.heapSlopeMBPerCycle} MB/cycle`,
+    );
+  }
+  const big = sizes.find((s) => s.sites === 10_000);
+  if (big) {
+    results.targets.push({
+      target: '10,000 sites × every source: < 200 MB RSS',
+      measured: `peak ${fmt(big.daemon.peakRssMB)} MB (after GC ${fmt(Math.min(...big.daemon.cycles.map((c) => c.rssMB)))}–${fmt(Math.max(...big.daemon.cycles.map((c) => c.rssMB)))} MB); bare client peak ${fmt(big.bare.peakRssMB)} MB`,
+      result: verdict(big.daemon.peakRssMB < 200),
+    });
+  }
+  for (const s of sizes) {
+    // met: post-GC heap slope < 1 MB/cycle and RSS slope < 2 MB/cycle. MISSED: a slope over
+    // its limit AND growth in every cycle (what a leak looks like). Otherwise the run is too
+    // short for its noise (RSS after GC moves by tens of MB with the allocator): not shown.
+    const steady = s.daemon.cycles.filter((c) => s.daemon.steadyCycles.includes(c.cycle));
+    const grows = (xs: number[]): boolean => xs.length > 1 && xs.every((v, i) => i === 0 || v >= xs[i - 1]!);
+    const heap = steady.map((c) => c.heapUsedMB);
+    const rss = steady.map((c) => c.rssMB);
+    const heapOk = s.daemon.heapSlopeMBPerCycle < 1;
+    const rssOk = s.daemon.rssSlopeMBPerCycle < 2;
+    const leak = (!heapOk && grows(heap)) || (!rssOk && grows(rss));
+    results.targets.push({
+      target: `memory flat over a run (${s.sites.toLocaleString('en-US')} sites: post-GC heap slope < 1 MB/cycle, RSS slope < 2 MB/cycle)`,
+      measured:
+        `${steady.length} consecutive cycles: heap ${s.daemon.heapSlopeMBPerCycle} MB/cycle (${heap.map((v) => fmt(v, 0)).join(' → ')} MB), ` +
+        `RSS ${s.daemon.rssSlopeMBPerCycle} MB/cycle (${rss.map((v) => fmt(v, 0)).join(' → ')} MB)`,
+      result: heapOk && rssOk ? 'met' : leak ? 'MISSED' : 'not shown',
+    });
+  }
+  for (const s of sizes) {
+    const u = s.daemon.unchanged;
+    const r = s.daemon.restart;
+    results.targets.push({
+      target: `an unchanged poll writes no snapshot row (${s.sites.toLocaleString('en-US')} sites, full cycle${r ? ', and after a restart' : ''})`,
+      measured:
+        `${u.polls} unchanged polls: ${u.snapshotWrites} snapshot rows; ${u.dbChanges} SQLite row changes in all, of which ${u.sourceStateWrites} source-level poll_state rows (one per source per cycle)` +
+        (r ? `; after restart: ${r.snapshotWrites} snapshot rows, ${r.dbChanges} changes (${r.sourceStateWrites} source-level)` : ''),
+      result: verdict(u.snapshotWrites === 0 && (r === undefined || r.snapshotWrites === 0)),
+    });
+  }
+}
+
+if (parts.has('latency')) {
+  log('change seen → webhook accepted (500 sites, outbox worker running, local receiver)');
+  const l = await benchLatency({ log });
+  results.latency = l;
+  print(`\n4. Change seen → webhook: ${l.events} events over ${l.rounds} full cycles of ${l.sites} sites (cycles ${l.cycleMs.join(', ')} ms)`);
+  print(
+    table(
+      ['interval', 'n', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms'],
+      [
+        ['commit → receiver has the request', l.arrived],
+        ['commit → 2xx recorded by the worker', l.accepted],
+        ['baseline: one signed POST → receiver', l.barePost],
+      ].map(([name, s]) => {
+        const st = s as LatencyResult['arrived'];
+        return [name as string, String(st.n), fmt(st.p50), fmt(st.p90), fmt(st.p99), fmt(st.max)];
+      }),
+    ),
+  );
+  results.targets.push({
+    target: 'change seen → webhook accepted: p99 < 250 ms',
+    measured: `p99 ${fmt(l.accepted.p99)} ms to the recorded 2xx, ${fmt(l.arrived.p99)} ms to arrival (${l.events} events; bare POST p99 ${fmt(l.barePost.p99)} ms)`,
+    result: verdict(l.accepted.p99 < 250),
+  });
+}
+
+if (parts.has('diff')) {
+  log('diff: hostwatch vs microdiff vs jsondiffpatch (bench/diff.ts)');
+  const rows = await benchDiff();
+  results.diff = rows;
+  print('\n5. Diff speed (bench/diff.ts): ops/sec, ratio to microdiff on the same inputs');
+  print(table(['inputs', 'library', 'ops/sec', 'vs microdiff'], rows.map((r) => [r.inputs, r.name, Math.round(r.opsPerSec).toLocaleString('en-US'), r.ratio === undefined ? '' : x(r.ratio)]), 2));
+  const ours = rows.filter((r) => r.name === 'hostwatch diff' && r.ratio !== undefined);
+  if (ours.length) {
+    const worst = ours.reduce((a, b) => (b.ratio! < a.ratio! ? b : a));
+    results.targets.push({
+      target: 'diff at least as fast as microdiff on the same inputs',
+      measured: ours.map((r) => `${r.inputs}: ${x(r.ratio!)}`).join('; '),
+      result: verdict(worst.ratio! >= 1),
+    });
+  }
+}
+
+results.durationS = round((Date.now() - started) / 1000, 0);
+results.loadAvg1mAtEnd = machine().loadAvg1m;
+print('\nTargets (PRODUCT.md "How well")');
+print(table(['result', 'target', 'measured'], results.targets.map((t) => [t.result, t.target, t.measured]), 3));
+const out = fileURLToPath(new URL('../bench-results.json', import.meta.url));
+writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
+print(`\n${results.durationS} s (load average ${results.loadAvg1mAtEnd} at the end); results written to ${out}`);
+process.exit(0);
