@@ -3,9 +3,9 @@ import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { timingSafeEqual } from 'node:crypto';
 import { parseConfig } from './config/parse.js';
-import { createApp, SOURCE_NAMES } from './main.js';
+import { createApp, SOURCE_NAMES, type App } from './main.js';
 import { signWebhook } from './notify/channels/webhook.js';
-import { startSimulator } from './simulator/index.js';
+import { startSimulator, type Simulator } from './simulator/index.js';
 
 /** The demo's embedded config: the simulator, a local webhook receiver and the console. */
 const DEMO_CONFIG = `
@@ -27,6 +27,8 @@ channels:
   - { name: demo-webhook, type: webhook, url: "\${HOOK_URL}", secret: whsec_ZGVtby1zZWNyZXQtZm9yLWhvc3R3YXRjaA== }
 delivery:
   retry_schedule: [2s, 5s, 10s]
+server:
+  listen: "\${DEMO_LISTEN}"
 log:
   level: warn
   pretty: true
@@ -40,38 +42,84 @@ export interface DemoOptions {
   write?: (line: string) => void;
   /** Folder of the demo database (default ./data). */
   dataDir?: string;
+  /**
+   * Where the dashboard and API listen. Default 127.0.0.1:8080, or a free port on
+   * 127.0.0.1 when 8080 is taken; an address given here is used as is (`127.0.0.1:0`: any port).
+   */
+  listen?: string;
+  /** Play the scripted story (default true); tests turn it off and drive `sim.world` themselves. */
+  script?: boolean;
+  /** Let the simulated world drift by itself every 7 s (default true); off for a test that needs a still world. */
+  drift?: boolean;
 }
+
+/** A running demo. */
+export interface Demo {
+  /** The dashboard's address (the operator server's base URL). */
+  url: string;
+  sim: Simulator;
+  app: App;
+  stop: () => Promise<void>;
+  /** Resolves once the demo has stopped. */
+  done: Promise<void>;
+}
+
+/** Where the demo's server listens unless told otherwise (falls back to a free port). */
+export const DEMO_LISTEN = '127.0.0.1:8080';
 
 /**
  * `npm start`: the simulator, a webhook receiver that verifies signatures, and the daemon,
  * with a script that makes the interesting things happen in the first minute.
  */
-export async function runDemo(opts: DemoOptions): Promise<{ stop: () => Promise<void>; done: Promise<void> }> {
+export async function runDemo(opts: DemoOptions): Promise<Demo> {
   const write = opts.write ?? ((l: string) => process.stdout.write(`${l}\n`));
-  const sim = await startSimulator({ seed: 7, sites: 6, tickMs: 7_000 });
+  const sim = await startSimulator({ seed: 7, sites: 6, tickMs: opts.drift === false ? false : 7_000 });
   const hook = await startReceiver(write);
   const db = join(opts.dataDir ?? 'data', 'demo.db');
   for (const f of [db, `${db}-wal`, `${db}-shm`]) rmSync(f, { force: true });
-  const parsed = parseConfig(DEMO_CONFIG, '<demo>', { SIM_URL: sim.url, HOOK_URL: hook.url, DEMO_DB: db }, {
-    sourceNames: SOURCE_NAMES,
-    baseDir: process.cwd(),
-  });
-  if (!parsed.ok) throw new Error(`demo config is invalid: ${JSON.stringify(parsed.errors)}`);
-  const app = createApp(parsed.config, {
-    consoleWrite: (line) => write(line),
-    onAttempt: ({ channel, result, durationMs, state }) => {
-      if (channel === 'console') return;
-      const how = result.ok ? `HTTP ${result.statusCode}` : `${result.error} → ${state}`;
-      write(`      ↳ ${channel}: ${how} in ${durationMs} ms`);
-    },
-  });
+  const build = (listen: string): App => {
+    const parsed = parseConfig(DEMO_CONFIG, '<demo>', { SIM_URL: sim.url, HOOK_URL: hook.url, DEMO_DB: db, DEMO_LISTEN: listen }, {
+      sourceNames: SOURCE_NAMES,
+      baseDir: process.cwd(),
+    });
+    if (!parsed.ok) throw new Error(`demo config is invalid: ${JSON.stringify(parsed.errors)}`);
+    return createApp(parsed.config, {
+      consoleWrite: (line) => write(line),
+      onAttempt: ({ channel, result, durationMs, state }) => {
+        if (channel === 'console') return;
+        const how = result.ok ? `HTTP ${result.statusCode}` : `${result.error} → ${state}`;
+        write(`      ↳ ${channel}: ${how} in ${durationMs} ms`);
+      },
+    });
+  };
+  let app = build(opts.listen ?? DEMO_LISTEN);
+  try {
+    await app.start();
+  } catch (e) {
+    // Port 8080 is often taken on a developer's machine; the demo must still start.
+    if (opts.listen !== undefined || (e as NodeJS.ErrnoException).code !== 'EADDRINUSE') {
+      await app.stop();
+      await Promise.all([sim.close(), new Promise<void>((r) => hook.server.close(() => r()))]);
+      throw e;
+    }
+    await app.stop();
+    app = build('127.0.0.1:0');
+    await app.start();
+  }
+  const url = app.serverUrl!;
 
+  // Written right after start, before any poll can answer, so it comes first.
   write('');
   write('hostwatch demo');
+  write(`  dashboard ${url}/`);
   write(`  simulator (the Hosting Control API) ${sim.url}/api/v1   control: ${sim.url}/_sim/history`);
   write(`  webhook receiver (verifies Standard Webhooks signatures) ${hook.url}`);
   write(`  database ${db}`);
-  write('  The first poll is a baseline (no change events). Then watch the script below. Ctrl-C stops.');
+  write(
+    opts.script === false
+      ? '  The first poll is a baseline (no change events). Ctrl-C stops.'
+      : '  The first poll is a baseline (no change events). Then watch the script below, here or on the dashboard. Ctrl-C stops.',
+  );
   write('');
 
   const say = (text: string): void => write(`▶ ${text}`);
@@ -79,33 +127,36 @@ export async function runDemo(opts: DemoOptions): Promise<{ stop: () => Promise<
   const at = (s: number, fn: () => void): void => void timers.push(setTimeout(fn, s * 1000));
   const domain = (id: number): string => sim.world.getSite(id)?.domain ?? `site ${id}`;
   let failing = 0;
-  at(8, () => {
-    say(`simulator: ${domain(2)} goes offline`);
-    sim.world.setHealth(2, { status: 'offline' });
-  });
-  at(12, () => {
-    const { backup } = sim.world.startBackup(3);
-    failing = backup.id;
-    say(`simulator: a manual backup ${backup.id} of ${domain(3)} starts`);
-  });
-  at(20, () => {
-    say(`simulator: backup ${failing} of ${domain(3)} fails`);
-    sim.world.setBackupState(3, failing, 'Error');
-  });
-  at(26, () => {
-    const usage = sim.world.getUsage(4);
-    const limit = usage?.disk.limit_mib ?? 10_240;
-    say(`simulator: ${domain(4)} fills its disk past the limit`);
-    sim.world.setUsage(4, { diskUsedMib: Math.round(limit * 1.05) });
-  });
-  at(34, () => {
-    say(`simulator: ${domain(2)} is back online`);
-    sim.world.setHealth(2, { status: 'online' });
-  });
-  at(46, () => {
-    say(`simulator: ${domain(4)} frees disk space`);
-    sim.world.setUsage(4, { diskUsedMib: 100 });
-  });
+  const story = (): void => {
+    at(8, () => {
+      say(`simulator: ${domain(2)} goes offline`);
+      sim.world.setHealth(2, { status: 'offline' });
+    });
+    at(12, () => {
+      const { backup } = sim.world.startBackup(3);
+      failing = backup.id;
+      say(`simulator: a manual backup ${backup.id} of ${domain(3)} starts`);
+    });
+    at(20, () => {
+      say(`simulator: backup ${failing} of ${domain(3)} fails`);
+      sim.world.setBackupState(3, failing, 'Error');
+    });
+    at(26, () => {
+      const usage = sim.world.getUsage(4);
+      const limit = usage?.disk.limit_mib ?? 10_240;
+      say(`simulator: ${domain(4)} fills its disk past the limit`);
+      sim.world.setUsage(4, { diskUsedMib: Math.round(limit * 1.05) });
+    });
+    at(34, () => {
+      say(`simulator: ${domain(2)} is back online`);
+      sim.world.setHealth(2, { status: 'online' });
+    });
+    at(46, () => {
+      say(`simulator: ${domain(4)} frees disk space`);
+      sim.world.setUsage(4, { diskUsedMib: 100 });
+    });
+  };
+  if (opts.script !== false) story();
 
   let resolveDone!: () => void;
   const done = new Promise<void>((r) => (resolveDone = r));
@@ -119,9 +170,8 @@ export async function runDemo(opts: DemoOptions): Promise<{ stop: () => Promise<
     await new Promise<void>((r) => hook.server.close(() => r()));
     resolveDone();
   };
-  await app.start();
   if (opts.durationMs > 0) timers.push(setTimeout(() => void stop(), opts.durationMs));
-  return { stop, done };
+  return { url, sim, app, stop, done };
 }
 
 /** A tiny webhook receiver that checks each signature before answering 204. */

@@ -1,4 +1,4 @@
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 /** Kysely table types; they mirror migrations/*.sql (times are epoch milliseconds). */
 export interface Database {
@@ -41,6 +41,12 @@ export interface Database {
     rule: string;
     time: number;
     body: string;
+    /**
+     * The silence that held this event back (0002). Written only by SilencesRepo after the
+     * insert, and read there with `sql`; its select type is `never` so EventRow, and with it
+     * every existing insert of an event, stays exactly as it was before the column existed.
+     */
+    silenced_by: ColumnType<never, string | null | undefined, string | null>;
   };
   outbox: {
     id: Generated<number>;
@@ -63,6 +69,18 @@ export interface Database {
     error: string | null;
     duration_ms: number;
   };
+  silences: {
+    id: string;
+    /** CEL over routeBindings(event), like a route's match. */
+    match: string;
+    starts_at: number;
+    ends_at: number;
+    comment: string;
+    created_by: string;
+    created_at: number;
+    /** Set when someone expired it early; null while it runs its course. */
+    expired_at: number | null;
+  };
   schema_migrations: {
     version: number;
     name: string;
@@ -79,4 +97,5 @@ export const COLUMNS = {
   events: ['id', 'type', 'subject', 'site_id', 'severity', 'status', 'rule', 'time', 'body'],
   outbox: ['event_id', 'channel', 'state', 'attempts', 'next_attempt_at', 'last_error', 'created_at', 'updated_at'],
   delivery_attempts: ['outbox_id', 'attempt', 'at', 'outcome', 'status_code', 'error', 'duration_ms'],
+  silences: ['id', 'match', 'starts_at', 'ends_at', 'comment', 'created_by', 'created_at', 'expired_at'],
 } as const;

@@ -1,0 +1,176 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runDemo, type Demo } from '../src/demo.js';
+import { packageRoot } from '../src/paths.js';
+import { startWorld, tempDir, type World } from './harness.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARTIFACTS = join(packageRoot(), 'test-artifacts');
+const HOSTILE = '<img src=x onerror=alert(1)>';
+
+let browser: Browser;
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    // Not a skip: the dashboard is only tested in a real browser, so no browser is a failure.
+    throw new Error(`Chromium is missing at ${CHROMIUM}: install Debian's package (apt-get install -y chromium), as .ci/run does`);
+  }
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+let demo: Demo | undefined;
+let world: World | undefined;
+let cleanup: (() => void) | undefined;
+afterEach(async () => {
+  await demo?.stop();
+  await world?.close();
+  cleanup?.();
+  demo = world = cleanup = undefined;
+});
+
+/** A page that records what must never happen on the dashboard: script errors, dialogs, CSP refusals. */
+async function openPage(url: string): Promise<{ page: Page; problems: string[] }> {
+  const page = await browser.newPage({ viewport: { width: 1440, height: 1100 } });
+  const problems: string[] = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('dialog', (d) => {
+    problems.push(`dialog: ${d.message()}`);
+    void d.dismiss();
+  });
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+  });
+  const res = await page.goto(url);
+  expect(res?.status()).toBe(200);
+  return { page, problems };
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, ms = 20_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('the dashboard', () => {
+  it('shows sources, takes events live from the stream, creates and expires a silence, and renders hostile text as text', async () => {
+    const tmp = tempDir();
+    cleanup = tmp.cleanup;
+    const lines: string[] = [];
+    // No story and no drift: the test makes every change itself, after the page is open.
+    demo = await runDemo({ durationMs: 0, listen: '127.0.0.1:0', script: false, drift: false, dataDir: tmp.dir, write: (l) => lines.push(l) });
+    const { url, sim, app } = demo;
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(lines).toContain(`  dashboard ${url}/`);
+    // The baseline of the site list and of health, before the page opens.
+    await until('the first polls', async () => {
+      const { data } = (await (await fetch(`${url}/api/sources`)).json()) as { data: Array<{ name: string; last_success_at: string | null }> };
+      return ['sites', 'health'].every((n) => data.find((s) => s.name === n)?.last_success_at);
+    });
+
+    const { page, problems } = await openPage(`${url}/`);
+    const csp = (await page.request.get(`${url}/`)).headers()['content-security-policy'] ?? '';
+    expect(csp).toContain("default-src 'self'");
+    expect(csp).toMatch(/script-src 'sha256-[A-Za-z0-9+/=]+'/);
+    await page.locator('#sources tr[data-source="health"].health-green').waitFor();
+    await expect.poll(() => page.locator('#sources tbody tr').count()).toBeGreaterThanOrEqual(5);
+    await page.locator('#status.live').waitFor();
+    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 1)); // gone if the page reloads
+
+    // A change after the page loaded: a new site with a hostile domain that is offline,
+    // and an existing site going offline. Poll now rather than wait for the schedule.
+    expect(await page.locator('#events tbody tr', { hasText: HOSTILE }).count()).toBe(0);
+    const hostile = sim.world.addSite({ domain: `${HOSTILE}.example.com` });
+    sim.world.setHealth(hostile.id, { status: 'offline' });
+    sim.world.setHealth(2, { status: 'offline' });
+    await app.scheduler.runAll();
+
+    const added = page.locator('#events tbody tr', { hasText: 'site.added' }).filter({ hasText: HOSTILE });
+    await added.first().waitFor({ timeout: 20_000 });
+    await page.locator('#events tbody tr', { hasText: 'site.offline' }).filter({ hasText: sim.world.getSite(2)!.domain }).first().waitFor();
+    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(1);
+    // Shown literally, never parsed: no <img> anywhere, no alert dialog.
+    expect(await added.first().locator('td').nth(3).textContent()).toBe(`${HOSTILE}.example.com`);
+    await page.locator('#alerts tbody tr', { hasText: HOSTILE }).first().waitFor();
+    expect(await page.locator('img').count()).toBe(0);
+
+    // A silence through the form: listed on the page and present in the API.
+    const form = page.locator('#silence-form');
+    await form.locator('[name=match]').fill('site_id == 3');
+    await form.locator('[name=comment]').fill('replacing the disk of site 3');
+    await form.locator('[name=duration]').fill('1h');
+    await form.locator('button[type=submit]').click();
+    const item = page.locator('#silences li[data-state="active"]', { hasText: 'site_id == 3' });
+    await item.waitFor();
+    const id = (await item.getAttribute('data-id'))!;
+    const listed = (await (await fetch(`${url}/api/silences`)).json()) as { data: Array<{ id: string; state: string; comment: string; created_by: string }> };
+    expect(listed.data.find((s) => s.id === id)).toMatchObject({ state: 'active', comment: 'replacing the disk of site 3', created_by: 'dashboard' });
+
+    // A silenced event still shows up live; it is just not delivered.
+    sim.world.setHealth(3, { status: 'offline' });
+    await app.scheduler.runAll();
+    const silencedRow = page.locator('#events tbody tr', { hasText: sim.world.getSite(3)!.domain }).filter({ hasText: 'site.offline' });
+    await silencedRow.first().waitFor();
+    await silencedRow.locator('.badge.silenced').first().waitFor();
+    const held = app.store.sqlite
+      .prepare(
+        `SELECT e.silenced_by, (SELECT count(*) FROM outbox o WHERE o.event_id = e.id) AS outbox
+         FROM events e WHERE e.subject = 'sites/3/health' AND e.type = 'hostwatch.site.offline' AND e.status = 'firing'`,
+      )
+      .all();
+    expect(held).toEqual([{ silenced_by: id, outbox: 0 }]);
+    await until('the silence to count the event', async () => (await page.locator(`#silences li[data-id="${id}"] .suppressed`).textContent())?.startsWith('1 '), 15_000);
+
+    // A bad match is refused with the CEL error, shown as text under the form.
+    await form.locator('[name=match]').fill('site_id = 4');
+    await form.locator('[name=comment]').fill('typo');
+    await form.locator('button[type=submit]').click();
+    await expect.poll(() => page.locator('#silence-result').textContent()).toContain('match: CEL error:');
+
+    // Expire it with its button.
+    await page.locator(`#silences li[data-id="${id}"] button.expire`).click();
+    await page.locator(`#silences li[data-id="${id}"][data-state="expired"]`).waitFor();
+    const after = (await (await fetch(`${url}/api/silences/${id}`)).json()) as { state: string };
+    expect(after.state).toBe('expired');
+
+    await page.locator('#deliveries tbody tr').first().waitFor();
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png'), fullPage: true });
+    // The refused silence is the one failed request the browser may report.
+    expect(problems.filter((p) => !p.includes('the server responded with a status of 400'))).toEqual([]);
+    await page.close();
+  }, 90_000);
+
+  it('takes a token from the fragment, keeps it for the tab, and uses it for the API and the stream', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token: 'dash-token-0123456789' } } });
+    const app = world.app();
+    await app.start();
+    const url = app.serverUrl!;
+
+    const anonymous = await openPage(`${url}/`);
+    await anonymous.page.locator('#auth').waitFor({ state: 'visible' });
+    await anonymous.page.close();
+
+    const { page, problems } = await openPage(`${url}/#token=dash-token-0123456789`);
+    await page.locator('#sources tr[data-source="sites"]').waitFor();
+    await page.locator('#status.live').waitFor();
+    expect(await page.evaluate(() => location.hash)).toBe('');
+    expect(await page.evaluate(() => sessionStorage.getItem('hostwatch.token'))).toBe('dash-token-0123456789');
+    expect(await page.locator('#auth').isVisible()).toBe(false);
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    await page.locator('#events tbody tr', { hasText: 'site.offline' }).first().waitFor();
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+});
