@@ -163,6 +163,26 @@ describe('GET /api/events', () => {
     expect((await getJson<FeedPage>(`${srv.url}/api/events?type=site.nothing_like_this`)).body).toEqual({ data: [], cursor: '0', has_more: false });
   });
 
+  it('with last=N returns the newest N events, oldest first, and a cursor to follow on from', async () => {
+    const w = await world({ sim: { sites: 4 } });
+    const app = w.app();
+    await app.runOnce();
+    await churn(w, app, 4);
+    const srv = await serve(app);
+    const all = logged(w);
+    const r = await getJson<FeedPage>(`${srv.url}/api/events?last=5`);
+    expect(r.body.data.map((e) => e.id)).toEqual(all.slice(-5).map((e) => e.id));
+    expect(r.body).toMatchObject({ cursor: String(all.at(-1)!.seq), has_more: false });
+    // Following on from that cursor finds nothing old, and then exactly the new events.
+    expect((await getJson<FeedPage>(`${srv.url}/api/events?after=${r.body.cursor}`)).body.data).toEqual([]);
+    const site2 = all.filter((e) => (JSON.parse(e.body) as HostwatchEvent).data.site_id === 2);
+    const f = await getJson<FeedPage>(`${srv.url}/api/events?last=2&site_id=2`);
+    expect(f.body.data.map((e) => e.id)).toEqual(site2.slice(-2).map((e) => e.id));
+    expect((await getJson<{ error: { message: string } }>(`${srv.url}/api/events?last=2&after=3`)).body.error.message).toBe(
+      'last: cannot be combined with after (last starts from the newest events)',
+    );
+  });
+
   it('answers a bad parameter with 400, naming the parameter and what is allowed', async () => {
     const w = await world();
     const srv = await serve(w.app());

@@ -1,4 +1,4 @@
-import { EventEmitter } from 'node:events';
+import { EventEmitter, setMaxListeners } from 'node:events';
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Logger } from 'pino';
 import type { PollOutcome, Poller } from '../pipeline/poller.js';
@@ -53,6 +53,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   constructor(private readonly deps: SchedulerDeps) {
     super();
+    // Every staggered wait listens on this one signal (a pool per source, several sources).
+    setMaxListeners(0, this.abort.signal);
   }
 
   /** Start the heartbeat; the site list first, then everything else. */

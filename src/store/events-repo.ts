@@ -82,6 +82,7 @@ export class EventsRepo {
   private readonly deliveryStmts;
   private readonly outboxForEventStmt;
   private readonly oldestPendingStmt;
+  private readonly lastSeqStmt;
 
   constructor(sqlite: BetterSqlite3.Database) {
     this.insertEvent = prepare<Omit<EventRow, 'seq'>>(sqlite, (p) =>
@@ -147,6 +148,7 @@ export class EventsRepo {
         .orderBy('outbox.id', 'desc')
         .limit(p.limit),
     );
+    this.lastSeqStmt = prepare<Record<string, never>>(sqlite, () => qb.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')));
     this.oldestPendingStmt = prepare<{ state: OutboxRow['state'] }>(sqlite, (p) =>
       qb.selectFrom('outbox').select((eb) => eb.fn.min('created_at').as('at')).where('state', '=', p.state),
     );
@@ -197,6 +199,11 @@ export class EventsRepo {
   /** Events after a cursor (seq) that match a filter, oldest first. */
   list(after: number, filter: EventFilter, limit: number): LoggedEvent[] {
     return this.logStmts.get(logFlags(filter, false)).all(logParams(filter, after, limit)) as LoggedEvent[];
+  }
+
+  /** The cursor of the newest event (0 when the log is empty). */
+  lastSeq(): number {
+    return (this.lastSeqStmt.get({}) as { seq: number | null }).seq ?? 0;
   }
 
   /** The newest `limit` events that match a filter, newest first. */

@@ -10,8 +10,6 @@ export const DASHBOARD_JS = String.raw`
 (() => {
   const TOKEN_KEY = 'hostwatch.token';
   const MAX_EVENTS = 300;
-  const PAGE = 500;
-  const MAX_PAGES = 400;
   // The same threshold as source.degraded (src/pipeline/poller.ts DEGRADED_AFTER).
   const DEGRADED_AFTER = 3;
   const SEVERITY_RANK = { critical: 0, warning: 1, info: 2 };
@@ -273,22 +271,14 @@ export const DASHBOARD_JS = String.raw`
     const ticket = { live: [] };
     state.loading = ticket;
     try {
-      let after = '';
-      let kept = [];
-      let cursor = null;
-      for (let page = 0; page < MAX_PAGES; page++) {
-        const q = new URLSearchParams({ limit: String(PAGE) });
-        if (after) q.set('after', after);
-        if (f.type) q.set('type', f.type);
-        if (f.site) q.set('site_id', f.site);
-        const r = await api('/api/events?' + q.toString());
-        if (state.loading !== ticket) return null; // a newer load took over
-        kept = kept.concat(r.data || []);
-        if (kept.length > MAX_EVENTS) kept = kept.slice(-MAX_EVENTS);
-        if (r.cursor) cursor = r.cursor;
-        if (!r.has_more || !(r.data || []).length || !r.cursor) break;
-        after = r.cursor;
-      }
+      // The newest events in one request; the stream then follows on from their cursor.
+      const q = new URLSearchParams({ last: String(MAX_EVENTS) });
+      if (f.type) q.set('type', f.type);
+      if (f.site) q.set('site_id', f.site);
+      const r = await api('/api/events?' + q.toString());
+      if (state.loading !== ticket) return null; // a newer load took over
+      const kept = r.data || [];
+      const cursor = r.cursor || null;
       state.loading = null;
       state.eventsLoaded = true;
       state.events = kept.reverse();

@@ -29,6 +29,18 @@ function page(ctx: ServerContext, req: Request, res: ServerResponse): void {
   const after = cursorParam('after', q.get('after'));
   const filter = filterParams(q);
   const limit = intParam(q, 'limit', { min: 1, max: LIMIT_MAX, expected: `a whole number from 1 to ${LIMIT_MAX}` }) ?? LIMIT_DEFAULT;
+  // `last=N`: the newest N events (still oldest first), with the cursor to follow on from;
+  // a dashboard or a new consumer starts there without paging through the whole log.
+  const last = intParam(q, 'last', { min: 1, max: LIMIT_MAX, expected: `a whole number from 1 to ${LIMIT_MAX}` });
+  if (last !== null) {
+    if (q.get('after')) throw badRequest('last: cannot be combined with after (last starts from the newest events)');
+    const newest = ctx.events.latest(filter, last).reverse();
+    const cursor = String(newest.at(-1)?.seq ?? ctx.events.lastSeq());
+    const body = `{"data":[${newest.map((r) => r.body).join(',')}],"cursor":${JSON.stringify(cursor)},"has_more":false}`;
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+    res.end(body);
+    return;
+  }
   // One row more than asked tells whether another page follows.
   const rows = ctx.events.list(after, filter, limit + 1);
   const items = rows.slice(0, limit);
