@@ -7,7 +7,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App, AppOptions } from '../src/main.js';
-import { EventsRepo } from '../src/store/events-repo.js';
+import { EventsRepo, toEventRow } from '../src/store/events-repo.js';
 import { names, startWorld, type World } from './harness.js';
 import { freePort, startReceiver, TEST_SECRET, type Answer, type Received, type Receiver } from './receiver.js';
 
@@ -424,17 +424,7 @@ describe('idempotent commits', () => {
     for (const row of rows) {
       const e = JSON.parse(row.body) as HostwatchEvent;
       const again = a.store.sqlite.transaction(() => {
-        const inserted = repo.addEvent({
-          id: e.id,
-          type: e.type,
-          subject: e.subject,
-          site_id: e.data.site_id,
-          severity: e.data.severity,
-          status: e.data.status ?? null,
-          rule: e.data.rule,
-          time: Date.parse(e.time),
-          body: row.body,
-        });
+        const inserted = repo.addEvent(toEventRow(e, row.body));
         repo.enqueue({ event_id: e.id, channel: 'hooks', state: 'pending', attempts: 0, next_attempt_at: 0, last_error: null, created_at: 0, updated_at: 0 });
         return inserted;
       })();

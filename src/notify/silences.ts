@@ -2,6 +2,7 @@ import { celEnv, isCelError, parse as celParse, plan } from '@bufbuild/cel';
 import { parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { routeBindings } from './routing.js';
+import type { Database } from '../store/schema.js';
 
 /**
  * Silences (docs/silences.md): a CEL match and a time window. While a silence is active,
@@ -9,17 +10,8 @@ import { routeBindings } from './routing.js';
  * the table lives in store/silences-repo.ts and the check runs in Poller.addEvent.
  */
 
-/** A silence as stored (times are epoch milliseconds). A type, not an interface, so it is a row type. */
-export type Silence = {
-  id: string;
-  match: string;
-  starts_at: number;
-  ends_at: number;
-  comment: string;
-  created_by: string;
-  created_at: number;
-  expired_at: number | null;
-};
+/** A silence as stored (times are epoch milliseconds): the `silences` row. */
+export type Silence = Database['silences'];
 
 /** `pending` before starts_at, `active` until ends_at, `expired` after it or once expired by hand. */
 export type SilenceState = 'active' | 'pending' | 'expired';

@@ -12,7 +12,7 @@ import { entityOf, sitesSource } from '../sources/registry.js';
 import type { EntityRef, SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertRow, AlertsRepo } from '../store/alerts-repo.js';
 import type { Store } from '../store/db.js';
-import type { EventsRepo } from '../store/events-repo.js';
+import { toEventRow, type EventsRepo } from '../store/events-repo.js';
 import { SilencesRepo } from '../store/silences-repo.js';
 import type { PollStateRow, SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
 import { listOf, planEvents, siteInfoFromRecord, type SourceRules } from './plan.js';
@@ -324,17 +324,7 @@ export class Poller {
    * then it is stored with `silenced_by` and queued nowhere. False when it was already stored.
    */
   private addEvent(e: HostwatchEvent): boolean {
-    const inserted = this.deps.events.addEvent({
-      id: e.id,
-      type: e.type,
-      subject: e.subject,
-      site_id: e.data.site_id,
-      severity: e.data.severity,
-      status: e.data.status ?? null,
-      rule: e.data.rule,
-      time: Date.parse(e.time),
-      body: JSON.stringify(e),
-    });
+    const inserted = this.deps.events.addEvent(toEventRow(e));
     if (!inserted) return false;
     const now = this.deps.now();
     // Read per event, not cached: a silence added by another process applies to the next

@@ -2,6 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { pick, prepare, qb, type Prepared } from './db.js';
 import type { Compilable, Selectable } from 'kysely';
 import { COLUMNS, type Database } from './schema.js';
+import type { HostwatchEvent } from '../events/types.js';
 
 export type EventRow = Selectable<Database['events']>;
 export type OutboxRow = Selectable<Database['outbox']>;
@@ -68,6 +69,21 @@ class Variants<P extends Record<string, unknown>, F> {
 type LogParams = { after: number; type: string; site_id: number; since: number; limit: number };
 type LogFlags = { type: boolean; site: boolean; since: boolean; newest: boolean };
 type DeliveryParams = { channel: string; limit: number };
+
+/** The `events` row of an event; `body` is its exact JSON (what is signed and sent). */
+export function toEventRow(e: HostwatchEvent, body: string = JSON.stringify(e)): Omit<EventRow, 'seq'> {
+  return {
+    id: e.id,
+    type: e.type,
+    subject: e.subject,
+    site_id: e.data.site_id,
+    severity: e.data.severity,
+    status: e.data.status ?? null,
+    rule: e.data.rule,
+    time: Date.parse(e.time),
+    body,
+  };
+}
 
 /** The event log, the outbox and the delivery attempts. */
 export class EventsRepo {
