@@ -41,28 +41,20 @@ export function pageOf<T extends { id: number }>(
   const { limit, cursor, order, filter } = opts;
   const data: T[] = [];
   let hasMore = false;
-  if (order === 'asc') {
-    let i = cursor ? lowerBound(items, cursor.after + 1) : 0;
-    for (; i < items.length; i++) {
-      const item = items[i] as T;
-      if (filter && !filter(item)) continue;
-      if (data.length === limit) {
-        hasMore = true;
-        break;
-      }
-      data.push(item);
+  // One walk in either direction; the cursor names the last id served.
+  const step = order === 'asc' ? 1 : -1;
+  let i =
+    order === 'asc'
+      ? cursor ? lowerBound(items, cursor.after + 1) : 0
+      : cursor ? lowerBound(items, cursor.after) - 1 : items.length - 1;
+  for (; i >= 0 && i < items.length; i += step) {
+    const item = items[i] as T;
+    if (filter && !filter(item)) continue;
+    if (data.length === limit) {
+      hasMore = true;
+      break;
     }
-  } else {
-    let i = cursor ? lowerBound(items, cursor.after) - 1 : items.length - 1;
-    for (; i >= 0; i--) {
-      const item = items[i] as T;
-      if (filter && !filter(item)) continue;
-      if (data.length === limit) {
-        hasMore = true;
-        break;
-      }
-      data.push(item);
-    }
+    data.push(item);
   }
   const last = data[data.length - 1];
   const next = hasMore && last ? encodeCursor({ page: (cursor?.page ?? 1) + 1, after: last.id }) : null;
