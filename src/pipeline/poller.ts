@@ -192,16 +192,23 @@ export class Poller {
     const failures = outcomes.filter((o) => o.status === 'failed');
     const allFailed = outcomes.length > 0 && failures.length === outcomes.length;
     const firstError = failures[0]?.error;
-    this.deps.snapshots.putState({
-      source: source.name,
-      entity: '',
-      site_id: null,
-      last_attempt_at: now,
-      last_success_at: allFailed || outcomes.length === 0 ? (prev?.last_success_at ?? null) : now,
-      consecutive_failures: allFailed ? (prev?.consecutive_failures ?? 0) + 1 : 0,
-      last_error_code: firstError?.code ?? null,
-      last_error: firstError ? this.deps.scrub(firstError.message) : null,
+    this.commit((added) => {
+      this.deps.snapshots.putState({
+        source: source.name,
+        entity: '',
+        site_id: null,
+        last_attempt_at: now,
+        last_success_at: allFailed || outcomes.length === 0 ? (prev?.last_success_at ?? null) : now,
+        consecutive_failures: allFailed ? (prev?.consecutive_failures ?? 0) + 1 : 0,
+        last_error_code: firstError?.code ?? null,
+        last_error: firstError ? this.deps.scrub(firstError.message) : null,
+      });
+      this.degradedAlert(source, added);
     });
+  }
+
+  /** Fire or resolve a source's `source.degraded` from the per-entity failure counts. */
+  private degradedAlert(source: SourceDef, added: HostwatchEvent[]): void {
     // A missing scope has its own operator event; it must not also count as degraded.
     const failing = this.deps.snapshots.failing(source.name, DEGRADED_AFTER).filter((r) => r.last_error_code !== 'scope_missing');
     const subject = `sources/${source.name}`;
@@ -209,14 +216,14 @@ export class Poller {
     const firing = state?.status === 'firing';
     if (failing.length > 0 && !firing) {
       const sample = failing[0]!;
-      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'firing', state, {
+      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'firing', state, added, {
         summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failed ${DEGRADED_AFTER}+ polls in a row (last error: ${sample.last_error_code})`,
         source: source.name,
         failing: failing.length,
         last_error: sample.last_error,
       });
     } else if (failing.length === 0 && firing) {
-      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'resolved', state, {
+      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'resolved', state, added, {
         summary: `${source.name} is polling normally again`,
         source: source.name,
         failing: 0,
@@ -235,7 +242,8 @@ export class Poller {
       { source: ref.source.name, entity: ref.entity, code: err.code, status: err.statusCode, endpoint: err.endpoint, failures: (prev?.consecutive_failures ?? 0) + 1 },
       `poll failed: ${message}`,
     );
-    this.deps.store.sqlite.transaction(() => {
+    let scopeFired: string | null = null;
+    this.commit((added) => {
       this.deps.snapshots.putState({
         source: ref.source.name,
         entity: ref.entity,
@@ -250,16 +258,17 @@ export class Poller {
         const subject = `sources/${ref.source.name}`;
         const state = this.deps.alerts.get('source-scope-missing', subject);
         if (state?.status !== 'firing') {
-          this.scopeMissing.add(subject);
+          scopeFired = subject;
           const required = err.requiredScope ?? ref.source.scope;
-          this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', subject, 'firing', state, {
+          this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', subject, 'firing', state, added, {
             summary: `the API key lacks the scope ${required} that source ${ref.source.name} needs`,
             source: ref.source.name,
             required,
           });
         }
       }
-    })();
+    });
+    if (scopeFired) this.scopeMissing.add(scopeFired);
   }
 
   /**
@@ -281,9 +290,8 @@ export class Poller {
     const scopeFiring = this.scopeMissing.has(scopeSubject);
     if (!snapshot && !needState && events.length === 0 && alerts.length === 0 && !scopeFiring) return;
     const scope = scopeFiring ? this.deps.alerts.get('source-scope-missing', scopeSubject) : undefined;
-    const added: HostwatchEvent[] = [];
     // Invariant 4: snapshot, events, outbox rows, alert state and poll state together or not at all.
-    this.deps.store.sqlite.transaction(() => {
+    this.commit((added) => {
       if (snapshot) this.deps.snapshots.put(snapshot);
       for (const id of removedSites) this.deps.snapshots.forgetSite(id);
       for (const e of events) if (this.addEvent(e)) added.push(e);
@@ -302,20 +310,30 @@ export class Poller {
         this.deps.snapshots.putState(row);
       }
       if (scopeFiring) {
-        this.scopeMissing.delete(scopeSubject);
-        this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', `sources/${ref.source.name}`, 'resolved', scope, {
+        this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', scopeSubject, 'resolved', scope, added, {
           summary: `source ${ref.source.name} can read again`,
           source: ref.source.name,
           required: ref.source.scope,
-        }, added);
+        });
       }
-    })();
+    });
+    this.scopeMissing.delete(scopeSubject);
     this.failing.delete(key);
     for (const id of removedSites) {
       const mark = `\u0000sites/${id}/`;
       for (const k of [...this.failing]) if (k.includes(mark)) this.failing.delete(k);
       for (const k of [...this.heads.keys()]) if (k.includes(mark)) this.heads.delete(k);
     }
+  }
+
+  /**
+   * Run `writes` in one transaction; the events they add are announced (outbox worker, bus,
+   * SSE, metrics) only after the commit, so nothing leaves the process for a commit that
+   * could still roll back. Callers update in-memory state after this returns.
+   */
+  private commit(writes: (added: HostwatchEvent[]) => void): void {
+    const added: HostwatchEvent[] = [];
+    this.deps.store.sqlite.transaction(() => writes(added))();
     if (added.length) this.deps.onEvents?.(added);
   }
 
@@ -359,8 +377,8 @@ export class Poller {
     subject: string,
     status: 'firing' | 'resolved',
     state: AlertRow | undefined,
+    added: HostwatchEvent[],
     extra: Record<string, unknown> & { summary: string },
-    collect?: HostwatchEvent[],
   ): void {
     const seq = status === 'firing' ? (state?.seq ?? 0) + 1 : (state?.seq ?? 1);
     const id = alertEventId(rule, subject, seq, status);
@@ -373,16 +391,8 @@ export class Poller {
       time: now,
       data: { name, severity, status, summary, site_id: null, domain: null, changes: [], rule, observed_at: now.toISOString(), ...rest },
     });
-    const run = (): void => {
-      const added = this.addEvent(event);
-      this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: now.getTime(), last_event_id: id });
-      if (added) {
-        if (collect) collect.push(event);
-        else this.deps.onEvents?.([event]);
-      }
-    };
-    // Nested transactions are savepoints in better-sqlite3, so this is safe either way.
-    this.deps.store.sqlite.transaction(run)();
+    if (this.addEvent(event)) added.push(event);
+    this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: now.getTime(), last_event_id: id });
   }
 
   private prepare(def: SourceDef): PreparedSource {
