@@ -1,4 +1,5 @@
 import { Agent, request } from 'undici';
+import { isRecord } from '../is-record.js';
 import { ApiError } from './errors.js';
 import { DEFAULT_PAGE_SIZE, isRetryableStatus } from './assumptions.js';
 
@@ -51,7 +52,7 @@ export class ApiClient {
   /** GET one resource and return its `data`. Retries transient failures. */
   async get(path: string, query: Query = {}): Promise<unknown> {
     const body = await this.fetchJson(path, query);
-    if (!isObject(body) || !('data' in body)) {
+    if (!isRecord(body) || !('data' in body)) {
       throw new ApiError({ code: 'bad_response', endpoint: path, message: 'reply has no "data" key' });
     }
     return body['data'];
@@ -74,7 +75,7 @@ export class ApiClient {
         });
       }
       const body = await this.fetchJson(path, { ...query, limit: pageSize, cursor });
-      if (!isObject(body) || !Array.isArray(body['data'])) {
+      if (!isRecord(body) || !Array.isArray(body['data'])) {
         throw new ApiError({ code: 'bad_response', endpoint: path, message: `page ${page}: "data" is not a list` });
       }
       for (const item of body['data']) items.push(item);
@@ -182,12 +183,12 @@ export function errorFromReply(
   let details: Record<string, unknown> = {};
   try {
     const body: unknown = JSON.parse(text);
-    const e = isObject(body) && isObject(body['error']) ? body['error'] : body;
-    if (isObject(e)) {
+    const e = isRecord(body) && isRecord(body['error']) ? body['error'] : body;
+    if (isRecord(e)) {
       if (typeof e['code'] === 'string') code = e['code'];
       if (typeof e['message'] === 'string') message = `${code}: ${e['message'].slice(0, 300)}`;
       else message = `${code} (HTTP ${status})`;
-      if (isObject(e['details'])) details = e['details'];
+      if (isRecord(e['details'])) details = e['details'];
     }
   } catch {
     // Not JSON (a proxy's HTML page, say): keep the status-derived code.
@@ -232,9 +233,6 @@ function toQueryString(q: Query): string {
   return parts.length ? `?${parts.join('&')}` : '';
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /** Spaces requests at least 1/rate apart (a leaky bucket), fair in arrival order. */
 export class RateLimiter {

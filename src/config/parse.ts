@@ -7,7 +7,7 @@
  * the written shape (schema.ts) -> checks across keys -> defaults and milliseconds (Config).
  */
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { parse as celParse } from '@bufbuild/cel';
+import { parseCel } from '../cel.js';
 import type { z } from 'zod';
 import type { Env } from './env.js';
 import { formatPath, REDACTED, type ConfigError } from './errors.js';
@@ -221,7 +221,7 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
     const match = (route as { match?: unknown } | null)?.match;
     if (typeof match === 'string' && match.trim() !== '') {
       try {
-        celParse(match);
+        parseCel(match);
       } catch (e) {
         errors.push(valueError(['routes', routeIndex, 'match'], `is not a valid CEL expression: ${(e as Error).message}`, data, tree, file));
       }

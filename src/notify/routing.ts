@@ -1,4 +1,4 @@
-import { celEnv, isCelError, parse as celParse, plan } from '@bufbuild/cel';
+import { compileCel, type CelProgram } from '../cel.js';
 import type { ChannelConfig, RouteConfig } from '../config/types.js';
 import type { HostwatchEvent } from '../events/types.js';
 
@@ -10,8 +10,6 @@ export class RouteError extends Error {
   override readonly name = 'RouteError';
   readonly code = 'route_invalid';
 }
-
-const cel = celEnv();
 
 /** What a route's `match` expression can see of an event. */
 export function routeBindings(e: HostwatchEvent): Record<string, unknown> {
@@ -37,10 +35,10 @@ export function compileRouter(routes: readonly RouteConfig[], channels: readonly
   const all = channels.map((c) => c.name);
   if (routes.length === 0) return () => all;
   const compiled = routes.map((r, i) => {
-    let test: ((b: Record<string, unknown>) => unknown) | null = null;
+    let test: CelProgram | null = null;
     if (r.match) {
       try {
-        test = plan(cel, celParse(r.match)) as (b: Record<string, unknown>) => unknown;
+        test = compileCel(r.match);
       } catch (e) {
         throw new RouteError(`routes[${i}].match: CEL error: ${(e as Error).message}`);
       }
@@ -51,8 +49,8 @@ export function compileRouter(routes: readonly RouteConfig[], channels: readonly
     const bindings = routeBindings(event);
     for (const r of compiled) {
       if (!r.test) return r.channels;
-      const v = r.test(bindings);
-      if (!isCelError(v) && v === true) return r.channels;
+      // An evaluation error is a CelError, never `true`: no match.
+      if (r.test(bindings) === true) return r.channels;
     }
     return [];
   };

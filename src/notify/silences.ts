@@ -1,4 +1,6 @@
-import { celEnv, isCelError, parse as celParse, plan } from '@bufbuild/cel';
+import { isCelError } from '@bufbuild/cel';
+import { parseCel, planCel, type CelProgram } from '../cel.js';
+import { isRecord } from '../is-record.js';
 import { parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { routeBindings } from './routing.js';
@@ -34,9 +36,7 @@ export class SilenceMatchError extends Error {
   readonly code = 'silence_invalid';
 }
 
-type Test = (bindings: Record<string, unknown>) => unknown;
-
-const cel = celEnv();
+type Test = CelProgram;
 
 /** What a sample event binds; used to name the variables and to check a match gives a boolean. */
 const SAMPLE = routeBindings({
@@ -72,11 +72,11 @@ const CEL_TYPE_NAMES = new Set(['int', 'uint', 'double', 'bool', 'string', 'byte
  * for an expression that is not true/false for an event.
  */
 export function compileSilenceMatch(match: string): Test {
-  let parsed: ReturnType<typeof celParse>;
+  let parsed: ReturnType<typeof parseCel>;
   let test: Test;
   try {
-    parsed = celParse(match);
-    test = plan(cel, parsed) as Test;
+    parsed = parseCel(match);
+    test = planCel(parsed);
   } catch (e) {
     throw new SilenceMatchError(`CEL error: ${(e as Error).message}`);
   }
@@ -166,10 +166,10 @@ export function parseSilenceRequest(
   now: number,
   defaults: { createdBy: string },
 ): { ok: true; silence: Omit<Silence, 'id'> } | { ok: false; errors: SilenceFieldError[] } {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+  if (!isRecord(body)) {
     return { ok: false, errors: [{ field: 'body', message: 'expected a JSON object with match, duration (or ends_at) and comment' }] };
   }
-  const req = body as Record<string, unknown>;
+  const req = body;
   const errors: SilenceFieldError[] = [];
   const bad = (field: string, message: string): void => void errors.push({ field, message });
   for (const key of Object.keys(req)) {

@@ -1,8 +1,9 @@
 import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { parse as celParse, plan, celEnv } from '@bufbuild/cel';
 import { Liquid } from 'liquidjs';
 import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { compileCel } from '../cel.js';
+import { isRecord } from '../is-record.js';
 import type { CompiledRule, RuleError } from './types.js';
 
 const SEVERITIES = ['info', 'warning', 'critical'] as const;
@@ -23,8 +24,6 @@ export class RuleErrors extends Error {
 export function formatRuleError(e: RuleError): string {
   return `${e.file}${e.line ? `:${e.line}` : ''}: ${e.path}: ${e.message}`;
 }
-
-const cel = celEnv();
 
 /**
  * The template engine for summaries: strict (an unknown variable or filter is an error,
@@ -166,7 +165,7 @@ export function parseRuleFile(
       bad('when', 'must be a CEL expression (a non-empty string)');
     } else {
       try {
-        condition = plan(cel, celParse(when)) as CompiledRule['condition'];
+        condition = compileCel(when);
       } catch (e) {
         bad('when', `CEL error: ${(e as Error).message}`);
       }
@@ -251,6 +250,3 @@ function pathText(path: (string | number)[]): string {
   return path.reduce<string>((s, k) => (typeof k === 'number' ? `${s}[${k}]` : s ? `${s}.${k}` : k), '') || '(file)';
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}

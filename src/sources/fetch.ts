@@ -1,5 +1,6 @@
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
+import { isRecord } from '../is-record.js';
 import { pathOf } from './registry.js';
 import type { EntityRef } from './types.js';
 
@@ -43,9 +44,6 @@ export function checkShape(ref: EntityRef, path: string, data: unknown): unknown
   return data;
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function kind(v: unknown): string {
   return v === null ? 'null' : Array.isArray(v) ? 'a list' : typeof v;
