@@ -102,8 +102,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   private tick(): void {
     const now = this.deps.now();
     // The site list runs alone first so per-site sources see the current list.
-    const sitesFirst = this.deps.sources.find((s) => s.def.name === sitesSource.name);
-    const sitesPending = sitesFirst && this.inFlight.has(sitesSource.name);
+    const sitesPending = this.inFlight.has(sitesSource.name);
     for (const s of this.deps.sources) {
       const due = this.nextRun.get(s.def.name) ?? now;
       if (due > now) continue;

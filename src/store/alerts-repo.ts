@@ -1,6 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { pick, prepare, qb } from './db.js';
-import { COLUMNS, type Database } from './schema.js';
+import { nonKey, pick, prepare, qb } from './db.js';
+import { COLUMNS, KEYS, type Database } from './schema.js';
 
 export type AlertRow = Database['alerts'];
 
@@ -30,15 +30,7 @@ export class AlertsRepo {
       qb
         .insertInto('alerts')
         .values(pick(p, COLUMNS.alerts))
-        .onConflict((oc) =>
-          oc.columns(['rule', 'subject']).doUpdateSet({
-            site_id: p.site_id,
-            status: p.status,
-            seq: p.seq,
-            since: p.since,
-            last_event_id: p.last_event_id,
-          }),
-        ),
+        .onConflict((oc) => oc.columns(KEYS.alerts).doUpdateSet(pick(p, nonKey(COLUMNS.alerts, KEYS.alerts)))),
     );
     this.firingForSiteStmt = prepare<{ site_id: number; status: AlertRow['status'] }>(sqlite, (p) =>
       qb.selectFrom('alerts').selectAll().where('site_id', '=', p.site_id).where('status', '=', p.status),

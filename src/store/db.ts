@@ -96,6 +96,11 @@ export function pick<P, K extends keyof P & string>(p: P, cols: readonly K[]): P
   return out;
 }
 
+/** `cols` without `keys`: what an upsert updates when the row exists. */
+export function nonKey<C extends string, K extends C>(cols: readonly C[], keys: readonly K[]): Exclude<C, K>[] {
+  return cols.filter((c): c is Exclude<C, K> => !(keys as readonly string[]).includes(c));
+}
+
 export interface Prepared<P> {
   run(p: P): BetterSqlite3.RunResult;
   get(p: P): unknown;

@@ -89,6 +89,13 @@ export interface Database {
   };
 }
 
+/** The unique keys the upserts conflict on. */
+export const KEYS = {
+  snapshots: ['source', 'entity'],
+  poll_state: ['source', 'entity'],
+  alerts: ['rule', 'subject'],
+} as const;
+
 /** Columns written by inserts (generated ids left out), for prepared statements. */
 export const COLUMNS = {
   snapshots: ['source', 'entity', 'site_id', 'hash', 'body', 'version', 'changed_at'],

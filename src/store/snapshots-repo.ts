@@ -1,6 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { pick, prepare, qb } from './db.js';
-import { COLUMNS, type Database } from './schema.js';
+import { nonKey, pick, prepare, qb } from './db.js';
+import { COLUMNS, KEYS, type Database } from './schema.js';
 
 export type SnapshotRow = Database['snapshots'];
 export type PollStateRow = Database['poll_state'];
@@ -30,15 +30,7 @@ export class SnapshotsRepo {
       qb
         .insertInto('snapshots')
         .values(pick(p, COLUMNS.snapshots))
-        .onConflict((oc) =>
-          oc.columns(['source', 'entity']).doUpdateSet({
-            hash: p.hash,
-            body: p.body,
-            version: p.version,
-            changed_at: p.changed_at,
-            site_id: p.site_id,
-          }),
-        ),
+        .onConflict((oc) => oc.columns(KEYS.snapshots).doUpdateSet(pick(p, nonKey(COLUMNS.snapshots, KEYS.snapshots)))),
     );
     this.stateGet = prepare<{ source: string; entity: string }>(sqlite, (p) =>
       qb.selectFrom('poll_state').selectAll().where('source', '=', p.source).where('entity', '=', p.entity),
@@ -47,16 +39,7 @@ export class SnapshotsRepo {
       qb
         .insertInto('poll_state')
         .values(pick(p, COLUMNS.poll_state))
-        .onConflict((oc) =>
-          oc.columns(['source', 'entity']).doUpdateSet({
-            site_id: p.site_id,
-            last_attempt_at: p.last_attempt_at,
-            last_success_at: p.last_success_at,
-            consecutive_failures: p.consecutive_failures,
-            last_error_code: p.last_error_code,
-            last_error: p.last_error,
-          }),
-        ),
+        .onConflict((oc) => oc.columns(KEYS.poll_state).doUpdateSet(pick(p, nonKey(COLUMNS.poll_state, KEYS.poll_state)))),
     );
     this.stateBySource = prepare<{ source: string; min: number }>(sqlite, (p) =>
       qb
