@@ -88,6 +88,8 @@ export class Poller {
   private readonly scopeMissing = new Set<string>();
   private readonly silences: SilenceSource;
   private readonly silenceMatcher = new SilenceMatcher();
+  /** Active silences, read once per commit (null outside a commit). */
+  private activeSilences: Silence[] | null = null;
 
   constructor(private readonly deps: PollerDeps) {
     this.silences = deps.silences ?? new SilencesRepo(deps.store.sqlite);
@@ -333,7 +335,12 @@ export class Poller {
    */
   private commit(writes: (added: HostwatchEvent[]) => void): void {
     const added: HostwatchEvent[] = [];
-    this.deps.store.sqlite.transaction(() => writes(added))();
+    this.activeSilences = null;
+    try {
+      this.deps.store.sqlite.transaction(() => writes(added))();
+    } finally {
+      this.activeSilences = null;
+    }
     if (added.length) this.deps.onEvents?.(added);
   }
 
@@ -345,10 +352,11 @@ export class Poller {
     const inserted = this.deps.events.addEvent(toEventRow(e));
     if (!inserted) return false;
     const now = this.deps.now();
-    // Read per event, not cached: a silence added by another process applies to the next
-    // commit. Resolutions are matched like firings, so a silence covering an alert's whole
-    // life holds back both ends (docs/silences.md).
-    const silence = this.silenceMatcher.first(e, this.silences.active(now));
+    // Read once per commit, not cached longer: a silence added by another process applies
+    // to the next commit. Resolutions are matched like firings, so a silence covering an
+    // alert's whole life holds back both ends (docs/silences.md).
+    this.activeSilences ??= this.silences.active(now);
+    const silence = this.silenceMatcher.first(e, this.activeSilences);
     if (silence) {
       this.silences.markSilenced(e.id, silence.id);
       this.deps.log.debug({ event: e.id, type: e.type, silence: silence.id }, 'event silenced: stored, not delivered');
