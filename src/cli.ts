@@ -12,6 +12,17 @@ import { compileRouter, RouteError } from './notify/routing.js';
 import { RuleErrors } from './rules/parse.js';
 import { eventType } from './events/envelope.js';
 import { EventsRepo } from './store/events-repo.js';
+import { join } from 'node:path';
+import { packageRoot } from './paths.js';
+import { runRuleTestFile } from './rules/rule-tests.js';
+import { backtest, formatBacktest } from './rules/backtest.js';
+import { explainEvent, explainWhyNot, type ExplainDeps } from './rules/explain.js';
+import { openStore, type Store } from './store/db.js';
+import { HistoryRepo } from './store/history-repo.js';
+import { AlertsRepo } from './store/alerts-repo.js';
+import { SnapshotsRepo } from './store/snapshots-repo.js';
+import { listOf, siteInfoFromRecord } from './pipeline/plan.js';
+import { sitesSource } from './sources/registry.js';
 
 /** Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments. */
 const EXIT_CONFIG = 2;
@@ -209,6 +220,129 @@ program
     await demo.done;
     process.exit(0);
   });
+
+const rulesCmd = program.command('rules').description('test rules and replay history through them');
+
+rulesCmd
+  .command('test')
+  .description('run rule test files (steps of snapshots and the events expected at each); exit 1 on a failure')
+  .argument('<files...>', 'rule test files (YAML), e.g. rules/tests/*.test.yaml')
+  .action((files: string[]) => {
+    let failed = 0;
+    let passed = 0;
+    for (const file of files) {
+      try {
+        const r = runRuleTestFile(file, join(packageRoot(), 'rules'), { sourceNames: SOURCE_NAMES, cwd: process.cwd() });
+        for (const line of r.lines) process.stdout.write(`${line}\n`);
+        failed += r.failed;
+        passed += r.passed;
+      } catch (e) {
+        if (e instanceof RuleErrors) fail(e.message, EXIT_CONFIG);
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') fail(`${file}: no such file`, EXIT_CONFIG);
+        throw e;
+      }
+    }
+    process.stdout.write(`${passed} passed, ${failed} failed\n`);
+    if (failed > 0) process.exit(1);
+  });
+
+rulesCmd
+  .command('backtest')
+  .description('replay the stored change log through the current rules: what would have fired, when, per rule and channel')
+  .requiredOption('-c, --config <file>', 'config file (YAML): its rules, routes, channels and storage.path')
+  .option('--since <duration>', 'how far back to replay (e.g. 7d, 30d)', duration, 30 * 86_400_000)
+  .option('--rule <name>', 'only this rule (evaluated even if it is disabled, to try it before turning it on)')
+  .action(async (o: { config: string; since: number; rule?: string }) => {
+    const config = await load(o.config);
+    let rules = loadRulesOrExit(config);
+    if (o.rule !== undefined) {
+      const one = rules.find((r) => r.name === o.rule);
+      if (!one) fail(`hostwatch rules backtest: no rule named "${o.rule}"; known: ${rules.map((r) => r.name).join(', ')}`, EXIT_CONFIG);
+      rules = [{ ...one, enabled: true }];
+    }
+    const router = compileRouterOrExit(config);
+    const store = openDatabase(config);
+    try {
+      const now = Date.now();
+      const since = now - o.since;
+      const sites = new SnapshotsRepo(store.sqlite).get(sitesSource.name, sitesSource.name);
+      const result = backtest(new HistoryRepo(store.sqlite).since(since), {
+        rules,
+        router,
+        since,
+        now,
+        everyMs: (s) => config.sources[s.name]?.every_ms ?? s.defaultEveryMs,
+        sites: sites ? listOf(sitesSource, JSON.parse(sites.body)).map(siteInfoFromRecord) : [],
+      });
+      const header = `backtest since ${new Date(since).toISOString()}: ${rules.filter((r) => r.enabled).length} rules, ${result.entities} entities, ${result.snapshots} snapshots replayed, ${result.events.length} events`;
+      for (const line of formatBacktest(result, header)) process.stdout.write(`${line}\n`);
+    } finally {
+      store.close();
+    }
+  });
+
+program
+  .command('explain')
+  .description('why an event exists (EVENT_ID), or why rule R sent nothing about subject S (--subject S --rule R)')
+  .argument('[event-id]', 'an event id from the log, a feed or a webhook-id header')
+  .requiredOption('-c, --config <file>', 'config file (YAML): its rules and storage.path')
+  .option('--subject <subject>', 'the subject an expected event is about, e.g. sites/12/health')
+  .option('--rule <name>', 'the rule that should have sent it')
+  .action(async (id: string | undefined, o: { config: string; subject?: string; rule?: string }) => {
+    if ((id === undefined) === (o.subject === undefined || o.rule === undefined)) {
+      fail('hostwatch explain: give an EVENT_ID, or --subject S and --rule R (not both)', EXIT_CONFIG);
+    }
+    const config = await load(o.config);
+    const rules = loadRulesOrExit(config);
+    const store = openDatabase(config);
+    try {
+      const deps: ExplainDeps = {
+        history: new HistoryRepo(store.sqlite),
+        alerts: new AlertsRepo(store.sqlite),
+        snapshots: new SnapshotsRepo(store.sqlite),
+        events: new EventsRepo(store.sqlite),
+        rules,
+        now: Date.now(),
+      };
+      if (id !== undefined) {
+        const lines = explainEvent(deps, id);
+        if (!lines) fail(`hostwatch explain: no event with id ${id} in ${config.storage.path}`, 1);
+        for (const line of lines) process.stdout.write(`${line}\n`);
+      } else {
+        if (!rules.some((r) => r.name === o.rule)) fail(`hostwatch explain: no rule named "${o.rule}"; known: ${rules.map((r) => r.name).join(', ')}`, EXIT_CONFIG);
+        for (const line of explainWhyNot(deps, o.subject!, o.rule!).lines) process.stdout.write(`${line}\n`);
+      }
+    } finally {
+      store.close();
+    }
+  });
+
+function loadRulesOrExit(config: Config): ReturnType<typeof rulesFor> {
+  try {
+    return rulesFor(config);
+  } catch (e) {
+    if (e instanceof RuleErrors) fail(e.message, EXIT_CONFIG);
+    throw e;
+  }
+}
+
+function compileRouterOrExit(config: Config): ReturnType<typeof compileRouter> {
+  try {
+    return compileRouter(config.routes, config.channels);
+  } catch (e) {
+    if (e instanceof RouteError) fail(`${config.file}: ${e.message}`, EXIT_CONFIG);
+    throw e;
+  }
+}
+
+/** Open (and if needed migrate) the configured database; the daemon may be running on it. */
+function openDatabase(config: Config): Store {
+  try {
+    return openStore(config.storage.path, Date.now);
+  } catch (e) {
+    fail(`hostwatch: cannot open the database ${config.storage.path}: ${(e as Error).message}`, 1);
+  }
+}
 
 /** An event as one terminal line: its time, then what the console channel prints. */
 function eventLine(e: HostwatchEvent): string {

@@ -28,6 +28,7 @@ import { SOURCES } from './sources/registry.js';
 import { AlertsRepo } from './store/alerts-repo.js';
 import { openStore, type Store } from './store/db.js';
 import { EventsRepo } from './store/events-repo.js';
+import { HistoryRepo, type PruneResult } from './store/history-repo.js';
 import { SnapshotsRepo } from './store/snapshots-repo.js';
 
 /** Names of every source, for config and rule validation. */
@@ -68,6 +69,8 @@ export interface App {
   serverUrl: string | null;
   /** Graceful stop: finish polls in flight, flush deliveries in flight, close. */
   stop(): Promise<void>;
+  /** Delete change-log history older than `history.retention` (the daemon runs this every `history.prune_every`). */
+  pruneHistory(): PruneResult;
 }
 
 /** Load the built-in rule packs and the user's rule paths for a config. */
@@ -87,6 +90,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const snapshots = new SnapshotsRepo(store.sqlite);
   const alerts = new AlertsRepo(store.sqlite);
   const events = new EventsRepo(store.sqlite);
+  const history = new HistoryRepo(store.sqlite);
   const metrics = new Metrics(events, now);
   const bus = new EventEmitter<AppBusEvents>();
   bus.setMaxListeners(1000);
@@ -135,6 +139,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     snapshots,
     alerts,
     events,
+    history,
     rules,
     router,
     now,
@@ -167,6 +172,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   });
 
   let stopped = false;
+  let pruneTimer: NodeJS.Timeout | null = null;
   let server: { url: string; close: () => Promise<void> } | null = null;
   const app: App = {
     config,
@@ -186,6 +192,11 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       return { pending };
     },
     serverUrl: null,
+    pruneHistory() {
+      const removed = history.prune(now() - config.history.retention_ms);
+      if (removed.changeLog + removed.evidence > 0) log.info(removed, 'history pruned');
+      return removed;
+    },
     async start() {
       if (config.server.listen) {
         const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log };
@@ -211,10 +222,21 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');
       worker.start();
       scheduler.start();
+      // History is pruned at start and then on a schedule, so the database stays bounded.
+      app.pruneHistory();
+      pruneTimer = setInterval(() => {
+        try {
+          app.pruneHistory();
+        } catch (e) {
+          log.error({ err: scrub(String(e)) }, 'history prune failed');
+        }
+      }, config.history.prune_every_ms);
+      pruneTimer.unref();
     },
     async stop() {
       if (stopped) return;
       stopped = true;
+      if (pruneTimer) clearInterval(pruneTimer);
       await scheduler.stop();
       await worker.stop();
       await server?.close();

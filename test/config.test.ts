@@ -87,6 +87,7 @@ describe('valid configs', () => {
       delivery: { retry_schedule_ms: [1_000, 90_000, 3_600_000], drain_timeout_ms: 60_000, concurrency: 16 },
       server: { listen: '127.0.0.1:8080', token: 'token-from-env' },
       log: { level: 'debug', pretty: true },
+      history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
     } satisfies Config);
   });
 
@@ -129,6 +130,7 @@ describe('valid configs', () => {
       },
       server: { listen: null, token: null },
       log: { level: 'info', pretty: false },
+      history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
     } satisfies Config);
   });
 
@@ -186,7 +188,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an unknown top-level key is an error that suggests the near miss',
       fixture: 'unknown-top-level-key.yaml',
       errors: [
-        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, delivery, server, log',
+        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, delivery, server, log, history',
       ],
     },
     {
@@ -335,7 +337,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'a file that is a list, not a map, lists the top-level keys',
       fixture: 'not-a-map.yaml',
       errors: [
-        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, delivery, server, log (got a list)',
+        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, delivery, server, log, history (got a list)',
       ],
     },
   ];

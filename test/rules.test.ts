@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { compileDiffOptions } from '../src/diff/index.js';
 import { SOURCE_NAMES } from '../src/main.js';
 import { packageRoot } from '../src/paths.js';
-import { planEvents, type PlanInput } from '../src/pipeline/plan.js';
-import { check, decideAlert } from '../src/rules/evaluate.js';
+import { planEvents, sourceRules, type PlanInput } from '../src/pipeline/plan.js';
+import { check, freshAlert, stepAlert } from '../src/rules/evaluate.js';
 import { loadRules, RuleErrors } from '../src/rules/parse.js';
 import { healthSource, backupsSource } from '../src/sources/registry.js';
 import type { AlertRow } from '../src/store/alerts-repo.js';
@@ -51,18 +51,31 @@ describe('a rule file with an error is refused with file, line and reason', () =
     ['unknown-source.yaml', ['test/fixtures/rules/unknown-source.yaml:5: rules[0].source: must be one of sites, jobs, health, usage, backups (got "healt")']],
     ['bad-kind.yaml', ['test/fixtures/rules/bad-kind.yaml:4: rules[0].kind: must be one of change, alert (got "level")']],
     ['bad-template.yaml', ['test/fixtures/rules/bad-template.yaml:7: rules[0].summary: template error: undefined filter: nosuchfilter, line:1, col:1']],
-    ['duplicate-name.yaml', ['test/fixtures/rules/duplicate-name.yaml:2: rules[0].name: duplicate rule name; "site-offline" is already defined at rules/health.yaml:5']],
-    ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description']],
+    ['duplicate-name.yaml', ['test/fixtures/rules/duplicate-name.yaml:2: rules[0].name: duplicate rule name; "site-offline" is already defined at rules/health.yaml:7']],
+    ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window']],
     [
       'bad-override.yaml',
       [
         'test/fixtures/rules/bad-override.yaml:4: rules[0].params.threshold: must be a number like the default (90)',
-        'test/fixtures/rules/bad-override.yaml:5: rules[0].params.treshold: unknown parameter of rule usage-disk-high; allowed: threshold',
+        'test/fixtures/rules/bad-override.yaml:5: rules[0].params.treshold: unknown parameter of rule usage-disk-high; allowed: threshold, resolve_below',
       ],
     ],
     ['bad-severity.yaml', ['test/fixtures/rules/bad-severity.yaml:6: rules[0].severity: must be one of info, warning, critical (got "urgent")']],
     ['not-a-rule-file.yaml', ['test/fixtures/rules/not-a-rule-file.yaml:1: (file): a rule file is a map with a "rules" list']],
     ['missing-when.yaml', ['test/fixtures/rules/missing-when.yaml:2: rules[0].when: must be a CEL expression (a non-empty string)']],
+    ['bad-for.yaml', ['test/fixtures/rules/bad-for.yaml:6: rules[0].for: must be a duration like 30s, 10m, 4h or 1h30m (got "soon")']],
+    ['for-on-change.yaml', ['test/fixtures/rules/for-on-change.yaml:7: rules[0].for: only for kind: alert rules']],
+    ['bad-resolve-when.yaml', ['test/fixtures/rules/bad-resolve-when.yaml:7: rules[0].resolve_when: CEL error: <input>:1:20: found < but expecting end of input']],
+    ['bad-description.yaml', ['test/fixtures/rules/bad-description.yaml:7: rules[0].description: template error: tag {% if status %} not closed, line:1, col:1']],
+    ['bad-mode.yaml', ['test/fixtures/rules/bad-mode.yaml:6: rules[0].mode: must be one of live, shadow (got "silent")']],
+    ['bad-label-value.yaml', ['test/fixtures/rules/bad-label-value.yaml:9: rules[0].labels.priority: must be a string (got 1)']],
+    ['bad-label-name.yaml', ['test/fixtures/rules/bad-label-name.yaml:8: rules[0].labels.Team-Name: a label name is lower-case letters, digits and underscores']],
+    ['dedup-on-alert.yaml', ['test/fixtures/rules/dedup-on-alert.yaml:7: rules[0].dedup_key: only for kind: change rules']],
+    ['bad-dedup-key.yaml', ['test/fixtures/rules/bad-dedup-key.yaml:7: rules[0].dedup_key: CEL error: <input>:1:6: found . but expecting end of input']],
+    ['repeat-zero.yaml', ['test/fixtures/rules/repeat-zero.yaml:7: rules[0].repeat: must be longer than 0 (leave it out to never repeat)']],
+    ['bad-window.yaml', ['test/fixtures/rules/bad-window.yaml:6: rules[0].window: must be a duration like 30s, 10m, 4h or 1h30m (got "a-day")']],
+    ['override-timing-on-change.yaml', ['test/fixtures/rules/override-timing-on-change.yaml:3: rules[0].for: only for kind: alert rules (backup-failed is a change rule)']],
+    ['bad-override-mode.yaml', ['test/fixtures/rules/bad-override-mode.yaml:3: rules[0].mode: must be one of live, shadow (got "dry-run")']],
   ];
   for (const [fixture, expected] of cases) {
     it(fixture, () => {
@@ -87,11 +100,13 @@ describe('a user rule file', () => {
 
 describe('alert decisions', () => {
   it('fire when true and not firing, resolve when false and firing, and do nothing else', () => {
-    expect(decideAlert({ value: true }, null)).toBe('firing');
-    expect(decideAlert({ value: true }, 'resolved')).toBe('firing');
-    expect(decideAlert({ value: true }, 'firing')).toBe(null);
-    expect(decideAlert({ value: false }, 'firing')).toBe('resolved');
-    expect(decideAlert({ value: false }, null)).toBe(null);
+    const rule = loadRules(BUILTIN, [], opts).find((r) => r.name === 'site-offline')!;
+    const at = (status: 'firing' | 'resolved' | null) => ({ ...freshAlert(0), status, seq: status ? 1 : 0 });
+    expect(stepAlert(rule, true, null, 1).emit).toBe('firing');
+    expect(stepAlert(rule, true, at('resolved'), 1).emit).toBe('firing');
+    expect(stepAlert(rule, true, at('firing'), 1)).toMatchObject({ emit: null, changed: false });
+    expect(stepAlert(rule, false, at('firing'), 1).emit).toBe('resolved');
+    expect(stepAlert(rule, false, null, 1)).toMatchObject({ emit: null, changed: false });
   });
 
   it('treat a condition that cannot be evaluated as unknown, never as false', () => {
@@ -99,7 +114,7 @@ describe('alert decisions', () => {
     const disk = rules.find((r) => r.name === 'usage-disk-high')!;
     const verdict = check(disk, { subject: 's', site: null, before: null, after: { disk: { percent: null } }, changes: [] });
     expect(verdict).toEqual({ unknown: expect.stringContaining('no matching overload') });
-    expect(decideAlert(verdict, 'firing')).toBe(null);
+    expect(stepAlert(disk, null, { ...freshAlert(0), status: 'firing', seq: 1 }, 1)).toMatchObject({ emit: null, changed: false });
   });
 });
 
@@ -116,7 +131,7 @@ describe('the planner', () => {
     baseline: false,
     alertsOnly: false,
     version: 2,
-    rules: { change: rules.filter((r) => r.kind === 'change' && r.source === 'health'), alert: rules.filter((r) => r.kind === 'alert' && r.source === 'health') },
+    rules: sourceRules(rules, 'health'),
     recordDiff: compileDiffOptions({ volatile: healthSource.volatile }),
     alertState: () => undefined,
     firingForSite: () => [],
@@ -155,6 +170,8 @@ describe('the planner', () => {
         ],
         rule: 'site-offline',
         observed_at: '2026-11-21T14:00:00.000Z',
+        labels: { category: 'availability' },
+        description: 'The health check of a.example (site 1) reports it offline (offline). Visitors cannot reach the site.',
       },
     });
   });
@@ -171,7 +188,7 @@ describe('the planner', () => {
     const b = backupsSource;
     const changeRules = rules.filter((r) => r.kind === 'change' && r.source === 'backups');
     const list = [{ id: 5, state: 'Error' }];
-    const common = { source: b, entity: 'sites/1/backups', rules: { change: changeRules, alert: [] }, recordDiff: compileDiffOptions({}) };
+    const common = { source: b, entity: 'sites/1/backups', rules: { change: changeRules, alert: [], timed: false }, recordDiff: compileDiffOptions({}) };
     expect(planEvents(base({ ...common, before: null, after: list, baseline: true })).events).toEqual([]);
     const later = planEvents(base({ ...common, before: [], after: list }));
     expect(later.events.map((e) => [e.data.name, e.subject])).toEqual([['backup.failed', 'sites/1/backups/5']]);

@@ -45,6 +45,7 @@ export const DEFAULTS = {
     concurrency: 8,
   },
   log: { level: 'info', pretty: false },
+  history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
 } as const;
 
 /**
@@ -271,6 +272,10 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
     },
     server: { listen: written.server?.listen ?? null, token: written.server?.token ?? null },
     log: { level: written.log?.level ?? DEFAULTS.log.level, pretty: written.log?.pretty ?? DEFAULTS.log.pretty },
+    history: {
+      retention_ms: written.history?.retention ?? DEFAULTS.history.retention_ms,
+      prune_every_ms: written.history?.prune_every ?? DEFAULTS.history.prune_every_ms,
+    },
   };
 }
 

@@ -236,6 +236,11 @@ const serverSection = section({
   token: text(M.token).nullable().optional(),
 });
 
+const historySection = section({
+  retention: duration(3_600_000).optional(),
+  prune_every: duration(60_000).optional(),
+});
+
 const logSection = section({
   level: z.enum(LOG_LEVELS, M.level).optional(),
   pretty: bool().optional(),
@@ -258,6 +263,7 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
     delivery: deliverySection.nullish(),
     server: serverSection.nullish(),
     log: logSection.nullish(),
+    history: historySection.nullish(),
   };
   return section(shape, { notAMap: `the file must be a map with keys ${Object.keys(shape).join(', ')}` });
 }

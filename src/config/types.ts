@@ -21,6 +21,8 @@ export interface Config {
   delivery: DeliveryConfig;
   server: { listen: string | null; token: string | null };
   log: { level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'; pretty: boolean };
+  /** The change log the trust tools read (backtest, explain): kept this long, pruned this often. */
+  history: { retention_ms: number; prune_every_ms: number };
 }
 
 /** How hostwatch talks to the Hosting Control API. */

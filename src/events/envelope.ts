@@ -22,6 +22,19 @@ export function alertEventId(rule: string, subject: string, seq: number, status:
   return eventId('alert', rule, subject, seq, status);
 }
 
+/** The id of the n-th re-send (`repeat`) of an alert's seq-th firing. */
+export function alertRepeatId(rule: string, subject: string, seq: number, repeat: number): string {
+  return eventId('alert', rule, subject, seq, 'firing', 'repeat', repeat);
+}
+
+/**
+ * The id of a change event of a rule with a `dedup_key`: it derives from the key's value,
+ * not the snapshot version, so the same value gives the same id and is stored (and sent) once.
+ */
+export function dedupEventId(rule: string, subject: string, key: string): string {
+  return eventId('change-key', rule, subject, key);
+}
+
 /** Every CloudEvents type of hostwatch starts with this. */
 export const TYPE_PREFIX = 'hostwatch.';
 const TYPE_SHAPE = /^[a-z0-9_]+(\.[a-z0-9_]+)+$/;

@@ -22,7 +22,8 @@ export function routeBindings(e: HostwatchEvent): Record<string, unknown> {
     site_id: e.data.site_id ?? null,
     domain: e.data.domain ?? null,
     rule: e.data.rule,
-    labels: {},
+    // A rule's `labels` (docs/rules.md): free key/values for routes to match on.
+    labels: (e.data['labels'] as Record<string, string> | undefined) ?? {},
   };
 }
 

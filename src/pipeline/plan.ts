@@ -1,17 +1,43 @@
 import { diff } from '../diff/index.js';
 import type { CompiledDiffOptions } from '../diff/index.js';
 import type { Change } from '../diff/types.js';
-import { alertEventId, changeEventId, envelope } from '../events/envelope.js';
+import { alertEventId, alertRepeatId, changeEventId, dedupEventId, envelope } from '../events/envelope.js';
 import type { AlertStatus, HostwatchEvent } from '../events/types.js';
-import { check, decideAlert, renderSummary, type RuleInput } from '../rules/evaluate.js';
+import {
+  check,
+  dedupValue,
+  hasTimer,
+  holds,
+  renderDescription,
+  renderSummary,
+  seenValues,
+  stepAlert,
+  type AlertState,
+  type RuleInput,
+  type Verdict,
+} from '../rules/evaluate.js';
 import type { CompiledRule } from '../rules/types.js';
 import type { SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertRow } from '../store/alerts-repo.js';
+import type { EvidenceRow } from '../store/history-repo.js';
 
 /** The rules of one source, split by kind (computed once at start). */
 export interface SourceRules {
   change: CompiledRule[];
   alert: CompiledRule[];
+  /** Some alert rule has `for`, `keep_firing_for` or `repeat`: time alone can move it. */
+  timed: boolean;
+}
+
+/** Split a source's enabled rules by kind (done once per source). */
+export function sourceRules(rules: readonly CompiledRule[], source: string): SourceRules {
+  const mine = rules.filter((r) => r.source === source && r.enabled);
+  const alert = mine.filter((r) => r.kind === 'alert');
+  return {
+    change: mine.filter((r) => r.kind === 'change'),
+    alert,
+    timed: alert.some((r) => r.forMs > 0 || r.keepFiringForMs > 0 || r.repeatMs !== null),
+  };
 }
 
 /** Everything the planner needs; all IO has been done by the caller. */
@@ -38,12 +64,18 @@ export interface PlanInput {
   /** Alerts firing for a site (used when the site disappears from the list). */
   firingForSite: (siteId: number) => AlertRow[];
   ruleByName: (name: string) => CompiledRule | undefined;
+  /** This entity's snapshot as it was at a time (rules with a `window`); undefined when unknown. */
+  pastValue?: (at: number) => unknown;
   now: Date;
 }
 
 export interface PlanOutput {
   events: HostwatchEvent[];
   alerts: AlertRow[];
+  /** What each rule-made event's rule saw, stored with the event for `explain`. */
+  evidence: EvidenceRow[];
+  /** Some alert of this entity has a running timer: poll it again even when unchanged. */
+  timed: boolean;
   /** Rule evaluation problems worth a log line (condition or template errors). */
   problems: string[];
 }
@@ -63,7 +95,7 @@ interface RecordView {
  * (the time is in the input), so it is tested directly and replayable.
  */
 export function planEvents(input: PlanInput): PlanOutput {
-  const out: PlanOutput = { events: [], alerts: [], problems: [] };
+  const out: PlanOutput = { events: [], alerts: [], evidence: [], timed: false, problems: [] };
   for (const rec of records(input)) {
     if (rec.changed && !input.baseline && !input.alertsOnly) applyChangeRules(input, rec, out);
     applyAlertRules(input, rec, out);
@@ -94,7 +126,8 @@ function records(input: PlanInput): RecordView[] {
   const beforeMap = indexBy(listOf(source, input.before), key);
   const afterMap = indexBy(listOf(source, input.after), key);
   const views: RecordView[] = [];
-  const everything = input.baseline || input.alertsOnly;
+  // With timed alert rules, unchanged records are evaluated too: their timers run on.
+  const everything = input.baseline || input.alertsOnly || input.rules.timed;
   for (const [k, a] of afterMap) {
     const b = beforeMap.get(k) ?? null;
     let changes: Change[];
@@ -140,43 +173,66 @@ export function siteInfoFromRecord(rec: Record<string, unknown>): SiteInfo {
 }
 
 function applyChangeRules(input: PlanInput, rec: RecordView, out: PlanOutput): void {
+  const ruleInput = toRuleInput(input, rec);
   for (const rule of input.rules.change) {
-    const ruleInput = toRuleInput(rec);
-    const verdict = check(rule, ruleInput);
+    const verdict = check(rule, ruleInput(rule));
     if ('unknown' in verdict) {
       out.problems.push(`rule ${rule.name} on ${rec.subject}: ${verdict.unknown}`);
       continue;
     }
     if (!verdict.value) continue;
-    const id = changeEventId(rule.name, rec.subject, input.version);
-    out.events.push(makeEvent(input, rule, rec, id, null, out));
+    const dedup = dedupValue(rule, ruleInput(rule));
+    if ('unknown' in dedup) {
+      out.problems.push(`rule ${rule.name} on ${rec.subject}: dedup_key: ${dedup.unknown}`);
+      continue;
+    }
+    const id = dedup.key === null ? changeEventId(rule.name, rec.subject, input.version) : dedupEventId(rule.name, rec.subject, dedup.key);
+    const event = makeEvent(input, rule, rec, id, null, out);
+    out.events.push(event);
+    out.evidence.push(evidence(input, rule, ruleInput(rule), event, { expr: 'when', verdict, dedup_key: dedup.key }));
   }
 }
 
 function applyAlertRules(input: PlanInput, rec: RecordView, out: PlanOutput): void {
+  const ruleInput = toRuleInput(input, rec);
+  const now = input.now.getTime();
   for (const rule of input.rules.alert) {
-    const state = input.alertState(rule.name, rec.subject);
-    const current: AlertStatus | null = state?.status ?? null;
-    let next: AlertStatus | null;
-    if (rec.after === null) {
-      // The record is gone: whatever fired about it no longer holds.
-      next = current === 'firing' ? 'resolved' : null;
-    } else {
-      const verdict = check(rule, toRuleInput(rec));
-      if ('unknown' in verdict) out.problems.push(`rule ${rule.name} on ${rec.subject}: ${verdict.unknown}`);
-      next = decideAlert(verdict, current);
+    const row = input.alertState(rule.name, rec.subject);
+    const cur: AlertState | null = row ?? null;
+    const gone = rec.after === null;
+    let h: ReturnType<typeof holds> | null = null;
+    if (!gone) {
+      h = holds(rule, ruleInput(rule), cur?.status === 'firing');
+      if ('unknown' in h.verdict) out.problems.push(`rule ${rule.name} on ${rec.subject}: ${h.verdict.unknown}`);
     }
-    if (next === null) continue;
-    const seq = next === 'firing' ? (state?.seq ?? 0) + 1 : (state?.seq ?? 1);
-    const id = alertEventId(rule.name, rec.subject, seq, next);
-    out.events.push(makeEvent(input, rule, rec, id, next, out));
+    // A record that is gone resolves what fired about it, at once.
+    const step = stepAlert(rule, gone ? false : h!.holds, cur, now, gone);
+    if (hasTimer(rule, step.state)) out.timed = true;
+    if (!step.changed) continue;
+    let id: string | null = row?.last_event_id ?? null;
+    if (step.emit !== null) {
+      const s = step.state;
+      id = step.emit === 'repeat' ? alertRepeatId(rule.name, rec.subject, s.seq, s.repeats) : alertEventId(rule.name, rec.subject, s.seq, step.emit);
+      const status: AlertStatus = step.emit === 'resolved' ? 'resolved' : 'firing';
+      const event = makeEvent(input, rule, rec, id, status, out);
+      if (step.emit === 'repeat') event.data['repeat'] = s.repeats;
+      out.events.push(event);
+      out.evidence.push(
+        evidence(input, rule, ruleInput(rule), event, {
+          expr: h?.expr ?? 'when',
+          verdict: h?.verdict ?? { value: false },
+          gone,
+          timers: { for_ms: rule.forMs, keep_firing_for_ms: rule.keepFiringForMs, repeat_ms: rule.repeatMs, pending_since: cur?.pending_since ?? null, clear_since: cur?.clear_since ?? null },
+        }),
+      );
+    }
     out.alerts.push({
       rule: rule.name,
       subject: rec.subject,
       site_id: rec.site?.id ?? null,
-      status: next,
-      seq,
-      since: input.now.getTime(),
+      ...step.state,
+      // A row of an alert that never fired (pending only) is stored as resolved, seq 0.
+      status: step.state.status ?? 'resolved',
       last_event_id: id,
     });
   }
@@ -193,7 +249,8 @@ function resolveForRemovedSite(input: PlanInput, rec: RecordView, out: PlanOutpu
     const event = makeEvent(input, rule, view, id, 'resolved', out);
     event.data.summary = `${event.data.summary} (site removed)`;
     out.events.push(event);
-    out.alerts.push({ ...row, status: 'resolved', since: input.now.getTime(), last_event_id: id });
+    out.evidence.push(evidence(input, rule, toRuleInput(input, view)(rule), event, { expr: 'when', verdict: { value: false }, gone: true }));
+    out.alerts.push({ ...row, status: 'resolved', since: input.now.getTime(), pending_since: null, clear_since: null, last_event_id: id });
   }
 }
 
@@ -205,8 +262,11 @@ function makeEvent(
   status: AlertStatus | null,
   out: PlanOutput,
 ): HostwatchEvent {
-  const summary = renderSummary(rule, toRuleInput(rec), status);
+  const ri = toRuleInput(input, rec)(rule);
+  const summary = renderSummary(rule, ri, status);
   if (summary.error) out.problems.push(`rule ${rule.name}: summary template: ${summary.error}`);
+  const description = renderDescription(rule, ri, status);
+  if (description.error) out.problems.push(`rule ${rule.name}: description template: ${description.error}`);
   return envelope({
     id,
     instance: input.instance,
@@ -222,12 +282,81 @@ function makeEvent(
       changes: rec.changes,
       rule: rule.name,
       observed_at: input.now.toISOString(),
+      ...(Object.keys(rule.labels).length ? { labels: { ...rule.labels } } : {}),
+      ...(description.text !== null ? { description: description.text } : {}),
+      // Shadow events are stored and shown, never delivered (docs/rules.md, "Shadow mode").
+      ...(rule.mode === 'shadow' ? { shadow: true } : {}),
     },
   });
 }
 
-function toRuleInput(rec: RecordView): RuleInput {
-  return { subject: rec.subject, site: rec.site, before: rec.before, after: rec.after, changes: rec.changes };
+/** What `hostwatch explain` shows about an event: everything the rule saw, as stored at the time. */
+export interface Evidence {
+  rule: string;
+  kind: CompiledRule['kind'];
+  mode: CompiledRule['mode'];
+  origin: string;
+  /** The expression that decided (`when`, or `resolve_when` for a firing alert with hysteresis). */
+  expr: 'when' | 'resolve_when';
+  expression: string;
+  verdict: Verdict;
+  seen: Record<string, unknown>;
+  params: Record<string, unknown>;
+  source: string;
+  entity: string;
+  subject: string;
+  /** The snapshot versions compared (change_log rows of `entity`). */
+  versions: { before: number | null; after: number };
+  before: unknown;
+  after: unknown;
+  past?: unknown;
+  paths: string[];
+  [extra: string]: unknown;
+}
+
+function evidence(
+  input: PlanInput,
+  rule: CompiledRule,
+  ri: RuleInput,
+  event: HostwatchEvent,
+  extra: { expr: 'when' | 'resolve_when'; verdict: Verdict; [k: string]: unknown },
+): EvidenceRow {
+  const { expr, verdict, ...rest } = extra;
+  const body: Evidence = {
+    rule: rule.name,
+    kind: rule.kind,
+    mode: rule.mode,
+    origin: rule.origin,
+    expr,
+    expression: expr === 'resolve_when' ? rule.resolveWhenSource! : rule.when,
+    verdict,
+    seen: seenValues(rule, ri),
+    params: rule.params,
+    source: input.source.name,
+    entity: input.entity,
+    subject: ri.subject,
+    versions: { before: input.baseline ? null : input.alertsOnly ? input.version : input.version - 1, after: input.version },
+    before: ri.before ?? null,
+    after: ri.after ?? null,
+    ...(rule.windowMs !== null ? { past: ri.past ?? null } : {}),
+    paths: ri.changes.map((c) => c.path),
+    ...rest,
+  };
+  return { event_id: event.id, at: input.now.getTime(), body: JSON.stringify(body) };
+}
+
+/** The rule input of a record for a rule (a rule with a `window` also sees `past`). */
+function toRuleInput(input: PlanInput, rec: RecordView): (rule: CompiledRule) => RuleInput {
+  const base: RuleInput = { subject: rec.subject, site: rec.site, before: rec.before, after: rec.after, changes: rec.changes };
+  return (rule) => (rule.windowMs === null ? base : { ...base, past: pastRecord(input, rec, rule.windowMs) });
+}
+
+function pastRecord(input: PlanInput, rec: RecordView, windowMs: number): unknown {
+  const value = input.pastValue?.(input.now.getTime() - windowMs);
+  if (value === undefined || value === null) return null;
+  if (input.source.key === undefined || rec.key === null) return value;
+  const key = input.source.key;
+  return listOf(input.source, value).find((r) => String(r[key]) === rec.key) ?? null;
 }
 
 /** The list of records inside a snapshot value (honouring `listField`). */

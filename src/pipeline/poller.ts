@@ -15,7 +15,8 @@ import type { Store } from '../store/db.js';
 import { toEventRow, type EventsRepo } from '../store/events-repo.js';
 import { SilencesRepo } from '../store/silences-repo.js';
 import type { PollStateRow, SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
-import { listOf, planEvents, siteInfoFromRecord, type SourceRules } from './plan.js';
+import type { EvidenceRow, HistoryRepo } from '../store/history-repo.js';
+import { listOf, planEvents, siteInfoFromRecord, sourceRules, type SourceRules } from './plan.js';
 
 /** A source is degraded when an entity of it failed this many polls in a row. */
 export const DEGRADED_AFTER = 3;
@@ -27,6 +28,8 @@ export interface PollerDeps {
   snapshots: SnapshotsRepo;
   alerts: AlertsRepo;
   events: EventsRepo;
+  /** The change log and event evidence (written in each poll's transaction). */
+  history: HistoryRepo;
   rules: readonly CompiledRule[];
   router: Router;
   /** Silences in force, read at each event commit; defaults to the silences table of `store`. */
@@ -80,6 +83,12 @@ export class Poller {
    * is answered from this map without touching the database (the common case).
    */
   private readonly heads = new Map<string, { hash: string; version: number }>();
+  /**
+   * Entities with an alert whose timer runs (`for`, `keep_firing_for`, `repeat`): an
+   * unchanged poll of these is still planned, because time alone can fire, resolve or
+   * re-send. Filled by each plan; after a restart the first poll of every entity plans.
+   */
+  private readonly timed = new Set<string>();
   private directory = new Map<number, SiteInfo>();
   private readonly watched: ReadonlySet<number> | null;
   /** Entities whose last poll failed (so a success must write their recovery). */
@@ -136,7 +145,7 @@ export class Poller {
     const hash = contentHash(data, p.whole);
     const stateKey = `${ref.source.name}\u0000${ref.entity}`;
     const cached = this.heads.get(stateKey);
-    if (cached !== undefined && cached.hash === hash) {
+    if (cached !== undefined && cached.hash === hash && !this.timed.has(stateKey)) {
       this.recordSuccess(ref, started, false, null, [], []);
       return { entity: ref.entity, status: 'unchanged', events: 0 };
     }
@@ -161,8 +170,14 @@ export class Poller {
       alertState: (rule, subject) => this.deps.alerts.get(rule, subject),
       firingForSite: (id) => this.deps.alerts.firingForSite(id),
       ruleByName: (name) => this.ruleByName.get(name),
+      pastValue: (at) => {
+        const row = this.deps.history.at(ref.source.name, ref.entity, at);
+        return row === undefined ? undefined : JSON.parse(row.body);
+      },
       now,
     });
+    if (plan.timed) this.timed.add(stateKey);
+    else this.timed.delete(stateKey);
     for (const problem of plan.problems) this.deps.log.warn({ source: ref.source.name }, problem);
     const events = this.watched ? plan.events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : plan.events;
     const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
@@ -177,7 +192,7 @@ export class Poller {
           version,
           changed_at: now.getTime(),
         };
-    this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites);
+    this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites, plan.evidence);
     this.heads.set(stateKey, { hash, version });
     if (snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
     return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: events.length };
@@ -285,6 +300,7 @@ export class Poller {
     events: HostwatchEvent[],
     alerts: AlertRow[],
     removedSites: number[] = [],
+    evidence: EvidenceRow[] = [],
   ): void {
     const key = `${ref.source.name}\u0000${ref.entity}`;
     const needState = first || this.failing.has(key);
@@ -294,10 +310,15 @@ export class Poller {
     const scope = scopeFiring ? this.deps.alerts.get('source-scope-missing', scopeSubject) : undefined;
     // Invariant 4: snapshot, events, outbox rows, alert state and poll state together or not at all.
     this.commit((added) => {
-      if (snapshot) this.deps.snapshots.put(snapshot);
+      if (snapshot) {
+        this.deps.snapshots.put(snapshot);
+        const { source, entity, site_id, version, changed_at, body } = snapshot;
+        this.deps.history.add({ source, entity, site_id, version, at: changed_at, body });
+      }
       for (const id of removedSites) this.deps.snapshots.forgetSite(id);
       for (const e of events) if (this.addEvent(e)) added.push(e);
       for (const a of alerts) this.deps.alerts.put(a);
+      for (const ev of evidence) this.deps.history.putEvidence(ev);
       if (needState) {
         const row: PollStateRow = {
           source: ref.source.name,
@@ -325,6 +346,7 @@ export class Poller {
       const mark = `\u0000sites/${id}/`;
       for (const k of [...this.failing]) if (k.includes(mark)) this.failing.delete(k);
       for (const k of [...this.heads.keys()]) if (k.includes(mark)) this.heads.delete(k);
+      for (const k of [...this.timed]) if (k.includes(mark)) this.timed.delete(k);
     }
   }
 
@@ -351,6 +373,8 @@ export class Poller {
   private addEvent(e: HostwatchEvent): boolean {
     const inserted = this.deps.events.addEvent(toEventRow(e));
     if (!inserted) return false;
+    // A shadow rule's event is stored and shown, never delivered (and so never silenced).
+    if (e.data['shadow'] === true) return true;
     const now = this.deps.now();
     // Read once per commit, not cached longer: a silence added by another process applies
     // to the next commit. Resolutions are matched like firings, so a silence covering an
@@ -400,16 +424,16 @@ export class Poller {
       data: { name, severity, status, summary, site_id: null, domain: null, changes: [], rule, observed_at: now.toISOString(), ...rest },
     });
     if (this.addEvent(event)) added.push(event);
-    this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: now.getTime(), last_event_id: id });
+    const t = now.getTime();
+    this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: t, last_event_id: id, pending_since: null, clear_since: null, last_sent_at: t, repeats: 0 });
   }
 
   private prepare(def: SourceDef): PreparedSource {
     let p = this.prepared.get(def.name);
     if (!p) {
-      const mine = this.deps.rules.filter((r) => r.source === def.name && r.enabled);
       p = {
         def,
-        rules: { change: mine.filter((r) => r.kind === 'change'), alert: mine.filter((r) => r.kind === 'alert') },
+        rules: sourceRules(this.deps.rules, def.name),
         whole: compileDiffOptions({ key: def.key ?? 'id', volatile: def.volatile }),
         record: compileDiffOptions({ key: 'id', volatile: recordVolatile(def) }),
       };

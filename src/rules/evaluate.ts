@@ -1,4 +1,4 @@
-import { isCelError } from '@bufbuild/cel';
+import { isCelError, type CelResult } from '@bufbuild/cel';
 import type { Change } from '../diff/types.js';
 import type { AlertStatus } from '../events/types.js';
 import type { SiteInfo } from '../sources/types.js';
@@ -15,6 +15,8 @@ export interface RuleInput {
   after: unknown;
   /** Field changes inside the record, relative to it. */
   changes: Change[];
+  /** The record as it was `window` ago (rules with a `window` only; null when unknown). */
+  past?: unknown;
 }
 
 /**
@@ -23,30 +25,164 @@ export interface RuleInput {
  */
 export type Verdict = { value: boolean } | { unknown: string };
 
-/** Evaluate a rule's CEL condition. Pure. */
-export function check(rule: CompiledRule, input: RuleInput): Verdict {
-  const result = rule.condition({
+/** The CEL variables of a rule's expressions for one input. */
+export function bindingsOf(rule: CompiledRule, input: RuleInput): Record<string, unknown> {
+  return {
     before: (input.before ?? null) as never,
     after: (input.after ?? null) as never,
+    past: (input.past ?? null) as never,
     changes: input.changes as never,
     site: (input.site ?? null) as never,
     params: rule.params as never,
     subject: input.subject,
-  });
+  };
+}
+
+/** Evaluate a rule's CEL condition (`when`). Pure. */
+export function check(rule: CompiledRule, input: RuleInput): Verdict {
+  return verdictOf(rule.condition(bindingsOf(rule, input)));
+}
+
+function verdictOf(result: CelResult): Verdict {
   if (isCelError(result)) return { unknown: result.message };
   if (typeof result !== 'boolean') return { unknown: `condition gave ${typeof result}, not a boolean` };
   return { value: result };
 }
 
 /**
- * The state change an alert rule's verdict implies: fire when true and not firing,
- * resolve when false and firing, otherwise nothing (level-triggered, no repeats).
+ * Whether an alert's condition "holds" for its state machine. With hysteresis
+ * (`resolve_when`), a firing alert holds until `resolve_when` is true; otherwise it holds
+ * while `when` is true. Null when the expression could not be evaluated.
  */
-export function decideAlert(verdict: Verdict, current: AlertStatus | null): AlertStatus | null {
-  if (!('value' in verdict)) return null;
-  if (verdict.value && current !== 'firing') return 'firing';
-  if (!verdict.value && current === 'firing') return 'resolved';
-  return null;
+export function holds(rule: CompiledRule, input: RuleInput, firing: boolean): { holds: boolean | null; verdict: Verdict; expr: 'when' | 'resolve_when' } {
+  if (firing && rule.resolveWhen) {
+    const verdict = verdictOf(rule.resolveWhen(bindingsOf(rule, input)));
+    return { holds: 'value' in verdict ? !verdict.value : null, verdict, expr: 'resolve_when' };
+  }
+  const verdict = check(rule, input);
+  return { holds: 'value' in verdict ? verdict.value : null, verdict, expr: 'when' };
+}
+
+/** The part of an alert's stored row that its state machine reads and writes. */
+export interface AlertState {
+  status: AlertStatus | null;
+  /** Firings so far (the n-th firing and its resolution have their own ids). */
+  seq: number;
+  since: number;
+  pending_since: number | null;
+  clear_since: number | null;
+  last_sent_at: number | null;
+  repeats: number;
+}
+
+/** What one evaluation of an alert does: the event it sends (if any) and its new state. */
+export interface AlertStep {
+  emit: 'firing' | 'resolved' | 'repeat' | null;
+  state: AlertState;
+  /** The state must be written (an event, or a timer started or stopped). */
+  changed: boolean;
+}
+
+/** The state of an alert never seen before. */
+export function freshAlert(now: number): AlertState {
+  return { status: null, seq: 0, since: now, pending_since: null, clear_since: null, last_sent_at: null, repeats: 0 };
+}
+
+/**
+ * The alert state machine, pure. `holds` null (unknown) changes nothing. Not firing: the
+ * condition must hold for `for` before it fires (a false reading in between resets the
+ * wait). Firing: it must be false for `keep_firing_for` before it resolves (a true reading
+ * in between resets that wait), and it is re-sent every `repeat` while it holds.
+ * `gone`: the record disappeared, so the alert resolves at once.
+ */
+export function stepAlert(rule: CompiledRule, holdsNow: boolean | null, cur: AlertState | null, now: number, gone = false): AlertStep {
+  const s = cur ?? freshAlert(now);
+  const same: AlertStep = { emit: null, state: s, changed: false };
+  if (holdsNow === null) return same;
+  if (s.status !== 'firing') {
+    if (!holdsNow) return s.pending_since === null ? same : { emit: null, state: { ...s, pending_since: null }, changed: true };
+    if (now - (s.pending_since ?? now) >= rule.forMs) {
+      return {
+        emit: 'firing',
+        state: { status: 'firing', seq: s.seq + 1, since: now, pending_since: null, clear_since: null, last_sent_at: now, repeats: 0 },
+        changed: true,
+      };
+    }
+    return s.pending_since === null ? { emit: null, state: { ...s, pending_since: now }, changed: true } : same;
+  }
+  if (holdsNow) {
+    const next = s.clear_since === null ? s : { ...s, clear_since: null };
+    if (rule.repeatMs !== null && now - (s.last_sent_at ?? s.since) >= rule.repeatMs) {
+      return { emit: 'repeat', state: { ...next, last_sent_at: now, repeats: s.repeats + 1 }, changed: true };
+    }
+    return { emit: null, state: next, changed: next !== s };
+  }
+  const wait = gone ? 0 : rule.keepFiringForMs;
+  if (now - (s.clear_since ?? now) >= wait) {
+    return { emit: 'resolved', state: { ...s, status: 'resolved', since: now, pending_since: null, clear_since: null }, changed: true };
+  }
+  return s.clear_since === null ? { emit: null, state: { ...s, clear_since: now }, changed: true } : same;
+}
+
+/**
+ * Whether an alert in this state needs evaluating again as time passes even if nothing
+ * changes (a `for` or `keep_firing_for` wait runs, or a firing alert may repeat).
+ */
+export function hasTimer(rule: CompiledRule, s: AlertState | null | undefined): boolean {
+  if (!s) return false;
+  return s.pending_since !== null || s.clear_since !== null || (s.status === 'firing' && rule.repeatMs !== null);
+}
+
+/** The value a change rule's `dedup_key` names, as text; null without one; unknown on an error. */
+export function dedupValue(rule: CompiledRule, input: RuleInput): { key: string | null } | { unknown: string } {
+  if (!rule.dedupKey) return { key: null };
+  const r = rule.dedupKey(bindingsOf(rule, input));
+  if (isCelError(r)) return { unknown: r.message };
+  return { key: JSON.stringify(r, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) };
+}
+
+const PATH_RE = /\b(before|after|past|site|params|subject)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)/g;
+
+/**
+ * The values the rule's expressions read (`after.disk.percent` → 93), for `explain`.
+ * Paths are taken from the expression text; each is read from the input, so the result
+ * shows what the condition saw without re-running it.
+ */
+export function seenValues(rule: CompiledRule, input: RuleInput): Record<string, unknown> {
+  const b = bindingsOf(rule, input);
+  const out: Record<string, unknown> = {};
+  const exprs = [rule.when, rule.resolveWhenSource, rule.dedupKeySource].filter((e): e is string => e !== null);
+  for (const expr of exprs) {
+    // Strings inside the expression are not paths.
+    const code = expr.replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, "''");
+    for (const m of code.matchAll(PATH_RE)) {
+      const path = m[0];
+      if (path in out) continue;
+      let v: unknown = b;
+      for (const part of path.split('.')) {
+        v = v !== null && typeof v === 'object' && Object.hasOwn(v, part) ? (v as Record<string, unknown>)[part] : undefined;
+      }
+      out[path] = v === undefined ? '(missing)' : v;
+    }
+  }
+  return out;
+}
+
+/** The variables a summary or description template sees. */
+function templateScope(rule: CompiledRule, input: RuleInput, status: AlertStatus | null): Record<string, unknown> {
+  return {
+    event: rule.event,
+    subject: input.subject,
+    site_id: input.site?.id ?? null,
+    domain: input.site?.domain ?? null,
+    before: input.before ?? null,
+    after: input.after ?? null,
+    past: input.past ?? null,
+    changes: input.changes,
+    params: rule.params,
+    labels: rule.labels,
+    status,
+  };
 }
 
 /**
@@ -58,20 +194,23 @@ export function renderSummary(
   input: RuleInput,
   status: AlertStatus | null,
 ): { text: string; error: string | null } {
-  const scope = {
-    event: rule.event,
-    subject: input.subject,
-    site_id: input.site?.id ?? null,
-    domain: input.site?.domain ?? null,
-    before: input.before ?? null,
-    after: input.after ?? null,
-    changes: input.changes,
-    params: rule.params,
-    status,
-  };
   try {
-    return { text: String(liquid.renderSync(rule.summary, scope)).trim(), error: null };
+    return { text: String(liquid.renderSync(rule.summary, templateScope(rule, input, status))).trim(), error: null };
   } catch (e) {
     return { text: `${rule.event} on ${input.subject}`, error: (e as Error).message };
+  }
+}
+
+/** Render a rule's description (null without one; on a template error, null and the error). */
+export function renderDescription(
+  rule: CompiledRule,
+  input: RuleInput,
+  status: AlertStatus | null,
+): { text: string | null; error: string | null } {
+  if (!rule.description) return { text: null, error: null };
+  try {
+    return { text: String(liquid.renderSync(rule.description, templateScope(rule, input, status))).trim(), error: null };
+  } catch (e) {
+    return { text: null, error: (e as Error).message };
   }
 }

@@ -3,13 +3,26 @@ import { join, relative } from 'node:path';
 import { Liquid } from 'liquidjs';
 import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { compileCel } from '../cel.js';
+import { parseDuration } from '../config/duration.js';
 import { isRecord } from '../is-record.js';
 import type { CompiledRule, RuleError } from './types.js';
 
 const SEVERITIES = ['info', 'warning', 'critical'] as const;
 const KINDS = ['change', 'alert'] as const;
-const RULE_KEYS = ['name', 'event', 'kind', 'source', 'severity', 'when', 'summary', 'params', 'enabled', 'description'];
-const OVERRIDE_KEYS = ['name', 'params', 'enabled'];
+const MODES = ['live', 'shadow'] as const;
+const RULE_KEYS = [
+  'name', 'event', 'kind', 'source', 'severity', 'when', 'summary', 'params', 'enabled', 'description',
+  'mode', 'labels', 'for', 'keep_firing_for', 'repeat', 'resolve_when', 'dedup_key', 'window',
+];
+const OVERRIDE_KEYS = ['name', 'params', 'enabled', 'mode', 'labels', 'for', 'keep_firing_for', 'repeat'];
+/** Keys that only mean something for one kind of rule. */
+const KIND_ONLY: Record<string, (typeof KINDS)[number]> = {
+  for: 'alert',
+  keep_firing_for: 'alert',
+  repeat: 'alert',
+  resolve_when: 'alert',
+  dedup_key: 'change',
+};
 
 /** Raised when any rule file has an error; carries every error found, not just the first. */
 export class RuleErrors extends Error {
@@ -144,7 +157,8 @@ export function parseRuleFile(
     let ok = true;
     const bad = (k: string, m: string): void => {
       ok = false;
-      err(p(k), m);
+      const [head, ...rest] = k.split('.');
+      err([...p(head), ...rest], m);
     };
     if (typeof event !== 'string' || !/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/.test(event)) {
       bad('event', `must be a dotted lower-case event name like site.offline (got ${JSON.stringify(event ?? null)})`);
@@ -160,27 +174,26 @@ export function parseRuleFile(
     if (!isRecord(params)) bad('params', 'must be a map of parameter names to values');
     const enabled = raw['enabled'] ?? true;
     if (typeof enabled !== 'boolean') bad('enabled', 'must be true or false');
-    let condition: CompiledRule['condition'] | null = null;
-    if (typeof when !== 'string' || when.trim() === '') {
-      bad('when', 'must be a CEL expression (a non-empty string)');
-    } else {
-      try {
-        condition = compileCel(when);
-      } catch (e) {
-        bad('when', `CEL error: ${(e as Error).message}`);
-      }
+    if (typeof when !== 'string' || when.trim() === '') bad('when', 'must be a CEL expression (a non-empty string)');
+    const condition = typeof when === 'string' && when.trim() !== '' ? celOf('when', when, bad) : null;
+    const tpl = templateOf('summary', summary, bad);
+    const description = raw['description'] === undefined ? null : templateOf('description', raw['description'], bad);
+    const mode = raw['mode'] ?? 'live';
+    if (!MODES.includes(mode as never)) bad('mode', `must be one of ${MODES.join(', ')} (got ${JSON.stringify(mode)})`);
+    const labels = labelsOf(raw['labels'], (path, m) => bad(path, m));
+    for (const [k, only] of Object.entries(KIND_ONLY)) {
+      if (k in raw && KINDS.includes(kind as never) && kind !== only) bad(k, `only for kind: ${only} rules`);
     }
-    let tpl: CompiledRule['summary'] | null = null;
-    if (typeof summary !== 'string') {
-      bad('summary', 'must be a template string');
-    } else {
-      try {
-        tpl = liquid.parse(summary);
-      } catch (e) {
-        bad('summary', `template error: ${(e as Error).message}`);
-      }
-    }
-    if (!ok || !condition || !tpl) return;
+    const dur = (k: string): number | null => durationOf(k, raw[k], bad);
+    const forMs = dur('for') ?? 0;
+    const keepFiringForMs = dur('keep_firing_for') ?? 0;
+    const repeatMs = dur('repeat');
+    const windowMs = dur('window');
+    if (repeatMs === 0) bad('repeat', 'must be longer than 0 (leave it out to never repeat)');
+    if (windowMs === 0) bad('window', 'must be longer than 0');
+    const resolveWhen = optionalCel('resolve_when', raw['resolve_when'], bad);
+    const dedupKey = optionalCel('dedup_key', raw['dedup_key'], bad);
+    if (!ok || !condition || !tpl || (raw['description'] !== undefined && !description)) return;
     into.set(name, {
       name,
       event: event as string,
@@ -193,9 +206,78 @@ export function parseRuleFile(
       summary: tpl,
       params: { ...(params as Record<string, unknown>) },
       enabled: enabled as boolean,
+      mode: mode as CompiledRule['mode'],
+      labels,
+      description,
+      descriptionSource: description ? (raw['description'] as string) : null,
+      forMs,
+      keepFiringForMs,
+      repeatMs,
+      resolveWhen: resolveWhen?.program ?? null,
+      resolveWhenSource: resolveWhen?.source ?? null,
+      dedupKey: dedupKey?.program ?? null,
+      dedupKeySource: dedupKey?.source ?? null,
+      windowMs,
       origin: `${file}:${at(p()) ?? '?'}`,
     });
   });
+}
+
+type Bad = (key: string, message: string) => void;
+
+function celOf(key: string, expr: string, bad: Bad): CompiledRule['condition'] | null {
+  try {
+    return compileCel(expr);
+  } catch (e) {
+    bad(key, `CEL error: ${(e as Error).message}`);
+    return null;
+  }
+}
+
+function optionalCel(key: string, value: unknown, bad: Bad): { program: CompiledRule['condition']; source: string } | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'string' || value.trim() === '') {
+    bad(key, 'must be a CEL expression (a non-empty string)');
+    return null;
+  }
+  const program = celOf(key, value, bad);
+  return program ? { program, source: value } : null;
+}
+
+function templateOf(key: string, value: unknown, bad: Bad): CompiledRule['summary'] | null {
+  if (typeof value !== 'string') {
+    bad(key, 'must be a template string');
+    return null;
+  }
+  try {
+    return liquid.parse(value);
+  } catch (e) {
+    bad(key, `template error: ${(e as Error).message}`);
+    return null;
+  }
+}
+
+function durationOf(key: string, value: unknown, bad: Bad): number | null {
+  if (value === undefined) return null;
+  const ms = typeof value === 'string' ? parseDuration(value) : null;
+  if (ms === null) bad(key, `must be a duration like 30s, 10m, 4h or 1h30m (got ${JSON.stringify(value)})`);
+  return ms;
+}
+
+/** Label names are what routes write after `labels.`, so they must be CEL identifiers. */
+function labelsOf(value: unknown, bad: (path: string, message: string) => void): Record<string, string> {
+  if (value === undefined) return {};
+  if (!isRecord(value)) {
+    bad('labels', 'must be a map of label names to strings');
+    return {};
+  }
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (!/^[a-z_][a-z0-9_]*$/.test(k)) bad(`labels.${k}`, 'a label name is lower-case letters, digits and underscores');
+    else if (typeof v !== 'string') bad(`labels.${k}`, `must be a string (got ${JSON.stringify(v)})`);
+    else out[k] = v;
+  }
+  return out;
 }
 
 function applyOverride(
@@ -207,6 +289,26 @@ function applyOverride(
   if ('enabled' in raw) {
     if (typeof raw['enabled'] !== 'boolean') return err(p('enabled'), 'must be true or false');
     rule.enabled = raw['enabled'];
+  }
+  if ('mode' in raw) {
+    if (!MODES.includes(raw['mode'] as never)) return err(p('mode'), `must be one of ${MODES.join(', ')} (got ${JSON.stringify(raw['mode'])})`);
+    rule.mode = raw['mode'] as CompiledRule['mode'];
+  }
+  // Timing of a built-in alert can be tuned by name, like its params.
+  const timing = [['for', 'forMs'], ['keep_firing_for', 'keepFiringForMs'], ['repeat', 'repeatMs']] as const;
+  for (const [key, field] of timing) {
+    if (!(key in raw)) continue;
+    if (rule.kind !== 'alert') {
+      err(p(key), `only for kind: alert rules (${rule.name} is a ${rule.kind} rule)`);
+      continue;
+    }
+    const ms = durationOf(key, raw[key], (_k, m) => err(p(key), m));
+    if (ms === null) continue;
+    if (key === 'repeat' && ms === 0) err(p(key), 'must be longer than 0 (leave it out to never repeat)');
+    else rule[field] = ms;
+  }
+  if ('labels' in raw) {
+    rule.labels = { ...rule.labels, ...labelsOf(raw['labels'], (path, m) => err([...p(), ...path.split('.')], m)) };
   }
   if ('params' in raw) {
     const params = raw['params'];
@@ -246,7 +348,8 @@ export function lineAt(doc: Document, lc: LineCounter, path: (string | number)[]
   return null;
 }
 
-function pathText(path: (string | number)[]): string {
+/** A key path as text: `rules[0].when`. */
+export function pathText(path: (string | number)[]): string {
   return path.reduce<string>((s, k) => (typeof k === 'number' ? `${s}[${k}]` : s ? `${s}.${k}` : k), '') || '(file)';
 }
 

@@ -8,6 +8,9 @@ import type { Severity } from '../events/types.js';
  */
 export type RuleKind = 'change' | 'alert';
 
+/** `live` rules deliver; `shadow` rules only store their events (marked `data.shadow`). */
+export type RuleMode = 'live' | 'shadow';
+
 /** A rule compiled once at load: its condition planned, its summary template parsed. */
 export interface CompiledRule {
   name: string;
@@ -22,6 +25,27 @@ export interface CompiledRule {
   summary: Template[];
   params: Record<string, unknown>;
   enabled: boolean;
+  /** `shadow`: evaluated and stored, never delivered. */
+  mode: RuleMode;
+  /** Free key/values copied into `data.labels` (routes match on them). */
+  labels: Record<string, string>;
+  /** A longer Liquid template (`data.description`), or null. */
+  description: Template[] | null;
+  descriptionSource: string | null;
+  /** Alerts: the condition must hold this long before the alert fires (0 = at once). */
+  forMs: number;
+  /** Alerts: the condition must be false this long before a firing alert resolves. */
+  keepFiringForMs: number;
+  /** Alerts: a still-firing alert is re-sent at most this often (null = never). */
+  repeatMs: number | null;
+  /** Alerts: hysteresis; once firing, the alert resolves when this is true (not when `when` is false). */
+  resolveWhen: ((bindings: Record<string, unknown>) => CelResult) | null;
+  resolveWhenSource: string | null;
+  /** Changes: a CEL expression whose value names the event; the same value is never sent twice. */
+  dedupKey: ((bindings: Record<string, unknown>) => CelResult) | null;
+  dedupKeySource: string | null;
+  /** Rate of change over a window: the condition sees `past`, the record as it was this long ago. */
+  windowMs: number | null;
   /** Where it was defined, for messages: `rules/health.yaml:4`. */
   origin: string;
 }

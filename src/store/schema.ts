@@ -29,6 +29,25 @@ export interface Database {
     seq: number;
     since: number;
     last_event_id: string | null;
+    /** Timers of the rule language (0003); see migrations/0003_rule_history.sql. */
+    pending_since: number | null;
+    clear_since: number | null;
+    last_sent_at: number | null;
+    repeats: number;
+  };
+  change_log: {
+    id: Generated<number>;
+    source: string;
+    entity: string;
+    site_id: number | null;
+    version: number;
+    at: number;
+    body: string;
+  };
+  event_evidence: {
+    event_id: string;
+    at: number;
+    body: string;
   };
   events: {
     seq: Generated<number>;
@@ -100,7 +119,9 @@ export const KEYS = {
 export const COLUMNS = {
   snapshots: ['source', 'entity', 'site_id', 'hash', 'body', 'version', 'changed_at'],
   poll_state: ['source', 'entity', 'site_id', 'last_attempt_at', 'last_success_at', 'consecutive_failures', 'last_error_code', 'last_error'],
-  alerts: ['rule', 'subject', 'site_id', 'status', 'seq', 'since', 'last_event_id'],
+  alerts: ['rule', 'subject', 'site_id', 'status', 'seq', 'since', 'last_event_id', 'pending_since', 'clear_since', 'last_sent_at', 'repeats'],
+  change_log: ['source', 'entity', 'site_id', 'version', 'at', 'body'],
+  event_evidence: ['event_id', 'at', 'body'],
   events: ['id', 'type', 'subject', 'site_id', 'severity', 'status', 'rule', 'time', 'body'],
   outbox: ['event_id', 'channel', 'state', 'attempts', 'next_attempt_at', 'last_error', 'created_at', 'updated_at'],
   delivery_attempts: ['outbox_id', 'attempt', 'at', 'outcome', 'status_code', 'error', 'duration_ms'],

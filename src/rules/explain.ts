@@ -1,0 +1,227 @@
+import type { HostwatchEvent } from '../events/types.js';
+import { listOf, planEvents, sourceRules, type Evidence } from '../pipeline/plan.js';
+import { sourceByName } from '../sources/registry.js';
+import type { SourceDef } from '../sources/types.js';
+import type { AlertsRepo } from '../store/alerts-repo.js';
+import type { EventsRepo } from '../store/events-repo.js';
+import type { HistoryRepo, StoredEvent } from '../store/history-repo.js';
+import type { SnapshotsRepo } from '../store/snapshots-repo.js';
+import { compileDiffOptions } from '../diff/index.js';
+import { recordVolatile } from '../pipeline/poller.js';
+import { check, holds, seenValues, type RuleInput } from './evaluate.js';
+import type { CompiledRule } from './types.js';
+
+/**
+ * The hook for inhibition (another part of hostwatch decides it): given a stored event, the
+ * name of what inhibited it, or null. Until inhibition exists nothing is inhibited; the
+ * integrator replaces `noInhibition` with the real check, and `explain` reports it.
+ */
+export type InhibitionCheck = (event: HostwatchEvent) => string | null;
+
+/** The default InhibitionCheck: nothing is inhibited. */
+export const noInhibition: InhibitionCheck = () => null;
+
+/** Why an expected event did (or did not) reach a channel. */
+export type WhyNotReason =
+  | 'delivered'
+  | 'queued'
+  | 'condition_false'
+  | 'condition_unknown'
+  | 'pending'
+  | 'not_yet_evaluated'
+  | 'deduplicated'
+  | 'shadow'
+  | 'silenced'
+  | 'inhibited'
+  | 'disabled'
+  | 'no_data'
+  | 'baseline_only';
+
+/** The reads explain needs. */
+export interface ExplainDeps {
+  history: HistoryRepo;
+  alerts: AlertsRepo;
+  snapshots: SnapshotsRepo;
+  events: EventsRepo;
+  rules: readonly CompiledRule[];
+  now: number;
+  inhibitedBy?: InhibitionCheck;
+}
+
+const iso = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString());
+const json = (v: unknown): string => JSON.stringify(v);
+const seconds = (ms: number): string => `${Math.round(ms / 1000)}s`;
+
+/** Why an event exists: its rule, the values its condition saw, the snapshots and diff paths, its deliveries. Null when unknown. */
+export function explainEvent(deps: ExplainDeps, id: string): string[] | null {
+  const row = deps.history.event(id);
+  if (!row) return null;
+  const e = JSON.parse(row.body) as HostwatchEvent;
+  const lines = [
+    `event ${e.id}`,
+    `  ${e.type} ${e.subject} at ${e.time}`,
+    `  summary: ${e.data.summary}`,
+    `  severity: ${e.data.severity}${e.data.status ? `, status: ${e.data.status}` : ''}${e.data['repeat'] !== undefined ? `, repeat ${String(e.data['repeat'])}` : ''}`,
+  ];
+  if (e.data['labels']) lines.push(`  labels: ${json(e.data['labels'])}`);
+  const ev = deps.history.evidence(id);
+  if (!ev) {
+    lines.push(`  rule: ${e.data.rule} (no evidence stored: an operator event, or older than history.retention)`);
+  } else {
+    const x = JSON.parse(ev.body) as Evidence;
+    lines.push(
+      `rule ${x.rule} (${x.origin}), kind ${x.kind}, mode ${x.mode}`,
+      `  ${x.expr}: ${x.expression}`,
+      `  gave: ${'value' in x.verdict ? String(x.verdict.value) : `unknown (${x.verdict.unknown})`}${x['gone'] ? ' (the record was gone)' : ''}`,
+      '  values seen:',
+      ...Object.entries(x.seen).map(([k, v]) => `    ${k} = ${json(v)}`),
+    );
+    if (Object.keys(x.params).length) lines.push(`  params: ${json(x.params)}`);
+    if (x['dedup_key'] !== undefined && x['dedup_key'] !== null) lines.push(`  dedup key: ${String(x['dedup_key'])}`);
+    const timers = x['timers'] as Record<string, number | null> | undefined;
+    if (timers && (timers['for_ms'] || timers['keep_firing_for_ms'] || timers['repeat_ms'])) {
+      lines.push(
+        `  timers: for ${seconds(timers['for_ms'] ?? 0)}, keep_firing_for ${seconds(timers['keep_firing_for_ms'] ?? 0)}, repeat ${timers['repeat_ms'] ? seconds(timers['repeat_ms']) : 'never'}; pending since ${iso(timers['pending_since'] ?? null)}, false since ${iso(timers['clear_since'] ?? null)}`,
+      );
+    }
+    lines.push(
+      `snapshots: ${x.source} ${x.entity} version ${x.versions.after}${x.versions.before === null ? ' (baseline)' : ` against version ${x.versions.before}`}`,
+      `  diff paths: ${x.paths.length ? x.paths.join(', ') : '(none: evaluated on the current state)'}`,
+      `  before: ${json(x.before)}`,
+      `  after: ${json(x.after)}`,
+    );
+    if ('past' in x) lines.push(`  past (window): ${json(x.past)}`);
+  }
+  lines.push(...deliveryLines(deps, row, e));
+  return lines;
+}
+
+function deliveryLines(deps: ExplainDeps, row: StoredEvent, e: HostwatchEvent): string[] {
+  if (e.data['shadow'] === true) return ['delivery: none (shadow rule: stored and shown, never delivered)'];
+  if (row.silenced_by) return [`delivery: none (silenced by ${row.silenced_by})`];
+  const inhibited = (deps.inhibitedBy ?? noInhibition)(e);
+  if (inhibited) return [`delivery: none (inhibited by ${inhibited})`];
+  const out = deps.events.outboxFor(e.id);
+  if (out.length === 0) return ['delivery: none (no route matched, or it was a duplicate of a stored event)'];
+  return ['delivery:', ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)${o.last_error ? ` (last error: ${o.last_error})` : ''}`)];
+}
+
+/** The answer to "why did I not get R about S?": a reason code and the lines that explain it. */
+export interface WhyNot {
+  reason: WhyNotReason;
+  lines: string[];
+}
+
+/** Why rule `ruleName` did or did not send an event about `subject` (throws on an unknown rule). */
+export function explainWhyNot(deps: ExplainDeps, subject: string, ruleName: string): WhyNot {
+  const rule = deps.rules.find((r) => r.name === ruleName);
+  if (!rule) throw new Error(`no rule named "${ruleName}"; known: ${deps.rules.map((r) => r.name).join(', ')}`);
+  const head = [`rule ${rule.name} (${rule.origin}), kind ${rule.kind}, mode ${rule.mode}, about ${subject}`];
+  const done = (reason: WhyNotReason, ...lines: string[]): WhyNot => ({ reason, lines: [...head, `why: ${reason}`, ...lines] });
+  if (!rule.enabled) return done('disabled', 'the rule is switched off (enabled: false)');
+  const source = sourceByName(rule.source)!;
+  const found = recordOf(deps, source, subject);
+  if (!found) return done('no_data', `no snapshot of ${subject} in source ${source.name}: never polled yet, failing, or not a subject of this source`);
+  const last = deps.history.lastEventOf(rule.name, subject);
+  if (rule.kind === 'alert') {
+    const state = deps.alerts.get(rule.name, subject);
+    if (state?.status === 'firing' && last) return lastEventReason(deps, done, last, `firing since ${iso(state.since)}`);
+    const input: RuleInput = { subject, site: null, before: found.record, after: found.record, changes: [] };
+    const h = holds(rule, input, false);
+    const seen = Object.entries(seenValues(rule, input)).map(([k, v]) => `  ${k} = ${json(v)}`);
+    if (h.holds === null) return done('condition_unknown', `when: ${rule.when}`, `could not be evaluated: ${'unknown' in h.verdict ? h.verdict.unknown : ''}`, ...seen);
+    if (!h.holds) {
+      const resolved = state?.status === 'resolved' && state.seq > 0 ? [`it last resolved at ${iso(state.since)}`] : [];
+      return done('condition_false', `when: ${rule.when}`, 'is false now; values seen:', ...seen, ...resolved);
+    }
+    if (state?.pending_since != null) {
+      const held = deps.now - state.pending_since;
+      return done(
+        'pending',
+        `when: ${rule.when} is true; pending since ${iso(state.pending_since)} (${seconds(held)} of for: ${seconds(rule.forMs)})`,
+        `it fires at the first poll after ${iso(state.pending_since + rule.forMs)} if it still holds`,
+        ...seen,
+      );
+    }
+    return done('not_yet_evaluated', `when: ${rule.when} is true on the stored snapshot; the next poll evaluates it`, ...seen);
+  }
+  // A change rule: replay the entity's last change through the planner.
+  const versions = deps.history.ofEntity(source.name, found.entity);
+  if (versions.length < 2) return done('baseline_only', 'only the first snapshot (the baseline) is stored: change rules never fire on a baseline');
+  const [prev, cur] = versions.slice(-2) as [(typeof versions)[0], (typeof versions)[0]];
+  const plan = planEvents({
+    instance: 'explain',
+    source,
+    entity: found.entity,
+    entitySite: cur.site_id === null ? null : { id: cur.site_id, domain: `site-${cur.site_id}` },
+    siteLookup: () => null,
+    before: JSON.parse(prev.body),
+    after: JSON.parse(cur.body),
+    baseline: false,
+    alertsOnly: false,
+    version: cur.version,
+    rules: { ...sourceRules([{ ...rule, enabled: true }], source.name), alert: [] },
+    recordDiff: compileDiffOptions({ key: 'id', volatile: recordVolatile(source) }),
+    alertState: () => undefined,
+    firingForSite: () => [],
+    ruleByName: () => rule,
+    now: new Date(cur.at),
+  });
+  const made = plan.events.find((e) => e.subject === subject);
+  if (!made) {
+    const input: RuleInput = { subject, site: null, before: found.prevRecord(prev.body), after: found.record, changes: [] };
+    const seen = Object.entries(seenValues(rule, input)).map(([k, v]) => `  ${k} = ${json(v)}`);
+    const v = check(rule, input);
+    return done(
+      'unknown' in v ? 'condition_unknown' : 'condition_false',
+      `when: ${rule.when}`,
+      `on the last change (version ${prev.version} → ${cur.version} at ${iso(cur.at)}) it ${'unknown' in v ? `could not be evaluated: ${v.unknown}` : 'was false (or the record did not change)'}; values seen:`,
+      ...seen,
+    );
+  }
+  const stored = deps.history.event(made.id);
+  if (stored && stored.time < cur.at) {
+    return done('deduplicated', `the last change made event ${made.id} again (dedup_key ${rule.dedupKeySource ?? ''}); it was first stored at ${iso(stored.time)} and is not sent twice`);
+  }
+  if (!stored) return done('not_yet_evaluated', `the last change would make event ${made.id}, but it is not stored (outside the watched sites, or stored history and events disagree)`);
+  return lastEventReason(deps, done, stored, `made at ${iso(stored.time)}`);
+}
+
+function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: string[]) => WhyNot, row: StoredEvent, what: string): WhyNot {
+  const e = JSON.parse(row.body) as HostwatchEvent;
+  const intro = `event ${e.id} ${what}`;
+  if (e.data['shadow'] === true) return done('shadow', intro, 'the rule is in shadow mode: its events are stored and shown, never delivered');
+  if (row.silenced_by) return done('silenced', intro, `silenced by ${row.silenced_by}: stored, not delivered`);
+  const inhibited = (deps.inhibitedBy ?? noInhibition)(e);
+  if (inhibited) return done('inhibited', intro, `inhibited by ${inhibited}`);
+  const out = deps.events.outboxFor(e.id);
+  const delivered = out.some((o) => o.state === 'delivered');
+  return done(
+    delivered ? 'delivered' : 'queued',
+    intro,
+    ...(out.length ? out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`) : ['  no channel: no route matched it']),
+  );
+}
+
+interface FoundRecord {
+  entity: string;
+  record: unknown;
+  prevRecord: (body: string) => unknown;
+}
+
+/** The current record a subject names: the whole snapshot, or one keyed record of a list. */
+function recordOf(deps: ExplainDeps, source: SourceDef, subject: string): FoundRecord | null {
+  const whole = deps.snapshots.get(source.name, subject);
+  if (whole && source.key === undefined) {
+    return { entity: subject, record: JSON.parse(whole.body), prevRecord: (b) => JSON.parse(b) };
+  }
+  const cut = subject.lastIndexOf('/');
+  if (cut < 0 || source.key === undefined) return null;
+  const entity = subject.slice(0, cut);
+  const k = subject.slice(cut + 1);
+  const snap = deps.snapshots.get(source.name, entity);
+  if (!snap) return null;
+  const key = source.key;
+  const pick = (body: string): unknown => listOf(source, JSON.parse(body)).find((r) => String(r[key]) === k) ?? null;
+  return { entity, record: pick(snap.body), prevRecord: pick };
+}
