@@ -1,0 +1,266 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { App } from '../src/main.js';
+import { healthSource } from '../src/sources/registry.js';
+import { HistoryRepo } from '../src/store/history-repo.js';
+import { openStore } from '../src/store/db.js';
+import { names, startWorld, type World } from './harness.js';
+import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
+
+let world: World | null = null;
+let receiver: Receiver | null = null;
+afterEach(async () => {
+  await world?.close();
+  await receiver?.close();
+  world = null;
+  receiver = null;
+});
+
+const MIN = 60_000;
+const START = Date.parse('2026-11-21T10:00:00Z');
+
+/** A clock the test moves by hand. */
+function clock(start = START): { now: () => number; advance: (ms: number) => void; set: (t: number) => void } {
+  let t = start;
+  return { now: () => t, advance: (ms) => (t += ms), set: (v) => (t = v) };
+}
+
+/** Write a user rule file into the world's folder and return its path. */
+function ruleFile(w: World, name: string, text: string): string {
+  const path = join(w.dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+function query<T>(w: World, sql: string, ...args: unknown[]): T[] {
+  const db = new BetterSqlite3(w.dbPath, { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare(sql).all(...args) as T[];
+  } finally {
+    db.close();
+  }
+}
+
+/** Poll the health of site 1 once. */
+async function pollHealth(app: App): Promise<void> {
+  const site = app.poller.sites().find((s) => s.id === 1)!;
+  await app.poller.poll(healthSource, site);
+}
+
+const TIMED = `rules:
+  - { name: site-offline, for: 3m, keep_firing_for: 3m }
+`;
+
+describe('alert timers in the daemon', () => {
+  it('turn flapping input (offline/online/offline every poll) into one firing and one resolved', async () => {
+    world = await startWorld();
+    const c = clock();
+    const app = world.app({ rules: [ruleFile(world, 'timed.yaml', TIMED)] }, { now: c.now });
+    await app.runOnce();
+    const sequence = [
+      // A short flap before the outage: never held for 3m, so nothing fires.
+      'offline', 'online', 'offline', 'online',
+      // The outage: held 3m, fires once.
+      'offline', 'offline', 'offline', 'offline',
+      // It flaps while recovering: each online poll is shorter than keep_firing_for.
+      'online', 'offline', 'online', 'offline', 'online', 'offline',
+      // Stable again: resolves once after 3m.
+      'online', 'online', 'online', 'online', 'online',
+    ] as const;
+    for (const status of sequence) {
+      c.advance(MIN);
+      world.sim.world.setHealth(1, { status });
+      await pollHealth(app);
+    }
+    const offline = world.events.filter((e) => e.data.name === 'site.offline');
+    expect(names(offline)).toEqual(['site.offline:firing', 'site.offline:resolved']);
+    // Fired 3 minutes after the outage began (offline from the 10:05 poll, fired at 10:08)…
+    expect(offline[0]!.time).toBe('2026-11-21T10:08:00.000Z');
+    // …and resolved 3 minutes after it was last seen online for good (10:15 → 10:18).
+    expect(offline[1]!.time).toBe('2026-11-21T10:18:00.000Z');
+  });
+
+  it('keep a pending alert across a restart: a new app on the same SQLite file fires when `for` has passed', async () => {
+    world = await startWorld();
+    const c = clock();
+    const rules = [ruleFile(world, 'timed.yaml', TIMED)];
+    const first = world.app({ rules }, { now: c.now });
+    await first.runOnce();
+    c.advance(MIN);
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await pollHealth(first); // pending from 10:01
+    c.advance(MIN);
+    await pollHealth(first); // 10:02, still pending
+    expect(world.events.filter((e) => e.data.name === 'site.offline')).toEqual([]);
+    await first.stop();
+    expect(query(world, "SELECT status, seq, pending_since FROM alerts WHERE rule = 'site-offline' AND subject = 'sites/1/health'")).toEqual([
+      { status: 'resolved', seq: 0, pending_since: START + MIN },
+    ]);
+
+    const second = world.app({ rules }, { now: c.now });
+    c.advance(MIN); // 10:03: two minutes pending, not yet three
+    await second.runOnce();
+    expect(world.events.filter((e) => e.data.name === 'site.offline')).toEqual([]);
+    c.advance(MIN); // 10:04: three minutes since 10:01, and the snapshot has not changed
+    await pollHealth(second);
+    const fired = world.events.filter((e) => e.data.name === 'site.offline');
+    expect(names(fired)).toEqual(['site.offline:firing']);
+    expect(fired[0]!.time).toBe('2026-11-21T10:04:00.000Z');
+  });
+
+  it('re-send a still-firing alert every `repeat` with a new id, on unchanged polls', async () => {
+    world = await startWorld();
+    const c = clock();
+    const app = world.app({ rules: [ruleFile(world, 'repeat.yaml', 'rules:\n  - { name: site-offline, repeat: 4h }\n')] }, { now: c.now });
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    for (let i = 0; i < 9; i++) {
+      c.advance(60 * MIN);
+      await pollHealth(app);
+    }
+    const offline = world.events.filter((e) => e.data.name === 'site.offline');
+    expect(offline.map((e) => [e.time, e.data['repeat'] ?? 0])).toEqual([
+      ['2026-11-21T10:00:00.000Z', 0],
+      ['2026-11-21T14:00:00.000Z', 1],
+      ['2026-11-21T18:00:00.000Z', 2],
+    ]);
+    expect(new Set(offline.map((e) => e.id)).size).toBe(3);
+  });
+
+  it('write nothing on an unchanged poll when no timer runs, and only what a timer needs when one does', async () => {
+    world = await startWorld();
+    const c = clock();
+    const app = world.app({ rules: [ruleFile(world, 'timed.yaml', 'rules:\n  - { name: site-offline, for: 10m }\n')] }, { now: c.now });
+    await app.runOnce();
+    const watcher = new BetterSqlite3(world.dbPath, { readonly: true });
+    const version = (): number => watcher.pragma('data_version', { simple: true }) as number;
+    try {
+      const v0 = version();
+      for (let i = 0; i < 3; i++) {
+        c.advance(MIN);
+        await pollHealth(app);
+      }
+      expect(version()).toBe(v0);
+      world.sim.world.setHealth(1, { status: 'offline' });
+      c.advance(MIN);
+      await pollHealth(app); // a changed snapshot and a pending timer: one commit
+      const v1 = version();
+      expect(v1).not.toBe(v0);
+      c.advance(MIN);
+      await pollHealth(app); // pending, unchanged, not yet 10m: planned but nothing to write
+      expect(version()).toBe(v1);
+      c.advance(10 * MIN);
+      await pollHealth(app); // 10m held: fires without a new snapshot
+      expect(version()).not.toBe(v1);
+      expect(names(world.events.filter((e) => e.data.name === 'site.offline'))).toEqual(['site.offline:firing']);
+    } finally {
+      watcher.close();
+    }
+  });
+});
+
+describe('shadow rules', () => {
+  it('store their events, marked shadow, and deliver nothing to a real webhook receiver', async () => {
+    receiver = await startReceiver();
+    world = await startWorld();
+    const rules = ruleFile(
+      world,
+      'shadow.yaml',
+      `rules:
+  - { name: site-offline, mode: shadow }
+  - name: slow-try
+    event: site.slow_try
+    kind: alert
+    source: health
+    mode: shadow
+    when: "after.online.status == 'slow'"
+`,
+    );
+    const app = world.app({ rules: [rules], channels: [{ name: 'hooks', type: 'webhook', url: receiver.url, secret: TEST_SECRET }] });
+    world.sim.world.setHealth(1, { status: 'offline' });
+    world.sim.world.setHealth(2, { status: 'slow' });
+    world.sim.world.setUsage(3, { frozen: true }); // a live rule, delivered: the receiver works
+    await app.runOnce();
+    const logged = query<{ type: string; body: string }>(world, 'SELECT type, body FROM events ORDER BY seq');
+    expect(logged.map((r) => r.type).sort()).toEqual(['hostwatch.site.frozen', 'hostwatch.site.offline', 'hostwatch.site.slow', 'hostwatch.site.slow_try'].sort());
+    const shadow = logged.filter((r) => JSON.parse(r.body).data.shadow === true).map((r) => r.type);
+    expect(shadow.sort()).toEqual(['hostwatch.site.offline', 'hostwatch.site.slow_try']);
+    expect(query(world, "SELECT count(*) AS n FROM outbox o JOIN events e ON e.id = o.event_id WHERE e.type IN ('hostwatch.site.offline', 'hostwatch.site.slow_try')")).toEqual([{ n: 0 }]);
+    expect(receiver.accepted().map((r) => r.event!.type).sort()).toEqual(['hostwatch.site.frozen', 'hostwatch.site.slow']);
+  });
+});
+
+describe('the change log', () => {
+  it('gets every stored snapshot version, in the poll transaction, and evidence for each event', async () => {
+    world = await startWorld();
+    const c = clock();
+    const app = world.app({}, { now: c.now });
+    await app.runOnce();
+    world.sim.world.setHealth(1, { status: 'offline' });
+    c.advance(MIN);
+    await pollHealth(app);
+    c.advance(MIN);
+    await pollHealth(app); // unchanged: no new version
+    const rows = query<{ version: number; at: number }>(world, "SELECT version, at FROM change_log WHERE entity = 'sites/1/health' ORDER BY id");
+    expect(rows).toEqual([{ version: 1, at: START }, { version: 2, at: START + MIN }]);
+    const fired = world.events.find((e) => e.data.name === 'site.offline')!;
+    const ev = JSON.parse(query<{ body: string }>(world, 'SELECT body FROM event_evidence WHERE event_id = ?', fired.id)[0]!.body);
+    expect(ev).toMatchObject({ rule: 'site-offline', expr: 'when', verdict: { value: true }, seen: { 'after.online.status': 'offline' }, versions: { before: 1, after: 2 } });
+  });
+
+  it('is pruned past history.retention, keeping the newest version of each entity, at start and on schedule', async () => {
+    world = await startWorld();
+    const c = clock();
+    const app = world.app({ history: { retention: '1d' } }, { now: c.now });
+    await app.runOnce();
+    world.sim.world.setHealth(1, { status: 'offline' });
+    c.advance(MIN);
+    await pollHealth(app);
+    world.sim.world.setHealth(1, { status: 'online' });
+    c.advance(MIN);
+    await pollHealth(app);
+    const total = (): number => query<{ n: number }>(world!, 'SELECT count(*) AS n FROM change_log')[0]!.n;
+    const entities = query<{ n: number }>(world, 'SELECT count(DISTINCT source || entity) AS n FROM change_log')[0]!.n;
+    expect(total()).toBe(entities + 2);
+    expect(app.pruneHistory()).toEqual({ changeLog: 0, evidence: 0 });
+    c.advance(2 * 86_400_000);
+    await app.stop();
+    // A new daemon prunes at start: two old health versions and both events' evidence go;
+    // every entity keeps its newest version.
+    const second = world.app({ history: { retention: '1d', prune_every: '1h' } }, { now: c.now });
+    // Only setInterval is faked: the prune schedule runs when the test says, the rest is real.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      await second.start();
+      expect(total()).toBe(entities);
+      expect(query(world, 'SELECT count(*) AS n FROM event_evidence')).toEqual([{ n: 0 }]);
+      expect(query(world, "SELECT version FROM change_log WHERE entity = 'sites/1/health'")).toEqual([{ version: 3 }]);
+      // Old history written later (by another process on the same file) goes at the next
+      // scheduled prune, except the newest version of its entity.
+      const writer = new BetterSqlite3(world.dbPath);
+      const add = writer.prepare("INSERT INTO change_log (source, entity, site_id, version, at, body) VALUES ('health', 'sites/99/health', 99, ?, ?, '{}')");
+      add.run(1, START);
+      add.run(2, START + MIN);
+      writer.close();
+      expect(total()).toBe(entities + 2);
+      vi.advanceTimersByTime(3_600_000);
+      expect(total()).toBe(entities + 1);
+      expect(query(world, "SELECT version FROM change_log WHERE entity = 'sites/99/health'")).toEqual([{ version: 2 }]);
+    } finally {
+      vi.useRealTimers();
+    }
+    await second.stop();
+    // The repo on its own: nothing newer than the cut-off is touched.
+    const store = openStore(world.dbPath, c.now);
+    try {
+      const h = new HistoryRepo(store.sqlite);
+      h.add({ source: 'health', entity: 'sites/1/health', site_id: 1, version: 4, at: c.now(), body: '{}' });
+      expect(h.prune(c.now() - 1)).toEqual({ changeLog: 1, evidence: 0 });
+      expect(h.ofEntity('health', 'sites/1/health').map((r) => r.version)).toEqual([4]);
+    } finally {
+      store.close();
+    }
+  });
+});
