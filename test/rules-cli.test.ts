@@ -1,0 +1,85 @@
+import { readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { tempDir } from './harness.js';
+import { hostwatch } from './run-cli.js';
+
+describe('hostwatch rules test', () => {
+  it('passes every test of the built-in rule packs (this is how CI runs them)', async () => {
+    const files = readdirSync('rules/tests').filter((f) => f.endsWith('.test.yaml')).map((f) => join('rules/tests', f));
+    expect(files.length).toBeGreaterThanOrEqual(5);
+    const r = await hostwatch(['rules', 'test', ...files]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^\d+ passed, 0 failed$/m);
+    expect(r.stdout).not.toContain('FAIL');
+  });
+
+  it('prints expected against actual for each failing step and exits 1', async () => {
+    const r = await hostwatch(['rules', 'test', 'test/fixtures/rules/tests/failing.test.yaml']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe(
+      [
+        'FAIL test/fixtures/rules/tests/failing.test.yaml:3: site-offline says the wrong thing',
+        '  step 1 at 0s (line 7):',
+        '    expected:',
+        '      - site.offline:firing "a.example is down"',
+        '    actual:',
+        '      - site.offline:firing sites/1/health "a.example is offline"',
+        '  step 2 at 1m (line 9):',
+        '    expected:',
+        '      (no events)',
+        '    actual:',
+        '      - site.offline:resolved sites/1/health "a.example is back online"',
+        'ok   test/fixtures/rules/tests/failing.test.yaml: the baseline makes no change event',
+        '1 passed, 1 failed',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('refuses a malformed test file with file, line and key, exit 2', async () => {
+    const { dir, cleanup } = tempDir();
+    try {
+      const file = join(dir, 'bad.test.yaml');
+      writeFileSync(file, 'tests:\n  - name: x\n    source: healt\n    steps: []\n  - name: y\n    source: health\n    site: { id: 1 }\n    steps:\n      - patch: { a: 1 }\n');
+      const r = await hostwatch(['rules', 'test', file], { cwd: dir });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toBe(
+        'bad.test.yaml:3: tests[0].source: must be one of sites, jobs, health, usage, backups (got "healt")\n' +
+          'bad.test.yaml:9: tests[1].steps[0].patch: a patch needs a snapshot in an earlier step\n',
+      );
+    } finally {
+      cleanup();
+    }
+  });
+
+  it('uses the rule files a test file names, relative to it', async () => {
+    const { dir, cleanup } = tempDir();
+    try {
+      writeFileSync(
+        join(dir, 'mine.yaml'),
+        'rules:\n  - name: slow-long\n    event: site.slow_long\n    kind: alert\n    source: health\n    for: 2m\n    when: "after.online.status == \'slow\'"\n    summary: "{{ domain }} slow for a while"\n',
+      );
+      writeFileSync(
+        join(dir, 'mine.test.yaml'),
+        `rule_files: [mine.yaml]
+tests:
+  - name: slow-long waits two minutes
+    source: health
+    site: { id: 7, domain: g.example }
+    steps:
+      - snapshot: { site_id: 7, online: { status: slow, label: Slow }, integrity: { problems: 0 } }
+        expect: [{ event: site.slow, status: firing }]
+      - {}
+      - expect: [{ event: site.slow_long, status: firing, summary: g.example slow for a while }]
+`,
+      );
+      const r = await hostwatch(['rules', 'test', 'mine.test.yaml'], { cwd: dir });
+      expect(r.stdout).toBe('ok   mine.test.yaml: slow-long waits two minutes\n1 passed, 0 failed\n');
+      expect(r.code).toBe(0);
+    } finally {
+      cleanup();
+    }
+  });
+});
