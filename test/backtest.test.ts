@@ -1,0 +1,160 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openStore } from '../src/store/db.js';
+import { HistoryRepo } from '../src/store/history-repo.js';
+import { SnapshotsRepo } from '../src/store/snapshots-repo.js';
+import { tempDir } from './harness.js';
+import { hostwatch } from './run-cli.js';
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+const DAY = 24 * HOUR;
+
+let dir: string;
+let cleanup: () => void;
+beforeEach(() => {
+  ({ dir, cleanup } = tempDir());
+});
+afterEach(() => cleanup());
+
+const health = (status: string): unknown => ({ site_id: 1, online: { status, label: status }, integrity: { status: 'ok', problems: 0 } });
+const usage = (percent: number): unknown => ({ site_id: 2, frozen: false, over: [], disk: { used_mib: percent * 10, limit_mib: 1000, percent, over: false } });
+
+/**
+ * A known history, relative to now: what a daemon would have stored. Inside the last 7
+ * days: two outages of site 1 (10 minutes and 1 hour), site 1 slow, site 2's disk at 92%
+ * then 95%, and a failed backup of site 1.
+ */
+function writeHistory(dbPath: string, now: number): void {
+  const store = openStore(dbPath, () => now);
+  try {
+    new SnapshotsRepo(store.sqlite).put({
+      source: 'sites',
+      entity: 'sites',
+      site_id: null,
+      hash: 'x',
+      body: JSON.stringify([{ id: 1, domain: 'a.example' }, { id: 2, domain: 'b.example' }]),
+      version: 1,
+      changed_at: now - 10 * DAY,
+    });
+    const h = new HistoryRepo(store.sqlite);
+    const rows: Array<[string, string, number, number, unknown]> = [
+      ['health', 'sites/1/health', 1, now - 10 * DAY, health('online')], // before the window: the starting state
+      ['usage', 'sites/2/usage', 2, now - 8 * DAY, usage(50)],
+      ['backups', 'sites/1/backups', 1, now - 9 * DAY, []],
+      ['health', 'sites/1/health', 1, now - 6 * DAY, health('offline')],
+      ['health', 'sites/1/health', 1, now - 6 * DAY + 10 * MIN, health('online')],
+      ['health', 'sites/1/health', 1, now - 5 * DAY, health('offline')],
+      ['health', 'sites/1/health', 1, now - 5 * DAY + HOUR, health('online')],
+      ['health', 'sites/1/health', 1, now - 4 * DAY, health('slow')],
+      ['usage', 'sites/2/usage', 2, now - 3 * DAY, usage(92)],
+      ['usage', 'sites/2/usage', 2, now - 2 * DAY, usage(95)],
+      ['backups', 'sites/1/backups', 1, now - 1 * DAY, [{ id: 5, state: 'Error', type: 'Manual' }]],
+    ];
+    const versions = new Map<string, number>();
+    for (const [source, entity, site, at, value] of rows) {
+      const v = (versions.get(entity) ?? 0) + 1;
+      versions.set(entity, v);
+      h.add({ source, entity, site_id: site, version: v, at, body: JSON.stringify(value) });
+    }
+  } finally {
+    store.close();
+  }
+}
+
+function config(extra = ''): string {
+  const path = join(dir, 'config.yaml');
+  writeFileSync(
+    path,
+    `api: { base_url: http://127.0.0.1:9, key: k }
+storage: { path: ./hostwatch.db }
+rules: [./mine.yaml]
+channels:
+  - { name: oncall, type: console }
+  - { name: hooks, type: console }
+routes:
+  - { match: "severity == 'critical'", channels: [oncall] }
+  - { channels: [hooks] }
+${extra}`,
+  );
+  return path;
+}
+
+/** The lines after the event list: the counts. */
+function counts(stdout: string): string {
+  return stdout.slice(stdout.indexOf('per rule:'));
+}
+
+describe('hostwatch rules backtest', () => {
+  it('replays a known history and prints exact counts per rule and per channel', async () => {
+    writeHistory(join(dir, 'hostwatch.db'), Date.now());
+    writeFileSync(join(dir, 'mine.yaml'), 'rules:\n  - { name: site-slow, mode: shadow }\n');
+    const r = await hostwatch(['rules', 'backtest', '--since', '7d', '-c', config()], { cwd: dir });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^backtest since \S+: 12 rules, 3 entities, 11 snapshots replayed, 7 events$/m);
+    const events = r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l)).map((l) => l.replace(/^\S+\s+/, ''));
+    expect(events).toEqual([
+      'site.offline:firing sites/1/health "a.example is offline"  -> oncall',
+      'site.offline:resolved sites/1/health "a.example is back online"  -> oncall',
+      'site.offline:firing sites/1/health "a.example is offline"  -> oncall',
+      'site.offline:resolved sites/1/health "a.example is back online"  -> oncall',
+      'site.slow:firing sites/1/health "a.example is slow" (shadow)  -> shadow',
+      'usage.disk_high:firing sites/2/usage "b.example disk at 92% (threshold 90%)"  -> hooks',
+      'backup.failed sites/1/backups/5 "Backup 5 of a.example failed"  -> hooks',
+    ]);
+    expect(counts(r.stdout)).toBe(
+      [
+        'per rule:',
+        '  backup-failed    1 events (0 firing, 0 resolved, 0 repeats, 1 changes)',
+        '  site-offline     4 events (2 firing, 2 resolved, 0 repeats, 0 changes)',
+        '  site-slow        1 events (1 firing, 0 resolved, 0 repeats, 0 changes)',
+        '  usage-disk-high  1 events (1 firing, 0 resolved, 0 repeats, 0 changes)',
+        'per channel:',
+        '  (shadow: not delivered)  1',
+        '  hooks                    2',
+        '  oncall                   4',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('runs timers between stored changes: with for: 30m only the 1-hour outage fires, 30 minutes in', async () => {
+    const now = Date.now();
+    writeHistory(join(dir, 'hostwatch.db'), now);
+    writeFileSync(join(dir, 'mine.yaml'), 'rules:\n  - { name: site-offline, for: 30m }\n');
+    const r = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'site-offline', '-c', config()], { cwd: dir });
+    expect(r.code).toBe(0);
+    const events = r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l));
+    expect(events).toEqual([
+      `${new Date(now - 5 * DAY + 30 * MIN).toISOString()}  site.offline:firing sites/1/health "a.example is offline"  -> oncall`,
+      `${new Date(now - 5 * DAY + HOUR).toISOString()}  site.offline:resolved sites/1/health "a.example is back online"  -> oncall`,
+    ]);
+    expect(counts(r.stdout)).toBe(
+      ['per rule:', '  site-offline  2 events (1 firing, 1 resolved, 0 repeats, 0 changes)', 'per channel:', '  oncall  2', ''].join('\n'),
+    );
+  });
+
+  it('tries a disabled rule named with --rule, and only that rule; --since limits the window', async () => {
+    writeHistory(join(dir, 'hostwatch.db'), Date.now());
+    writeFileSync(join(dir, 'mine.yaml'), 'rules:\n  - { name: usage-disk-high, enabled: false, params: { threshold: 95, resolve_below: 95 } }\n');
+    const all = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'usage-disk-high', '-c', config()], { cwd: dir });
+    expect(counts(all.stdout)).toBe(
+      ['per rule:', '  usage-disk-high  1 events (1 firing, 0 resolved, 0 repeats, 0 changes)', 'per channel:', '  hooks  1', ''].join('\n'),
+    );
+    expect(all.stdout).toContain('"b.example disk at 95% (threshold 95%)"');
+    const recent = await hostwatch(['rules', 'backtest', '--since', '36h', '--rule', 'site-offline', '-c', config()], { cwd: dir });
+    expect(counts(recent.stdout)).toBe(['per rule:', '  (none)', 'per channel:', '  (none)', ''].join('\n'));
+  });
+
+  it('refuses an unknown rule name with the known ones, exit 2', async () => {
+    writeHistory(join(dir, 'hostwatch.db'), Date.now());
+    writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
+    const r = await hostwatch(['rules', 'backtest', '--rule', 'site-ofline', '-c', config()], { cwd: dir });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(
+      'hostwatch rules backtest: no rule named "site-ofline"; known: backup-completed, backup-failed, site-offline, site-slow, site-integrity-problems, job-completed, job-failed, site-added, site-removed, site-frozen, usage-over-limit, usage-disk-high\n',
+    );
+  });
+});
