@@ -1,0 +1,181 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { App } from '../src/main.js';
+import { explainWhyNot, type ExplainDeps } from '../src/rules/explain.js';
+import { healthSource } from '../src/sources/registry.js';
+import { AlertsRepo } from '../src/store/alerts-repo.js';
+import { EventsRepo } from '../src/store/events-repo.js';
+import { HistoryRepo } from '../src/store/history-repo.js';
+import { SilencesRepo } from '../src/store/silences-repo.js';
+import { SnapshotsRepo } from '../src/store/snapshots-repo.js';
+import { startWorld, TEST_KEY, type World } from './harness.js';
+import { hostwatch } from './run-cli.js';
+
+const MIN = 60_000;
+let world: World;
+let app: App;
+let t = Date.parse('2026-11-21T10:00:00Z');
+let configPath: string;
+let env: Record<string, string>;
+
+const USER_RULES = `rules:
+  - { name: site-frozen, mode: shadow }
+  - { name: job-failed, enabled: false }
+  - name: slow-long
+    event: site.slow_long
+    kind: alert
+    source: health
+    for: 10m
+    when: "after.online.status == 'slow'"
+  - name: went-offline
+    event: site.went_offline
+    kind: change
+    source: health
+    when: "before.online.status != 'offline' && after.online.status == 'offline'"
+    dedup_key: "after.online.status"
+`;
+
+/**
+ * One world for every question: site 1 offline (delivered), site 2 healthy then offline
+ * twice (a deduplicated change), site 3 slow (pending) and frozen (shadow), and an
+ * over-limit alert held back by a silence.
+ */
+beforeAll(async () => {
+  world = await startWorld();
+  const rules = join(world.dir, 'mine.yaml');
+  writeFileSync(rules, USER_RULES);
+  const overrides = { rules: [rules], channels: [{ name: 'screen', type: 'console' }] };
+  configPath = join(world.dir, 'config.yaml');
+  writeFileSync(configPath, world.yaml(overrides));
+  env = { SIM_URL: world.sim.url, API_KEY: TEST_KEY, DB: world.dbPath };
+  app = world.app(overrides, { now: () => t, consoleWrite: () => {} });
+  new SilencesRepo(app.store.sqlite).add({
+    id: 'sil-1',
+    match: "name == 'usage.over_limit'",
+    starts_at: t - MIN,
+    ends_at: t + 60 * MIN,
+    comment: 'disk migration',
+    created_by: 'test',
+    created_at: t,
+    expired_at: null,
+  });
+  world.sim.world.setHealth(1, { status: 'offline' });
+  world.sim.world.setHealth(3, { status: 'slow' });
+  world.sim.world.setUsage(3, { frozen: true });
+  world.sim.world.setUsage(2, { over: ['inodes'] });
+  await app.runOnce();
+  const site2 = app.poller.sites().find((s) => s.id === 2)!;
+  for (const status of ['offline', 'online', 'offline']) {
+    t += MIN;
+    world.sim.world.setHealth(2, { status });
+    await app.poller.poll(healthSource, site2);
+  }
+  t += MIN;
+  await app.poller.poll(healthSource, app.poller.sites().find((s) => s.id === 3)!);
+  await app.worker.drain(5000);
+}, 60_000);
+afterAll(async () => {
+  await world?.close();
+});
+
+function deps(): ExplainDeps {
+  const sqlite = app.store.sqlite;
+  return {
+    history: new HistoryRepo(sqlite),
+    alerts: new AlertsRepo(sqlite),
+    snapshots: new SnapshotsRepo(sqlite),
+    events: new EventsRepo(sqlite),
+    rules: app.rules,
+    now: t,
+  };
+}
+
+describe('hostwatch explain EVENT_ID', () => {
+  it('shows the rule, the values its condition saw, the snapshots, the diff paths and the deliveries', async () => {
+    const e = world.events.find((x) => x.data.name === 'site.offline' && x.subject === 'sites/2/health' && x.data.status === 'firing')!;
+    const r = await hostwatch(['explain', e.id, '-c', configPath], { env, cwd: process.cwd() });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const lines = r.stdout.split('\n');
+    expect(lines.slice(0, 12)).toEqual([
+      `event ${e.id}`,
+      `  hostwatch.site.offline sites/2/health at 2026-11-21T10:01:00.000Z`,
+      `  summary: ${e.data.summary}`,
+      '  severity: critical, status: firing',
+      '  labels: {"category":"availability"}',
+      'rule site-offline (rules/health.yaml:7), kind alert, mode live',
+      "  when: after.online.status == 'offline'",
+      '  gave: true',
+      '  values seen:',
+      '    after.online.status = "offline"',
+      'snapshots: health sites/2/health version 2 against version 1',
+      '  diff paths: online.status, online.label',
+    ]);
+    expect(JSON.parse(lines[12]!.slice('  before: '.length))).toMatchObject({ online: { status: 'online' } });
+    expect(JSON.parse(lines[13]!.slice('  after: '.length))).toMatchObject({ online: { status: 'offline' } });
+    expect(lines.slice(14)).toEqual(['delivery:', '  screen: delivered after 1 attempt(s)', '']);
+  });
+
+  it('says when an event is unknown, exit 1', async () => {
+    const r = await hostwatch(['explain', '00000000-0000-8000-8000-000000000000', '-c', configPath], { env });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`hostwatch explain: no event with id 00000000-0000-8000-8000-000000000000 in ${world.dbPath}\n`);
+  });
+});
+
+describe('hostwatch explain --subject S --rule R says why an event did not arrive', () => {
+  it('delivered: it did arrive', () => {
+    expect(explainWhyNot(deps(), 'sites/1/health', 'site-offline').reason).toBe('delivered');
+  });
+
+  it('condition false, with the values it saw', () => {
+    const w = explainWhyNot(deps(), 'sites/1/health', 'site-slow');
+    expect(w.reason).toBe('condition_false');
+    expect(w.lines).toContain('  after.online.status = "offline"');
+  });
+
+  it('pending for part of its `for`, and when it will fire', () => {
+    const w = explainWhyNot(deps(), 'sites/3/health', 'slow-long');
+    expect(w.reason).toBe('pending');
+    expect(w.lines).toContain("when: after.online.status == 'slow' is true; pending since 2026-11-21T10:00:00.000Z (240s of for: 600s)");
+    expect(w.lines).toContain('it fires at the first poll after 2026-11-21T10:10:00.000Z if it still holds');
+  });
+
+  it('deduplicated: the same dedup key was sent before', () => {
+    const w = explainWhyNot(deps(), 'sites/2/health', 'went-offline');
+    expect(w.reason).toBe('deduplicated');
+    expect(w.lines.at(-1)).toMatch(/^the last change made event \S+ again \(dedup_key after\.online\.status\); it was first stored at 2026-11-21T10:01:00\.000Z and is not sent twice$/);
+  });
+
+  it('shadow: stored, never delivered', () => {
+    expect(explainWhyNot(deps(), 'sites/3/usage', 'site-frozen').reason).toBe('shadow');
+  });
+
+  it('silenced, naming the silence', () => {
+    const w = explainWhyNot(deps(), 'sites/2/usage', 'usage-over-limit');
+    expect(w.reason).toBe('silenced');
+    expect(w.lines).toContain('silenced by sil-1: stored, not delivered');
+  });
+
+  it('inhibited, when the inhibition hook names a cause', () => {
+    const w = explainWhyNot({ ...deps(), inhibitedBy: (e) => (e.data.name === 'site.offline' ? 'site-removed on sites/1' : null) }, 'sites/1/health', 'site-offline');
+    expect(w.reason).toBe('inhibited');
+    expect(w.lines).toContain('inhibited by site-removed on sites/1');
+  });
+
+  it('disabled, no data, and only a baseline', () => {
+    expect(explainWhyNot(deps(), 'jobs/1', 'job-failed').reason).toBe('disabled');
+    expect(explainWhyNot(deps(), 'sites/99/health', 'site-offline').reason).toBe('no_data');
+    expect(explainWhyNot(deps(), 'sites/1/backups/1', 'backup-failed').reason).toBe('baseline_only');
+  });
+
+  it('prints the same through the CLI', async () => {
+    const r = await hostwatch(['explain', '--subject', 'sites/2/usage', '--rule', 'usage-over-limit', '-c', configPath], { env });
+    expect(r.code).toBe(0);
+    expect(r.stdout.split('\n').slice(0, 2)).toEqual([
+      'rule usage-over-limit (rules/usage.yaml:13), kind alert, mode live, about sites/2/usage',
+      'why: silenced',
+    ]);
+  });
+});
