@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { App } from '../src/main.js';
-import { healthSource } from '../src/sources/registry.js';
+import { healthSource, usageSource } from '../src/sources/registry.js';
 import { HistoryRepo } from '../src/store/history-repo.js';
 import { openStore } from '../src/store/db.js';
 import { names, startWorld, type World } from './harness.js';
@@ -158,6 +158,40 @@ describe('alert timers in the daemon', () => {
     } finally {
       watcher.close();
     }
+  });
+});
+
+describe('rate of change over a window in the daemon', () => {
+  it('reads `past` from the stored change log', async () => {
+    world = await startWorld();
+    const c = clock();
+    const rules = ruleFile(
+      world,
+      'growth.yaml',
+      `rules:
+  - name: disk-growth
+    event: usage.disk_growth
+    kind: alert
+    source: usage
+    window: 1h
+    when: "past != null && after.disk.used_mib - past.disk.used_mib >= 100.0"
+    summary: "{{ domain }} disk grew from {{ past.disk.used_mib }} to {{ after.disk.used_mib }} MiB in an hour"
+`,
+    );
+    const app = world.app({ rules: [rules] }, { now: c.now });
+    const used = world.sim.world.getUsage(1)!.disk.used_mib;
+    await app.runOnce();
+    const site = app.poller.sites().find((s) => s.id === 1)!;
+    for (const [minutes, extra] of [[30, 60], [60, 90], [90, 160]] as const) {
+      c.set(START + minutes * MIN);
+      world.sim.world.setUsage(1, { diskUsedMib: used + extra });
+      await app.poller.poll(usageSource, site);
+    }
+    // At 60m the reading an hour old is the baseline (+90: no); at 90m it is the 30m one (+100: fires).
+    const growth = world.events.filter((e) => e.data.name === 'usage.disk_growth');
+    expect(growth.map((e) => [e.time, e.data.summary])).toEqual([
+      ['2026-11-21T11:30:00.000Z', `${growth[0]?.data.domain} disk grew from ${used + 60} to ${used + 160} MiB in an hour`],
+    ]);
   });
 });
 

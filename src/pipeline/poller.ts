@@ -154,6 +154,7 @@ export class Poller {
     const before = head === undefined ? null : unchanged ? data : JSON.parse(this.deps.snapshots.get(ref.source.name, ref.entity)!.body);
     const version = unchanged ? head.version : (head?.version ?? 0) + 1;
     const now = new Date(this.deps.now());
+    const pastCache = new Map<number, unknown>();
     const plan = planEvents({
       instance: this.deps.instance,
       source: ref.source,
@@ -170,9 +171,13 @@ export class Poller {
       alertState: (rule, subject) => this.deps.alerts.get(rule, subject),
       firingForSite: (id) => this.deps.alerts.firingForSite(id),
       ruleByName: (name) => this.ruleByName.get(name),
+      // Read (once per window length in this plan) only by rules with a `window`.
       pastValue: (at) => {
-        const row = this.deps.history.at(ref.source.name, ref.entity, at);
-        return row === undefined ? undefined : JSON.parse(row.body);
+        if (!pastCache.has(at)) {
+          const row = this.deps.history.at(ref.source.name, ref.entity, at);
+          pastCache.set(at, row === undefined ? undefined : JSON.parse(row.body));
+        }
+        return pastCache.get(at);
       },
       now,
     });

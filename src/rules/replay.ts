@@ -33,12 +33,15 @@ export class Replay {
   private readonly timedSet = new Set<string>();
   private readonly ruleByName: Map<string, CompiledRule>;
   private directory = new Map<number, SiteInfo>();
+  /** The longest `window` of any rule: older versions are dropped (a long backtest stays small). */
+  private readonly maxWindow: number;
 
   constructor(
     private readonly rules: readonly CompiledRule[],
     private readonly instance = 'replay',
   ) {
     this.ruleByName = new Map(rules.map((r) => [r.name, r]));
+    this.maxWindow = Math.max(-1, ...rules.map((r) => r.windowMs ?? -1));
   }
 
   /** Seed the site directory (domains in summaries) without running rules. */
@@ -55,7 +58,11 @@ export class Replay {
     const unchanged = head !== undefined && head.hash === hash;
     const version = unchanged ? head.version : (head?.version ?? 0) + 1;
     const past = head?.past ?? [];
-    if (!unchanged) past.push({ at, value });
+    if (!unchanged && this.maxWindow >= 0) {
+      past.push({ at, value });
+      // Keep what a window can still reach: the versions inside it and the last one before.
+      while (past.length > 1 && past[1]!.at <= at - this.maxWindow) past.shift();
+    }
     const plan = planEvents({
       instance: this.instance,
       source,
