@@ -8,7 +8,8 @@ export function secretsOf(config: Config): string[] {
   const out = [config.api.key];
   if (config.server.token) out.push(config.server.token);
   for (const c of config.channels) {
-    if (c.type === 'webhook') out.push(c.secret, c.secret.replace(/^whsec_/, ''));
+    // Every secret of a rotation, and its key part without the prefix.
+    if (c.type === 'webhook') for (const s of c.secrets ?? [c.secret]) out.push(s, s.replace(/^whsec_/, ''));
     if (c.type === 'slack') out.push(c.url);
     if (c.type === 'email' && c.smtp.pass) out.push(c.smtp.pass);
   }
