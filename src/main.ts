@@ -66,6 +66,8 @@ export interface App {
   poller: Poller;
   scheduler: Scheduler;
   worker: OutboxWorker;
+  /** Decides and queues where stored events go; `publish` stores and dispatches one. */
+  notifier: Notifier;
   metrics: Metrics;
   /** Live events for in-process consumers (SSE, the dashboard, tests). */
   bus: EventEmitter<AppBusEvents>;
@@ -216,6 +218,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     poller,
     scheduler,
     worker,
+    notifier,
     metrics,
     bus,
     scrub,
