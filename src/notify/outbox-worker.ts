@@ -165,8 +165,13 @@ export class OutboxWorker {
             : await channel.send(events[0]!, first.body);
       const now = this.deps.now();
       const error = result.ok ? null : this.deps.scrub(result.error);
-      const steps = rows.map((r) => nextStep(result, r.attempts + 1, this.deps.retryScheduleMs, now, this.deps.random));
       const checked = channel && health?.disabled_at == null ? channelHealth(first.channel, health, result, now, this.deps.disableAfterMs) : null;
+      // The attempt that disables a channel ends its rows too: no retry will be made.
+      const steps = rows.map((r) =>
+        checked?.disabled
+          ? ({ state: 'dead', reason: `channel disabled: ${checked.disabled}` } as const)
+          : nextStep(result, r.attempts + 1, this.deps.retryScheduleMs, now, this.deps.random),
+      );
       this.deps.store.sqlite.transaction(() => {
         rows.forEach((row, i) => {
           const step = steps[i]!;
