@@ -24,7 +24,9 @@ export interface SmtpReceiver {
 }
 
 /** Start an SMTP server on 127.0.0.1 (any free port); `answer(n)` for the n-th message (1-based): null accepts. */
-export async function startSmtp(opts: { answer?: (n: number) => SmtpReply | null; login?: { user: string; pass: string } } = {}): Promise<SmtpReceiver> {
+export async function startSmtp(
+  opts: { answer?: (n: number) => SmtpReply | null; login?: { user: string; pass: string }; authError?: (pass: string) => string } = {},
+): Promise<SmtpReceiver> {
   const messages: ParsedMail[] = [];
   const logins: Array<{ user: string; pass: string }> = [];
   const state = { attempts: 0 };
@@ -36,7 +38,7 @@ export async function startSmtp(opts: { answer?: (n: number) => SmtpReply | null
     onAuth(auth, _session, cb) {
       logins.push({ user: auth.username ?? '', pass: auth.password ?? '' });
       if (opts.login && (auth.username !== opts.login.user || auth.password !== opts.login.pass)) {
-        const err = Object.assign(new Error('5.7.8 Authentication credentials invalid'), { responseCode: 535 });
+        const err = Object.assign(new Error(opts.authError?.(auth.password ?? '') ?? '5.7.8 Authentication credentials invalid'), { responseCode: 535 });
         return cb(err);
       }
       cb(null, { user: auth.username });
