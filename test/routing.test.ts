@@ -143,3 +143,29 @@ describe('maintenance windows', () => {
     }
   });
 });
+
+describe('config of routes, channels, maintenance and inhibition', () => {
+  it('reports every bad key at once, each with its line, key path and what is allowed', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { parseConfig } = await import('../src/config/parse.js');
+    const { formatConfigErrors } = await import('../src/config/errors.js');
+    const { SOURCE_NAMES } = await import('../src/main.js');
+    const text = readFileSync('test/fixtures/config/bad-delivery-keys.yaml', 'utf8');
+    const r = parseConfig(text, 'bad-delivery-keys.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: '/tmp' });
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(formatConfigErrors(r.errors).split('\n')).toEqual([
+      'bad-delivery-keys.yaml:5:86: channels[0].digest: must be like "daily at 08:00" or "daily at 08:00 Europe/Paris" (24-hour time, IANA time zone) (got "every morning")',
+      // One bad secret of a rotation list is named by its index; its value is never shown.
+      'bad-delivery-keys.yaml:6:86: channels[1].secret[1]: must be a Standard Webhooks secret: "whsec_" followed by base64, like whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw (got "[redacted]")',
+      'bad-delivery-keys.yaml:6:99: channels[1].mode: must be structured (the whole CloudEvent as JSON, the default) or binary (ce-* headers, data as the body) (got "batch")',
+      'bad-delivery-keys.yaml:8:35: routes[0].group_by[0]: must be a list of event fields to group by, like [site_id] or [site_id, name]; allowed: site_id, domain, name, type, severity, rule, subject, status (got "site")',
+      'bad-delivery-keys.yaml:8:52: routes[0].continue: must be true or false (got "maybe")',
+      'bad-delivery-keys.yaml:10:32: maintenance[0].schedule: must be a cron expression of 5 fields, like "0 2 * * 0" (Sundays at 02:00) (got "0 25 * * *")',
+      'bad-delivery-keys.yaml:10:56: maintenance[0].duration: must be a duration of at least 1m, like 30s, 5m, 6h (got "30s")',
+      'bad-delivery-keys.yaml:10:71: maintenance[0].timezone: must be an IANA time zone like Europe/Paris or UTC (got "Mars/Olympus")',
+      'bad-delivery-keys.yaml:11:65: maintenance[1].match: is not a valid CEL expression: <input>:1:9: found = but expecting end of input (got "site_id = 3")',
+      'bad-delivery-keys.yaml:13:15: inhibit[0].source: must be an event name like site.offline (got "offline")',
+    ]);
+  });
+});
