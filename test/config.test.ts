@@ -168,7 +168,7 @@ describe('config.example.yaml', () => {
     const sourceNames = SOURCES.map((source) => source.name);
     const result = parseConfig(example, 'config.example.yaml', ENV, { sourceNames, baseDir: REPO });
     expect(result.ok ? [] : formatConfigErrors(result.errors)).toEqual([]);
-    expect(result.ok && result.config.channels.map((c) => c.name)).toEqual(['hooks', 'console']);
+    expect(result.ok && result.config.channels.map((c) => c.name)).toEqual(['hooks', 'ops', 'oncall', 'console']);
   });
 
   it('documents every key with a comment on its line or just above it', () => {
