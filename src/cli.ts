@@ -5,10 +5,13 @@ import { parseDuration } from './config/duration.js';
 import { loadConfig } from './config/load.js';
 import { ConfigErrors } from './config/errors.js';
 import type { Config } from './config/types.js';
-import { createApp, rulesFor, SOURCE_NAMES, UnsupportedChannelError, type App } from './main.js';
+import { createApp, rulesFor, SOURCE_NAMES, type App } from './main.js';
 import type { HostwatchEvent } from './events/types.js';
 import { formatEventLine } from './notify/channels/console.js';
+import { Dispatcher } from './notify/dispatch.js';
+import { MaintenanceCalendar } from './notify/maintenance.js';
 import { compileRouter, RouteError } from './notify/routing.js';
+import { registerDeliveryCommands } from './notify/cli-commands.js';
 import { RuleErrors } from './rules/parse.js';
 import { eventType } from './events/envelope.js';
 import { EventsRepo } from './store/events-repo.js';
@@ -46,7 +49,7 @@ function build(config: Config): App {
   try {
     return createApp(config);
   } catch (e) {
-    if (e instanceof RuleErrors || e instanceof RouteError || e instanceof UnsupportedChannelError) fail(e.message, EXIT_CONFIG);
+    if (e instanceof RuleErrors || e instanceof RouteError) fail(e.message, EXIT_CONFIG);
     fail(`hostwatch: cannot start: ${(e as Error).message}`, 1);
   }
 }
@@ -148,16 +151,16 @@ program
         if (!(e instanceof RuleErrors)) throw e;
         problems.push(e.message);
       }
+      let calendar: MaintenanceCalendar | null = null;
       try {
-        compileRouter(config.routes, config.channels);
+        // Routes, maintenance matches and inhibit targets compile exactly as the daemon's.
+        calendar = new MaintenanceCalendar(config.maintenance);
+        new Dispatcher(config, calendar);
       } catch (e) {
         if (!(e instanceof RouteError)) throw e;
         problems.push(`${config.file}: ${e.message}`);
-      }
-      for (const c of config.channels) {
-        if (c.type === 'slack' || c.type === 'email') {
-          problems.push(`${config.file}: channels: "${c.name}": type ${c.type} is not delivered by this version yet; use webhook or console`);
-        }
+      } finally {
+        calendar?.close();
       }
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
@@ -343,6 +346,8 @@ function openDatabase(config: Config): Store {
     fail(`hostwatch: cannot open the database ${config.storage.path}: ${(e as Error).message}`, 1);
   }
 }
+
+registerDeliveryCommands(program, { load, fail, duration, atLeastOne });
 
 /** An event as one terminal line: its time, then what the console channel prints. */
 function eventLine(e: HostwatchEvent): string {

@@ -8,11 +8,22 @@ export function secretsOf(config: Config): string[] {
   const out = [config.api.key];
   if (config.server.token) out.push(config.server.token);
   for (const c of config.channels) {
-    if (c.type === 'webhook') out.push(c.secret, c.secret.replace(/^whsec_/, ''));
-    if (c.type === 'slack') out.push(c.url);
+    // Every secret of a rotation, and its key part without the prefix.
+    if (c.type === 'webhook') for (const s of c.secrets ?? [c.secret]) out.push(s, s.replace(/^whsec_/, ''));
+    // The URL's path alone is the credential too (a server may echo just the path).
+    if (c.type === 'slack') out.push(c.url, slackPath(c.url));
     if (c.type === 'email' && c.smtp.pass) out.push(c.smtp.pass);
   }
   return out.filter((s) => s.length >= 4);
+}
+
+function slackPath(url: string): string {
+  try {
+    const path = new URL(url).pathname;
+    return path.split('/').filter(Boolean).length >= 2 ? path : '';
+  } catch {
+    return '';
+  }
 }
 
 /**

@@ -6,9 +6,17 @@ import type { HostwatchEvent } from './events/types.js';
 import { createLogger, secretScrubber, secretsOf } from './log.js';
 import type { Channel, SendResult } from './notify/channel.js';
 import { ConsoleChannel } from './notify/channels/console.js';
+import { EmailChannel } from './notify/channels/email.js';
+import { SlackChannel } from './notify/channels/slack.js';
 import { WebhookChannel } from './notify/channels/webhook.js';
+import { Dispatcher } from './notify/dispatch.js';
+import { DIGEST_GROUP } from './notify/grouping.js';
+import { MaintenanceCalendar } from './notify/maintenance.js';
+import { Notifier } from './notify/notifier.js';
 import { OutboxWorker } from './notify/outbox-worker.js';
-import { compileRouter } from './notify/routing.js';
+import { envelope, eventId } from './events/envelope.js';
+import { DeliveryRepo } from './store/delivery-repo.js';
+import { SilencesRepo } from './store/silences-repo.js';
 import { packageRoot } from './paths.js';
 import { Poller } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
@@ -45,6 +53,8 @@ export interface AppOptions {
   onAttempt?: (info: { event: HostwatchEvent; channel: string; attempt: number; result: SendResult; state: string; durationMs: number }) => void;
   /** Replace or add channels by name (tests). */
   channels?: Channel[];
+  /** How the Slack channel waits between messages (tests pass a recorder). */
+  sleep?: (ms: number) => Promise<void>;
 }
 
 /** The wired program: every part, built once, plus the ways to run it. */
@@ -57,6 +67,8 @@ export interface App {
   poller: Poller;
   scheduler: Scheduler;
   worker: OutboxWorker;
+  /** Decides and queues where stored events go; `publish` stores and dispatches one. */
+  notifier: Notifier;
   metrics: Metrics;
   /** Live events for in-process consumers (SSE, the dashboard, tests). */
   bus: EventEmitter<AppBusEvents>;
@@ -85,15 +97,15 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const scrub = secretScrubber(secretsOf(config));
   const log = createLogger({ level: config.log.level, pretty: config.log.pretty, scrub, destination: opts.logDestination });
   const rules = rulesFor(config);
-  const router = compileRouter(config.routes, config.channels);
+  const maintenance = new MaintenanceCalendar(config.maintenance);
+  const dispatcher = new Dispatcher(config, maintenance);
   const store = openStore(config.storage.path, now);
   const snapshots = new SnapshotsRepo(store.sqlite);
   const alerts = new AlertsRepo(store.sqlite);
   const events = new EventsRepo(store.sqlite);
   const history = new HistoryRepo(store.sqlite);
+  const delivery = new DeliveryRepo(store.sqlite);
   const metrics = new Metrics(events, now);
-  const bus = new EventEmitter<AppBusEvents>();
-  bus.setMaxListeners(1000);
   const client = new ApiClient({
     baseUrl: config.api.base_url,
     key: config.api.key,
@@ -109,9 +121,43 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const channels = new Map<string, Channel>();
   for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts));
   for (const c of opts.channels ?? []) channels.set(c.name, c);
+  const bus = new EventEmitter<AppBusEvents>();
+  bus.setMaxListeners(1000);
+  const announce = (added: HostwatchEvent[]): void => {
+    worker.kick();
+    metrics.stored(added);
+    bus.emit('events', added);
+    opts.onEvents?.(added);
+  };
+  const notifier = new Notifier({ store, events, delivery, silences: new SilencesRepo(store.sqlite), dispatcher, log, now });
   const worker = new OutboxWorker({
     store,
     events,
+    delivery,
+    disableAfterMs: config.delivery.disable_after_ms,
+    onChannelDisabled: ({ channel, reason, count }) => {
+      // An operator event: stored, and delivered to the channels still working.
+      const at = new Date(now());
+      const e = envelope({
+        id: eventId('channel-disabled', channel, count),
+        instance: config.name,
+        subject: `channels/${channel}`,
+        time: at,
+        data: {
+          name: 'channel.disabled',
+          severity: 'critical',
+          summary: `channel ${channel} is disabled: ${reason}`,
+          site_id: null,
+          domain: null,
+          changes: [],
+          rule: 'channel-disabled',
+          observed_at: at.toISOString(),
+          channel,
+          reason,
+        },
+      });
+      if (notifier.publish(e)) announce([e]);
+    },
     channels,
     retryScheduleMs: config.delivery.retry_schedule_ms,
     concurrency: config.delivery.concurrency,
@@ -141,18 +187,13 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     events,
     history,
     rules,
-    router,
+    notifier,
     now,
     log,
     scrub,
     sites: config.sites,
     onPoll: (source, o) => metrics.poll(source, o, o.durationMs ?? 0),
-    onEvents: (added) => {
-      worker.kick();
-      metrics.stored(added);
-      bus.emit('events', added);
-      opts.onEvents?.(added);
-    },
+    onEvents: announce,
   });
   const scheduled: ScheduledSource[] = SOURCES.filter((s) => config.sources[s.name]?.enabled !== false).map((def) => ({
     def,
@@ -183,11 +224,14 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     poller,
     scheduler,
     worker,
+    notifier,
     metrics,
     bus,
     scrub,
     async runOnce() {
       await scheduler.runAll();
+      // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour).
+      delivery.flushGroups(now(), DIGEST_GROUP);
       const pending = await worker.drain(config.delivery.drain_timeout_ms);
       return { pending };
     },
@@ -242,6 +286,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       await server?.close();
       await Promise.allSettled([...channels.values()].map((c) => c.close?.()));
       await client.close();
+      maintenance.close();
       store.close();
       log.info('hostwatch stopped');
     },
@@ -256,15 +301,8 @@ function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions): Ch
     case 'console':
       return new ConsoleChannel(c, opts.consoleWrite);
     case 'slack':
+      return new SlackChannel(c, { now, sleep: opts.sleep });
     case 'email':
-      throw new UnsupportedChannelError(
-        `channel "${c.name}": type ${c.type} is not delivered by this version yet; use webhook or console`,
-      );
+      return new EmailChannel(c);
   }
-}
-
-/** A channel type the config accepts but this build cannot deliver to. */
-export class UnsupportedChannelError extends Error {
-  override readonly name = 'UnsupportedChannelError';
-  readonly code = 'channel_unsupported';
 }

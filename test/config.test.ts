@@ -69,22 +69,26 @@ describe('valid configs', () => {
       },
       rules: ['/srv/hostwatch/rules', '/etc/hostwatch/extra.yaml'],
       channels: [
-        { name: 'hooks', type: 'webhook', url: 'https://example.net/hook', secret: WEBHOOK_SECRET, timeout_ms: 5_000 },
-        { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T000/B000/XXXX', timeout_ms: 10_000 },
+        { name: 'hooks', type: 'webhook', url: 'https://example.net/hook', secret: WEBHOOK_SECRET, secrets: [WEBHOOK_SECRET], timeout_ms: 5_000, mode: 'structured' },
+        { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T000/B000/XXXX', timeout_ms: 10_000, digest: null },
         {
           name: 'oncall',
           type: 'email',
           to: ['ops@example.net', 'Night Desk <night@example.net>'],
           from: 'hostwatch@example.net',
           smtp: { host: 'smtp.example.net', port: 465, user: 'hostwatch', pass: 'smtp-pass-from-env', secure: true },
+          timeout_ms: 10_000,
+          digest: null,
         },
         { name: 'console', type: 'console' },
       ],
       routes: [
-        { match: "severity == 'critical'", channels: ['oncall', 'ops'] },
-        { match: null, channels: ['hooks', 'console'] },
+        { match: "severity == 'critical'", channels: ['oncall', 'ops'], continue: false, group_by: [], group_wait_ms: 30_000, group_interval_ms: 300_000, send_resolved: true },
+        { match: null, channels: ['hooks', 'console'], continue: false, group_by: [], group_wait_ms: 30_000, group_interval_ms: 300_000, send_resolved: true },
       ],
-      delivery: { retry_schedule_ms: [1_000, 90_000, 3_600_000], drain_timeout_ms: 60_000, concurrency: 16 },
+      maintenance: [],
+      inhibit: [{ source: 'site.offline', target: null }],
+      delivery: { retry_schedule_ms: [1_000, 90_000, 3_600_000], drain_timeout_ms: 60_000, concurrency: 16, disable_after_ms: 432_000_000 },
       server: { listen: '127.0.0.1:8080', token: 'token-from-env' },
       log: { level: 'debug', pretty: true },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
@@ -94,7 +98,7 @@ describe('valid configs', () => {
   it('reads ${VAR} written unquoted inside a flow map, as in the PRODUCT.md example', () => {
     const config = configOf('valid-env-in-flow-map.yaml', { SLACK_WEBHOOK_URL: 'https://hooks.slack.com/services/T1/B2/C3' });
     expect(config.channels).toEqual([
-      { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T1/B2/C3', timeout_ms: 10_000 },
+      { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T1/B2/C3', timeout_ms: 10_000, digest: null },
     ]);
   });
 
@@ -123,10 +127,13 @@ describe('valid configs', () => {
       rules: [],
       channels: [],
       routes: [],
+      maintenance: [],
+      inhibit: [{ source: 'site.offline', target: null }],
       delivery: {
         retry_schedule_ms: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, 72_000_000, 86_400_000],
         drain_timeout_ms: 30_000,
         concurrency: 8,
+        disable_after_ms: 432_000_000,
       },
       server: { listen: null, token: null },
       log: { level: 'info', pretty: false },
@@ -163,7 +170,7 @@ describe('config.example.yaml', () => {
     const sourceNames = SOURCES.map((source) => source.name);
     const result = parseConfig(example, 'config.example.yaml', ENV, { sourceNames, baseDir: REPO });
     expect(result.ok ? [] : formatConfigErrors(result.errors)).toEqual([]);
-    expect(result.ok && result.config.channels.map((c) => c.name)).toEqual(['hooks', 'console']);
+    expect(result.ok && result.config.channels.map((c) => c.name)).toEqual(['hooks', 'ops', 'oncall', 'console']);
   });
 
   it('documents every key with a comment on its line or just above it', () => {
@@ -188,7 +195,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an unknown top-level key is an error that suggests the near miss',
       fixture: 'unknown-top-level-key.yaml',
       errors: [
-        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, delivery, server, log, history',
+        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, log, history',
       ],
     },
     {
@@ -337,7 +344,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'a file that is a list, not a map, lists the top-level keys',
       fixture: 'not-a-map.yaml',
       errors: [
-        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, delivery, server, log, history (got a list)',
+        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, log, history (got a list)',
       ],
     },
   ];

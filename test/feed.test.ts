@@ -432,7 +432,8 @@ describe('GET /api/alerts', () => {
 
 describe('GET /api/deliveries', () => {
   it('shows a dead-lettered delivery among the recent ones, and alone with failed=true', async () => {
-    const gone: Receiver = await startReceiver({ answer: () => ({ status: 410, body: 'gone for good' }) });
+    // 404, not 410: a 410 also disables the channel (test/delivery-channels.test.ts).
+    const gone: Receiver = await startReceiver({ answer: () => ({ status: 404, body: 'gone for good' }) });
     const ok: Receiver = await startReceiver();
     cleanups.push(() => gone.close(), () => ok.close());
     const w = await world();
@@ -454,9 +455,12 @@ describe('GET /api/deliveries', () => {
       channel: 'gone',
       state: 'dead',
       attempts: 1,
-      last_error: 'permanent failure: HTTP 410: gone for good',
+      last_error: 'permanent failure: HTTP 404: gone for good',
       next_attempt_at: null,
       updated_at: expect.any(String),
+      id: expect.any(Number),
+      group_key: null,
+      last_status: 404,
     };
     expect(all.body.data[1]).toEqual(dead);
     expect(all.body.data[0]).toMatchObject({ channel: 'ok', state: 'delivered', attempts: 1, last_error: null });

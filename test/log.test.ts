@@ -25,3 +25,90 @@ describe('the logger', () => {
     expect(secretScrubber([])('x')).toBe('x');
   });
 });
+
+describe('secrets of the delivery channels', () => {
+  it('secretsOf names the SMTP password, the Slack URL and every secret of a webhook rotation', async () => {
+    const { secretsOf } = await import('../src/log.js');
+    const { configFrom, tempDir } = await import('./harness.js');
+    const tmp = tempDir();
+    try {
+      const config = configFrom(
+        [
+          'api: { base_url: "https://panel.example.com", key: hc_live_key_1234 }',
+          'channels:',
+          '  - { name: hooks, type: webhook, url: "https://example.net/h", secret: [whsec_bmV3LXNlY3JldA==, whsec_b2xkLXNlY3JldA==] }',
+          '  - { name: ops, type: slack, url: "https://hooks.slack.com/services/T1/B2/tok3n" }',
+          '  - { name: mail, type: email, to: a@example.net, from: b@example.net, smtp: { host: smtp.example.net, user: u, pass: smtp-pa55 } }',
+        ].join('\n'),
+        {},
+        tmp.dir,
+      );
+      expect(secretsOf(config)).toEqual(
+        expect.arrayContaining([
+          'whsec_bmV3LXNlY3JldA==',
+          'bmV3LXNlY3JldA==',
+          'whsec_b2xkLXNlY3JldA==',
+          'b2xkLXNlY3JldA==',
+          'https://hooks.slack.com/services/T1/B2/tok3n',
+          '/services/T1/B2/tok3n',
+          'smtp-pa55',
+        ]),
+      );
+    } finally {
+      tmp.cleanup();
+    }
+  });
+
+  it('a Slack URL or SMTP password echoed back by a server never reaches the logs, the database or an operator event', async () => {
+    const { createServer } = await import('node:http');
+    const BetterSqlite3 = (await import('better-sqlite3')).default;
+    const { startWorld } = await import('./harness.js');
+    const { startSmtp } = await import('./smtp.js');
+    const { siteEvent } = await import('./events-fixture.js');
+    const pass = 'smtp-pass-hunter2-secret';
+    const smtp = await startSmtp({ login: { user: 'hostwatch', pass: 'the-right-one' }, authError: (p) => `5.7.8 password ${p} is wrong` });
+    let slackUrl = '';
+    const slack = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(500);
+        res.end(`cannot post to ${slackUrl}`);
+      });
+    });
+    await new Promise<void>((r) => slack.listen(0, '127.0.0.1', r));
+    slackUrl = `http://127.0.0.1:${(slack.address() as { port: number }).port}/services/T9/B9/sl4ck-t0ken-secret`;
+    const w = await startWorld();
+    try {
+      const app = w.app({
+        channels: [
+          { name: 'ops', type: 'slack', url: slackUrl },
+          { name: 'mail', type: 'email', to: 'ops@example.net', from: 'hw@example.net', smtp: { host: '127.0.0.1', port: smtp.port, user: 'hostwatch', pass } },
+          { name: 'log', type: 'console' },
+        ],
+        routes: [{ channels: ['ops', 'mail', 'log'], group_wait: '0s' }],
+      }, { consoleWrite: () => undefined });
+      app.notifier.publish(siteEvent('leak', 2));
+      await app.worker.drain(1_500);
+      await app.stop();
+      expect(smtp.logins.map((l) => l.pass)).toContain(pass); // the server really saw it
+      const db = new BetterSqlite3(w.dbPath, { readonly: true });
+      let dump = '';
+      try {
+        for (const t of ['outbox', 'delivery_attempts', 'channel_state', 'events']) dump += JSON.stringify(db.prepare(`SELECT * FROM ${t}`).all());
+      } finally {
+        db.close();
+      }
+      expect(dump).toContain('[REDACTED]'); // the echoes were stored, scrubbed
+      expect(dump).toContain('channel.disabled'); // the refused login disabled the e-mail channel
+      for (const text of [dump, w.logs.text]) {
+        expect(text).not.toContain(pass);
+        expect(text).not.toContain(slackUrl);
+        expect(text).not.toContain('sl4ck-t0ken-secret');
+      }
+    } finally {
+      await w.close();
+      await smtp.close();
+      await new Promise<void>((r) => slack.close(() => r()));
+    }
+  });
+});

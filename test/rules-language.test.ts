@@ -143,7 +143,10 @@ describe('labels, descriptions and shadow marks', () => {
     expect(e!.data['labels']).toEqual({ category: 'availability', team: 'web' });
     expect(e!.data['description']).toBe('The health check of a.example (site 1) reports it offline (Offline). Visitors cannot reach the site.');
     const router = compileRouter(
-      [{ match: "labels.team == 'web'", channels: ['web'] }, { match: null, channels: ['ops'] }],
+      [
+        { match: "labels.team == 'web'", channels: ['web'], continue: false, group_by: [], group_wait_ms: 0, group_interval_ms: 0, send_resolved: true },
+        { match: null, channels: ['ops'], continue: false, group_by: [], group_wait_ms: 0, group_interval_ms: 0, send_resolved: true },
+      ],
       [{ name: 'web', type: 'console' }, { name: 'ops', type: 'console' }],
     );
     expect(router(e!)).toEqual(['web']);

@@ -14,6 +14,7 @@ import { formatPath, REDACTED, type ConfigError } from './errors.js';
 import {
   buildConfigSchema,
   isSecretPath,
+  parseDigest,
   REQUIRED,
   UNKNOWN_KEY,
   UNKNOWN_SOURCE,
@@ -43,7 +44,12 @@ export const DEFAULTS = {
     retry_schedule_ms: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, 72_000_000, 86_400_000],
     drain_timeout_ms: 30_000,
     concurrency: 8,
+    // Standard Webhooks / Svix disable an endpoint after 5 days of failures.
+    disable_after_ms: 5 * 86_400_000,
   },
+  route: { group_wait_ms: 30_000, group_interval_ms: 5 * 60_000 },
+  /** Without an `inhibit` key: site.offline holds back the rest of its site. */
+  inhibit: [{ source: 'site.offline', target: null }],
   log: { level: 'info', pretty: false },
   history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
 } as const;
@@ -215,6 +221,21 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
     else errors.push(valueError(['channels', index, 'name'], `must be unique; channels[${earlier}] is already named ${name}`, data, tree, file));
   });
 
+  for (const key of ['maintenance', 'inhibit'] as const) {
+    const list = record[key];
+    if (!Array.isArray(list)) continue;
+    list.forEach((item: unknown, index) => {
+      const field = key === 'maintenance' ? 'match' : 'target';
+      const expr = (item as Record<string, unknown> | null)?.[field];
+      if (typeof expr !== 'string' || expr.trim() === '') return;
+      try {
+        parseCel(expr);
+      } catch (e) {
+        errors.push(valueError([key, index, field], `is not a valid CEL expression: ${(e as Error).message}`, data, tree, file));
+      }
+    });
+  }
+
   if (!Array.isArray(routes)) return errors;
   const defined = [...names.keys()];
   const allowed = defined.length === 0 ? 'but no channels are defined' : `one of ${defined.join(', ')}`;
@@ -264,11 +285,31 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
     sources,
     rules: (written.rules ?? []).map(resolvePath),
     channels: (written.channels ?? []).map(normalizeChannel),
-    routes: (written.routes ?? []).map((route) => ({ match: route.match ?? null, channels: route.channels })),
+    routes: (written.routes ?? []).map((route) => ({
+      match: route.match ?? null,
+      channels: route.channels,
+      continue: route.continue ?? false,
+      group_by: route.group_by ?? [],
+      group_wait_ms: route.group_wait ?? DEFAULTS.route.group_wait_ms,
+      group_interval_ms: route.group_interval ?? DEFAULTS.route.group_interval_ms,
+      send_resolved: route.send_resolved ?? true,
+    })),
+    maintenance: (written.maintenance ?? []).map((w) => ({
+      name: w.name,
+      schedule: w.schedule.trim(),
+      duration_ms: w.duration,
+      timezone: w.timezone ?? 'UTC',
+      sites: w.sites ?? [],
+      match: w.match ?? null,
+    })),
+    inhibit: written.inhibit === undefined || written.inhibit === null
+      ? DEFAULTS.inhibit.map((i) => ({ ...i }))
+      : written.inhibit.map((i) => ({ source: i.source, target: i.target ?? null })),
     delivery: {
       retry_schedule_ms: written.delivery?.retry_schedule ?? [...DEFAULTS.delivery.retry_schedule_ms],
       drain_timeout_ms: written.delivery?.drain_timeout ?? DEFAULTS.delivery.drain_timeout_ms,
       concurrency: written.delivery?.concurrency ?? DEFAULTS.delivery.concurrency,
+      disable_after_ms: written.delivery?.disable_after ?? DEFAULTS.delivery.disable_after_ms,
     },
     server: { listen: written.server?.listen ?? null, token: written.server?.token ?? null },
     log: { level: written.log?.level ?? DEFAULTS.log.level, pretty: written.log?.pretty ?? DEFAULTS.log.pretty },
@@ -281,10 +322,26 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
 
 function normalizeChannel(channel: NonNullable<CheckedConfig['channels']>[number]): ChannelConfig {
   switch (channel.type) {
-    case 'webhook':
-      return { name: channel.name, type: 'webhook', url: channel.url, secret: channel.secret, timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs };
+    case 'webhook': {
+      const secrets = typeof channel.secret === 'string' ? [channel.secret] : channel.secret;
+      return {
+        name: channel.name,
+        type: 'webhook',
+        url: channel.url,
+        secret: secrets[0]!,
+        secrets,
+        timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs,
+        mode: channel.mode ?? 'structured',
+      };
+    }
     case 'slack':
-      return { name: channel.name, type: 'slack', url: channel.url, timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs };
+      return {
+        name: channel.name,
+        type: 'slack',
+        url: channel.url,
+        timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs,
+        digest: channel.digest ? parseDigest(channel.digest) : null,
+      };
     case 'console':
       return { name: channel.name, type: 'console' };
     case 'email': {
@@ -302,6 +359,8 @@ function normalizeChannel(channel: NonNullable<CheckedConfig['channels']>[number
           // Port 465 speaks TLS from the first byte; 587 and 25 upgrade with STARTTLS.
           secure: channel.smtp.secure ?? port === 465,
         },
+        timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs,
+        digest: channel.digest ? parseDigest(channel.digest) : null,
       };
     }
   }

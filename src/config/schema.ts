@@ -4,6 +4,7 @@
  * Durations leave this schema as milliseconds; defaults are applied later, in parse.ts.
  */
 import { z } from 'zod';
+import { validateDetailed as validateCron } from 'node-cron';
 import { formatDuration, parseDuration } from './duration.js';
 
 /** The start of every unknown-key message; parse.ts splits such issues into one error per key. */
@@ -44,7 +45,40 @@ const M = {
   token: 'must be a non-empty string, usually token: ${HOSTWATCH_TOKEN}, or left out for no token',
   level: `must be one of ${LOG_LEVELS.join(', ')}`,
   bool: 'must be true or false',
+  secrets: 'must be a Standard Webhooks secret or a list of them (rotation: every one signs), like [whsec_new..., whsec_old...]',
+  mode: 'must be structured (the whole CloudEvent as JSON, the default) or binary (ce-* headers, data as the body)',
+  groupBy: `must be a list of event fields to group by, like [site_id] or [site_id, name]; allowed: site_id, domain, name, type, severity, rule, subject, status`,
+  digest: 'must be like "daily at 08:00" or "daily at 08:00 Europe/Paris" (24-hour time, IANA time zone)',
+  cron: 'must be a cron expression of 5 fields, like "0 2 * * 0" (Sundays at 02:00)',
+  timezone: 'must be an IANA time zone like Europe/Paris or UTC',
+  windowName: 'must be lowercase letters, digits, "_" or "-", like nightly-backup',
+  eventName: 'must be an event name like site.offline',
 } as const;
+
+/** Event fields a route's group_by may name (`site` is site_id and domain together). */
+export const GROUP_FIELDS = ['site_id', 'domain', 'name', 'type', 'severity', 'rule', 'subject', 'status'] as const;
+
+/** `daily at HH:MM [Zone]`: the digest schedule of a channel. */
+const DIGEST = /^daily at ([01]\d|2[0-3]):([0-5]\d)(?: ([A-Za-z_]+(?:\/[A-Za-z0-9_+-]+)*))?$/;
+
+/** True for a time zone name the runtime knows. */
+export function isTimeZone(value: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: value });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Parse `daily at 08:00 Europe/Paris` (zone defaults to UTC); null when it is not that shape. */
+export function parseDigest(value: string): { hour: number; minute: number; timezone: string } | null {
+  const m = DIGEST.exec(value.trim());
+  if (!m) return null;
+  const timezone = m[3] ?? 'UTC';
+  if (!isTimeZone(timezone)) return null;
+  return { hour: Number(m[1]), minute: Number(m[2]), timezone };
+}
 
 // ---- building blocks ----------------------------------------------------------------------
 
@@ -175,19 +209,26 @@ function sourcesSection(sourceNames: readonly string[]) {
 
 const channelName = z.string(M.channelName).regex(/^[a-z0-9_-]+$/, M.channelName);
 
+const webhookSecret = z.string(M.secret).refine(isWebhookSecret, M.secret);
+
 const webhookChannel = section({
   name: channelName,
   type: z.literal('webhook'),
   url: httpUrl(),
-  secret: z.string(M.secret).refine(isWebhookSecret, M.secret),
+  // A list while rotating: every secret signs, so receivers on the old or the new one verify.
+  secret: z.union([webhookSecret, z.array(webhookSecret, M.secrets).min(1, M.secrets)], M.secrets),
   timeout: duration(1).optional(),
+  mode: z.enum(['structured', 'binary'], M.mode).optional(),
 });
+
+const digest = z.string(M.digest).refine((value) => parseDigest(value) !== null, M.digest);
 
 const slackChannel = section({
   name: channelName,
   type: z.literal('slack'),
   url: httpUrl('must be an http(s) URL like https://hooks.slack.com/services/...'),
   timeout: duration(1).optional(),
+  digest: digest.optional(),
 });
 
 const smtpSection = section({
@@ -212,6 +253,8 @@ const emailChannel = section({
   to: z.union([email().transform((address) => [address]), z.array(email(), M.emails).min(1, M.emails)], M.emails),
   from: email(),
   smtp: smtpSection,
+  timeout: duration(1).optional(),
+  digest: digest.optional(),
 });
 
 const consoleChannel = section({ name: channelName, type: z.literal('console') });
@@ -223,12 +266,36 @@ const channel = z.discriminatedUnion('type', [webhookChannel, slackChannel, emai
 const route = section({
   match: text(M.match).nullable().optional(),
   channels: z.array(channelName, M.routeChannels).min(1, M.routeChannels),
+  continue: bool().optional(),
+  group_by: z.array(z.enum(GROUP_FIELDS, M.groupBy), M.groupBy).optional(),
+  group_wait: duration().optional(),
+  group_interval: duration().optional(),
+  send_resolved: bool().optional(),
+});
+
+const timezone = z.string(M.timezone).refine(isTimeZone, M.timezone);
+
+const maintenanceWindow = section({
+  name: z.string(M.windowName).regex(/^[a-z0-9_-]+$/, M.windowName),
+  schedule: z.string(M.cron).refine((value) => value.trim().split(/\s+/).length === 5 && validateCron(value.trim()).valid, M.cron),
+  duration: duration(60_000),
+  timezone: timezone.optional(),
+  sites: siteList.optional(),
+  match: text(M.match).optional(),
+});
+
+const eventName = z.string(M.eventName).regex(/^[a-z0-9_]+(\.[a-z0-9_]+)+$/, M.eventName);
+
+const inhibitRule = section({
+  source: eventName,
+  target: text(M.match).optional(),
 });
 
 const deliverySection = section({
   retry_schedule: z.array(duration(), M.retrySchedule).optional(),
   drain_timeout: duration().optional(),
   concurrency: integer(1, 64).optional(),
+  disable_after: duration(60_000).optional(),
 });
 
 const serverSection = section({
@@ -260,6 +327,8 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
     rules: z.array(text(M.path), M.rules).nullish(),
     channels: z.array(channel, M.channels).nullish(),
     routes: z.array(route, M.routes).nullish(),
+    maintenance: z.array(maintenanceWindow, 'must be a list of windows, each like { name: nightly, schedule: "0 2 * * *", duration: 1h }').nullish(),
+    inhibit: z.array(inhibitRule, 'must be a list like [{ source: site.offline }]').nullish(),
     delivery: deliverySection.nullish(),
     server: serverSection.nullish(),
     log: logSection.nullish(),

@@ -18,6 +18,10 @@ export interface Config {
   channels: ChannelConfig[];
   /** Empty: every event goes to every channel. */
   routes: RouteConfig[];
+  /** Recurring windows in which matching events are stored but not delivered. */
+  maintenance: MaintenanceConfig[];
+  /** While a source alert fires for a site, that site's other events are held (docs/routing.md). */
+  inhibit: InhibitConfig[];
   delivery: DeliveryConfig;
   server: { listen: string | null; token: string | null };
   log: { level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'; pretty: boolean };
@@ -49,33 +53,77 @@ export interface WebhookChannelConfig {
   name: string;
   type: 'webhook';
   url: string;
+  /** The first of `secrets`. */
   secret: string;
+  /** Every secret that signs (more than one while rotating). */
+  secrets: string[];
   timeout_ms: number;
+  /** CloudEvents content mode: the whole event as JSON, or ce-* headers with data as the body. */
+  mode: 'structured' | 'binary';
 }
 export interface ConsoleChannelConfig {
   name: string;
   type: 'console';
 }
-/** Accepted by config already; delivered by the Slack channel of the delivery issue. */
+/** A Slack incoming webhook. */
 export interface SlackChannelConfig {
   name: string;
   type: 'slack';
   url: string;
   timeout_ms: number;
+  digest: DigestConfig | null;
 }
-/** Accepted by config already; delivered by the e-mail channel of the delivery issue. */
+/** E-mail over SMTP (one pooled transport per channel). */
 export interface EmailChannelConfig {
   name: string;
   type: 'email';
   to: string[];
   from: string;
   smtp: { host: string; port: number; user: string | null; pass: string | null; secure: boolean };
+  timeout_ms: number;
+  digest: DigestConfig | null;
+}
+
+/** `daily at 08:00 Europe/Paris`: info events wait for one message a day. */
+export interface DigestConfig {
+  hour: number;
+  minute: number;
+  timezone: string;
 }
 
 export interface RouteConfig {
   /** A CEL expression over the event (type, severity, site_id, status, labels…); absent = match all. */
   match: string | null;
   channels: string[];
+  /** Keep trying the routes after this one when it matched. */
+  continue: boolean;
+  /** Event fields that make a group (for channels that send groups: e-mail, Slack); [] = one group. */
+  group_by: string[];
+  /** How long a new group waits for more events before its first message. */
+  group_wait_ms: number;
+  /** How long after a group's message the next one for the same group may go. */
+  group_interval_ms: number;
+  /** Send `resolved` events too (default true). */
+  send_resolved: boolean;
+}
+
+/** A recurring maintenance window: starts at each `schedule` time, lasts `duration_ms`. */
+export interface MaintenanceConfig {
+  name: string;
+  schedule: string;
+  duration_ms: number;
+  timezone: string;
+  /** Only these sites ([] = no site restriction). */
+  sites: number[];
+  /** CEL over the event, like a route's match; null = every event (of `sites`). */
+  match: string | null;
+}
+
+/** While an event named `source` fires for a site, that site's events matching `target` are held. */
+export interface InhibitConfig {
+  source: string;
+  /** CEL over the held event; null = every other event of the site. */
+  target: string | null;
 }
 
 export interface DeliveryConfig {
@@ -85,4 +133,6 @@ export interface DeliveryConfig {
   drain_timeout_ms: number;
   /** Outbox rows sent at once, across channels. */
   concurrency: number;
+  /** A channel that has failed without a success for this long is disabled (operator event). */
+  disable_after_ms: number;
 }

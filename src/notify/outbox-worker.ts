@@ -1,13 +1,50 @@
 import type { Logger } from 'pino';
 import type { HostwatchEvent } from '../events/types.js';
 import type { Store } from '../store/db.js';
+import type { ChannelStateRow, DeliveryRepo } from '../store/delivery-repo.js';
 import type { DueDelivery, EventsRepo } from '../store/events-repo.js';
 import type { Channel, SendResult } from './channel.js';
 import { nextStep } from './retry.js';
 
+/** The most events one grouped message carries; the rest go in the next one. */
+export const MAX_GROUP = 500;
+
+/**
+ * A channel's health after an attempt. Pure. A success clears its failure streak; a
+ * retryable failure starts or continues one, and a streak of `disableAfterMs` disables the
+ * channel; a result that says the endpoint is gone or misconfigured disables it at once.
+ * Returns the row to write (null: nothing changes) and the reason when it was disabled now.
+ */
+export function channelHealth(
+  channel: string,
+  prev: ChannelStateRow | undefined,
+  result: SendResult,
+  now: number,
+  disableAfterMs: number,
+): { row: ChannelStateRow | null; disabled: string | null } {
+  const base: ChannelStateRow = prev ?? { channel, failing_since: null, disabled_at: null, disabled_reason: null, disabled_count: 0 };
+  if (result.ok) return { row: base.failing_since === null ? null : { ...base, failing_since: null }, disabled: null };
+  const disable = (reason: string) => ({
+    row: { ...base, disabled_at: now, disabled_reason: reason, disabled_count: base.disabled_count + 1 },
+    disabled: reason,
+  });
+  if (result.disable) return disable(result.error);
+  if (!result.retryable) return { row: null, disabled: null };
+  const since = base.failing_since ?? now;
+  if (now - since >= disableAfterMs) {
+    return disable(`failing without a success since ${new Date(since).toISOString()}; last error: ${result.error}`);
+  }
+  return { row: base.failing_since === null ? { ...base, failing_since: since } : null, disabled: null };
+}
+
 export interface OutboxWorkerDeps {
   store: Store;
   events: EventsRepo;
+  delivery: DeliveryRepo;
+  /** A channel failing this long without a success is disabled. */
+  disableAfterMs: number;
+  /** A channel was disabled (the app stores an operator event). */
+  onChannelDisabled?: (info: { channel: string; reason: string; count: number }) => void;
   channels: ReadonlyMap<string, Channel>;
   retryScheduleMs: readonly number[];
   concurrency: number;
@@ -103,48 +140,80 @@ export class OutboxWorker {
     }
   }
 
-  private async attempt(row: DueDelivery): Promise<void> {
-    this.inFlight.add(row.id);
+  /**
+   * Send one due row, or, for a channel that sends groups, every due row of its group as
+   * one message. Every row gets its own attempt record with the shared result.
+   */
+  private async attempt(first: DueDelivery): Promise<void> {
+    if (this.inFlight.has(first.id)) return; // taken by its group's message already
+    const channel = this.deps.channels.get(first.channel);
+    const grouped = first.group_key !== null && channel?.sendBatch !== undefined;
+    const rows = grouped
+      ? [first, ...this.deps.delivery.groupRows(first.channel, first.group_key!, this.deps.now(), MAX_GROUP).filter((r) => r.id !== first.id && !this.inFlight.has(r.id))]
+      : [first];
+    for (const r of rows) this.inFlight.add(r.id);
     try {
-      const event = JSON.parse(row.body) as HostwatchEvent;
-      const channel = this.deps.channels.get(row.channel);
+      const events = rows.map((r) => JSON.parse(r.body) as HostwatchEvent);
+      const health = this.deps.delivery.channelState(first.channel);
       const started = this.deps.now();
-      const result: SendResult = channel
-        ? await channel.send(event, row.body)
-        : { ok: false, retryable: false, statusCode: null, error: `channel "${row.channel}" is no longer configured` };
+      const result: SendResult = !channel
+        ? { ok: false, retryable: false, statusCode: null, error: `channel "${first.channel}" is no longer configured` }
+        : health?.disabled_at != null
+          ? { ok: false, retryable: false, statusCode: null, error: `channel disabled: ${health.disabled_reason}` }
+          : grouped
+            ? await channel.sendBatch!(events)
+            : await channel.send(events[0]!, first.body);
       const now = this.deps.now();
-      const attempts = row.attempts + 1;
-      const step = nextStep(result, attempts, this.deps.retryScheduleMs, now, this.deps.random);
       const error = result.ok ? null : this.deps.scrub(result.error);
-      const lastError = step.state === 'dead' ? this.deps.scrub(step.reason) : error;
+      const checked = channel && health?.disabled_at == null ? channelHealth(first.channel, health, result, now, this.deps.disableAfterMs) : null;
+      // The attempt that disables a channel ends its rows too: no retry will be made.
+      const steps = rows.map((r) =>
+        checked?.disabled
+          ? ({ state: 'dead', reason: `channel disabled: ${checked.disabled}` } as const)
+          : nextStep(result, r.attempts + 1, this.deps.retryScheduleMs, now, this.deps.random),
+      );
       this.deps.store.sqlite.transaction(() => {
-        this.deps.events.recordAttempt(
-          {
-            id: row.id,
-            state: step.state,
-            attempts,
-            next_attempt_at: step.state === 'pending' ? step.nextAttemptAt : row.next_attempt_at,
-            last_error: lastError,
-            updated_at: now,
-          },
-          {
-            outbox_id: row.id,
-            attempt: attempts,
-            at: now,
-            outcome: step.state === 'pending' ? 'retry' : step.state,
-            status_code: result.statusCode,
-            error,
-            duration_ms: now - started,
-          },
-        );
+        rows.forEach((row, i) => {
+          const step = steps[i]!;
+          this.deps.events.recordAttempt(
+            {
+              id: row.id,
+              state: step.state,
+              attempts: row.attempts + 1,
+              next_attempt_at: step.state === 'pending' ? step.nextAttemptAt : row.next_attempt_at,
+              last_error: step.state === 'dead' ? this.deps.scrub(step.reason) : error,
+              updated_at: now,
+            },
+            {
+              outbox_id: row.id,
+              attempt: row.attempts + 1,
+              at: now,
+              outcome: step.state === 'pending' ? 'retry' : step.state,
+              status_code: result.statusCode,
+              error,
+              duration_ms: now - started,
+            },
+          );
+        });
+        if (result.ok && grouped) this.deps.delivery.groupSent(first.channel, first.group_key!, now);
+        if (checked?.row) this.deps.delivery.putChannelState({ ...checked.row, disabled_reason: checked.row.disabled_reason && this.deps.scrub(checked.row.disabled_reason) });
       })();
-      const logLine = { channel: row.channel, event_id: event.id, attempt: attempts, status: result.statusCode };
-      if (step.state === 'dead') this.deps.log.error({ ...logLine, reason: lastError }, 'delivery dead-lettered');
-      else if (step.state === 'pending') this.deps.log.warn({ ...logLine, error }, 'delivery failed; will retry');
-      else this.deps.log.debug(logLine, 'delivered');
-      this.deps.onAttempt?.({ event, channel: row.channel, attempt: attempts, result, state: step.state, durationMs: now - started });
+      rows.forEach((row, i) => {
+        const step = steps[i]!;
+        const event = events[i]!;
+        const logLine = { channel: row.channel, event_id: event.id, attempt: row.attempts + 1, status: result.statusCode, group: row.group_key, size: rows.length };
+        if (step.state === 'dead') this.deps.log.error({ ...logLine, reason: this.deps.scrub(step.reason) }, 'delivery dead-lettered');
+        else if (step.state === 'pending') this.deps.log.warn({ ...logLine, error }, 'delivery failed; will retry');
+        else this.deps.log.debug(logLine, 'delivered');
+        this.deps.onAttempt?.({ event, channel: row.channel, attempt: row.attempts + 1, result, state: step.state, durationMs: now - started });
+      });
+      if (checked?.disabled) {
+        const reason = this.deps.scrub(checked.disabled);
+        this.deps.log.error({ channel: first.channel, reason }, 'channel disabled');
+        this.deps.onChannelDisabled?.({ channel: first.channel, reason, count: checked.row!.disabled_count });
+      }
     } finally {
-      this.inFlight.delete(row.id);
+      for (const r of rows) this.inFlight.delete(r.id);
     }
   }
 }

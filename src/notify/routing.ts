@@ -1,9 +1,21 @@
 import { compileCel, type CelProgram } from '../cel.js';
 import type { ChannelConfig, RouteConfig } from '../config/types.js';
 import type { HostwatchEvent } from '../events/types.js';
+import { isRecord } from '../is-record.js';
+import { DEFAULTS } from '../config/parse.js';
 
 /** A routing decision function: the channel names an event goes to. Pure. */
 export type Router = (event: HostwatchEvent) => string[];
+
+/** One channel an event is routed to, with the grouping options of the route that chose it. */
+export interface RouteTarget {
+  channel: string;
+  /** Index of the route in `routes` (-1 without routes); part of the group key. */
+  route: number;
+  group_by: readonly string[];
+  group_wait_ms: number;
+  group_interval_ms: number;
+}
 
 /** Raised when a route's `match` is not valid CEL. */
 export class RouteError extends Error {
@@ -22,37 +34,62 @@ export function routeBindings(e: HostwatchEvent): Record<string, unknown> {
     site_id: e.data.site_id ?? null,
     domain: e.data.domain ?? null,
     rule: e.data.rule,
-    // A rule's `labels` (docs/rules.md): free key/values for routes to match on.
-    labels: (e.data['labels'] as Record<string, string> | undefined) ?? {},
+    // Rules may give their events labels (data.labels); events without any have none.
+    labels: isRecord(e.data['labels']) ? e.data['labels'] : {},
   };
 }
 
+/** Route options used when there are no routes (every event to every channel). */
+export const NO_ROUTE_DEFAULTS = { group_by: [] as string[], ...DEFAULTS.route };
+
+/** Compile a CEL match; a syntax error is a RouteError naming `where`. */
+export function compileMatch(where: string, match: string | null): CelProgram | null {
+  if (!match) return null;
+  try {
+    return compileCel(match);
+  } catch (e) {
+    throw new RouteError(`${where}: CEL error: ${(e as Error).message}`);
+  }
+}
+
+/** True when a compiled match (or its absence) accepts the bindings; an evaluation error is no match. */
+export function matches(test: CelProgram | null, bindings: Record<string, unknown>): boolean {
+  return test === null || test(bindings) === true;
+}
+
 /**
- * Compile routes once. Without routes every event goes to every channel; with routes the
- * first route whose `match` is true (or that has none) decides. A match that errors on an
- * event (a missing field, say) counts as no match.
+ * Compile routes once. Without routes every event goes to every channel. With routes they
+ * are tried in order: the first that matches decides, unless it says `continue`, in which
+ * case the following routes are tried too. A route with `send_resolved: false` does not
+ * take resolutions (they fall through to later routes). A channel reached by two routes
+ * gets the event once, with the first route's grouping. Pure.
  */
-export function compileRouter(routes: readonly RouteConfig[], channels: readonly ChannelConfig[]): Router {
-  const all = channels.map((c) => c.name);
-  if (routes.length === 0) return () => all;
-  const compiled = routes.map((r, i) => {
-    let test: CelProgram | null = null;
-    if (r.match) {
-      try {
-        test = compileCel(r.match);
-      } catch (e) {
-        throw new RouteError(`routes[${i}].match: CEL error: ${(e as Error).message}`);
-      }
-    }
-    return { test, channels: [...r.channels] };
-  });
+export function compileRoutes(routes: readonly RouteConfig[], channels: readonly ChannelConfig[]): (e: HostwatchEvent) => RouteTarget[] {
+  if (routes.length === 0) {
+    const all = channels.map((c) => ({ channel: c.name, route: -1, ...NO_ROUTE_DEFAULTS }));
+    return () => all;
+  }
+  const compiled = routes.map((r, i) => ({ r, i, test: compileMatch(`routes[${i}].match`, r.match) }));
   return (event) => {
     const bindings = routeBindings(event);
-    for (const r of compiled) {
-      if (!r.test) return r.channels;
-      // An evaluation error is a CelError, never `true`: no match.
-      if (r.test(bindings) === true) return r.channels;
+    const out: RouteTarget[] = [];
+    const seen = new Set<string>();
+    for (const { r, i, test } of compiled) {
+      if (!matches(test, bindings)) continue;
+      if (event.data.status === 'resolved' && !r.send_resolved) continue;
+      for (const channel of r.channels) {
+        if (seen.has(channel)) continue;
+        seen.add(channel);
+        out.push({ channel, route: i, group_by: r.group_by, group_wait_ms: r.group_wait_ms, group_interval_ms: r.group_interval_ms });
+      }
+      if (!r.continue) break;
     }
-    return [];
+    return out;
   };
+}
+
+/** The channel names an event is routed to (see compileRoutes). */
+export function compileRouter(routes: readonly RouteConfig[], channels: readonly ChannelConfig[]): Router {
+  const route = compileRoutes(routes, channels);
+  return (event) => route(event).map((t) => t.channel);
 }

@@ -4,8 +4,8 @@ import { ApiError } from '../api/errors.js';
 import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
 import { alertEventId, envelope } from '../events/envelope.js';
 import type { HostwatchEvent, Severity } from '../events/types.js';
-import type { Router } from '../notify/routing.js';
-import { SilenceMatcher, type Silence } from '../notify/silences.js';
+import type { Notifier } from '../notify/notifier.js';
+import type { Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
 import { fetchEntity } from '../sources/fetch.js';
 import { entityOf, sitesSource } from '../sources/registry.js';
@@ -31,7 +31,8 @@ export interface PollerDeps {
   /** The change log and event evidence (written in each poll's transaction). */
   history: HistoryRepo;
   rules: readonly CompiledRule[];
-  router: Router;
+  /** Decides where a stored event goes (silences, maintenance, inhibition, routes) and queues it. */
+  notifier: Pick<Notifier, 'dispatch'>;
   /** Silences in force, read at each event commit; defaults to the silences table of `store`. */
   silences?: SilenceSource;
   now: () => number;
@@ -96,7 +97,6 @@ export class Poller {
   /** Sources with a firing source.scope_missing alert. */
   private readonly scopeMissing = new Set<string>();
   private readonly silences: SilenceSource;
-  private readonly silenceMatcher = new SilenceMatcher();
   /** Active silences, read once per commit (null outside a commit). */
   private activeSilences: Silence[] | null = null;
 
@@ -372,8 +372,8 @@ export class Poller {
   }
 
   /**
-   * Store an event and queue it for its channels, unless an active silence matches it:
-   * then it is stored with `silenced_by` and queued nowhere. False when it was already stored.
+   * Store an event and hand it to the notifier (same transaction), which queues it for its
+   * channels or records why it is held back. False when it was already stored.
    */
   private addEvent(e: HostwatchEvent): boolean {
     const inserted = this.deps.events.addEvent(toEventRow(e));
@@ -382,27 +382,9 @@ export class Poller {
     if (e.data['shadow'] === true) return true;
     const now = this.deps.now();
     // Read once per commit, not cached longer: a silence added by another process applies
-    // to the next commit. Resolutions are matched like firings, so a silence covering an
-    // alert's whole life holds back both ends (docs/silences.md).
+    // to the next commit. Resolutions are matched like firings (docs/silences.md).
     this.activeSilences ??= this.silences.active(now);
-    const silence = this.silenceMatcher.first(e, this.activeSilences);
-    if (silence) {
-      this.silences.markSilenced(e.id, silence.id);
-      this.deps.log.debug({ event: e.id, type: e.type, silence: silence.id }, 'event silenced: stored, not delivered');
-      return true;
-    }
-    for (const channel of this.deps.router(e)) {
-      this.deps.events.enqueue({
-        event_id: e.id,
-        channel,
-        state: 'pending',
-        attempts: 0,
-        next_attempt_at: now,
-        last_error: null,
-        created_at: now,
-        updated_at: now,
-      });
-    }
+    this.deps.notifier.dispatch(e, now, this.activeSilences);
     return true;
   }
 

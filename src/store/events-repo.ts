@@ -8,6 +8,9 @@ export type EventRow = Selectable<Database['events']>;
 export type OutboxRow = Selectable<Database['outbox']>;
 export type AttemptRow = Selectable<Database['delivery_attempts']>;
 
+/** An outbox row to insert; group_key defaults to null (sent on its own). */
+export type OutboxInsert = Omit<OutboxRow, 'id' | 'group_key'> & { group_key?: string | null };
+
 /** A due outbox row joined with the event body it carries. */
 export interface DueDelivery extends OutboxRow {
   body: string;
@@ -39,6 +42,11 @@ export interface DeliveryView {
   last_error: string | null;
   next_attempt_at: number;
   updated_at: number;
+  /** The outbox row's id (what `hostwatch redeliver` also accepts). */
+  id: number;
+  group_key: string | null;
+  /** The status code of the last attempt (null: none yet, or no HTTP/SMTP answer). */
+  last_status: number | null;
 }
 
 
@@ -69,6 +77,7 @@ class Variants<P extends Record<string, unknown>, F> {
 type LogParams = { after: number; type: string; site_id: number; since: number; limit: number };
 type LogFlags = { type: boolean; site: boolean; since: boolean; newest: boolean };
 type DeliveryParams = { channel: string; limit: number };
+type RedeliverParams = { event_id: string; outbox_id: number; channel: string; now: number };
 
 /** The `events` row of an event; `body` is its exact JSON (what is signed and sent). */
 export function toEventRow(e: HostwatchEvent, body: string = JSON.stringify(e)): Omit<EventRow, 'seq'> {
@@ -99,6 +108,7 @@ export class EventsRepo {
   private readonly outboxForEventStmt;
   private readonly oldestPendingStmt;
   private readonly lastSeqStmt;
+  private readonly redeliverStmts;
 
   constructor(sqlite: BetterSqlite3.Database) {
     this.insertEvent = prepare<Omit<EventRow, 'seq'>>(sqlite, (p) =>
@@ -155,7 +165,16 @@ export class EventsRepo {
         .selectFrom('outbox')
         .innerJoin('events', 'events.id', 'outbox.event_id')
         .select(['outbox.event_id', 'events.type', 'events.subject', 'outbox.channel', 'outbox.state', 'outbox.attempts'])
-        .select(['outbox.last_error', 'outbox.next_attempt_at', 'outbox.updated_at'])
+        .select(['outbox.last_error', 'outbox.next_attempt_at', 'outbox.updated_at', 'outbox.id', 'outbox.group_key'])
+        .select((eb) =>
+          eb
+            .selectFrom('delivery_attempts')
+            .select('delivery_attempts.status_code')
+            .whereRef('delivery_attempts.outbox_id', '=', 'outbox.id')
+            .orderBy('delivery_attempts.id', 'desc')
+            .limit(1)
+            .as('last_status'),
+        )
         // Failed: dead-lettered, or waiting to retry after at least one failed attempt.
         .$if(f.failed, (q) =>
           q.where((eb) => eb.or([eb('outbox.state', '=', 'dead'), eb.and([eb('outbox.state', '=', 'pending'), eb('outbox.attempts', '>=', 1)])])),
@@ -163,6 +182,15 @@ export class EventsRepo {
         .$if(f.channel, (q) => q.where('outbox.channel', '=', p.channel))
         .orderBy('outbox.id', 'desc')
         .limit(p.limit),
+    );
+    this.redeliverStmts = new Variants<RedeliverParams, { kind: 'event' | 'outbox' | 'dead'; channel: boolean }>(sqlite, (f, p) =>
+      qb
+        .updateTable('outbox')
+        .set({ state: 'pending', attempts: 0, next_attempt_at: p.now, updated_at: p.now })
+        .$if(f.kind === 'event', (q) => q.where('event_id', '=', p.event_id))
+        .$if(f.kind === 'outbox', (q) => q.where('id', '=', p.outbox_id))
+        .$if(f.kind === 'dead', (q) => q.where('state', '=', 'dead'))
+        .$if(f.channel, (q) => q.where('channel', '=', p.channel)),
     );
     this.lastSeqStmt = prepare<Record<string, never>>(sqlite, () => qb.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')));
     this.oldestPendingStmt = prepare<{ state: OutboxRow['state'] }>(sqlite, (p) =>
@@ -179,8 +207,24 @@ export class EventsRepo {
   }
 
   /** Queue an event for a channel (idempotent per event and channel). */
-  enqueue(row: Omit<OutboxRow, 'id'>): void {
-    this.insertOutbox.run(row);
+  enqueue(row: OutboxInsert): void {
+    this.insertOutbox.run({ ...row, group_key: row.group_key ?? null });
+  }
+
+  /**
+   * Send again (`hostwatch redeliver`): the chosen rows become pending, due now, with a
+   * fresh retry schedule; their attempt history stays. Same event id, so receivers can
+   * deduplicate. Returns how many rows were requeued.
+   */
+  redeliver(target: { eventId: string } | { outboxId: number } | { dead: true }, channel: string | null, now: number): number {
+    const stmt = this.redeliverStmts.get({ kind: 'eventId' in target ? 'event' : 'outboxId' in target ? 'outbox' : 'dead', channel: channel !== null });
+    const params = {
+      event_id: 'eventId' in target ? target.eventId : '',
+      outbox_id: 'outboxId' in target ? target.outboxId : 0,
+      channel: channel ?? '',
+      now,
+    };
+    return stmt.run(params).changes;
   }
 
   /** Pending deliveries whose time has come, oldest first. */

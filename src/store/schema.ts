@@ -66,6 +66,10 @@ export interface Database {
      * every existing insert of an event, stays exactly as it was before the column existed.
      */
     silenced_by: ColumnType<never, string | null | undefined, string | null>;
+    /** Maintenance or inhibition that held this event back (0004); written by DeliveryRepo only, like silenced_by. */
+    held_by: ColumnType<never, string | null | undefined, string | null>;
+    /** null while held by an inhibition; then 'released' or 'dropped'; 'suppressed' for maintenance (0004). */
+    held_outcome: ColumnType<never, string | null | undefined, string | null>;
   };
   outbox: {
     id: Generated<number>;
@@ -77,6 +81,8 @@ export interface Database {
     last_error: string | null;
     created_at: number;
     updated_at: number;
+    /** Rows of a channel with the same key go out as one message (0004); null: on its own. */
+    group_key: ColumnType<string | null, string | null | undefined, string | null>;
   };
   delivery_attempts: {
     id: Generated<number>;
@@ -100,6 +106,24 @@ export interface Database {
     /** Set when someone expired it early; null while it runs its course. */
     expired_at: number | null;
   };
+  delivery_groups: {
+    channel: string;
+    group_key: string;
+    last_sent_at: number;
+  };
+  channel_state: {
+    channel: string;
+    failing_since: number | null;
+    disabled_at: number | null;
+    disabled_reason: string | null;
+    disabled_count: number;
+  };
+  inhibitions: {
+    source: string;
+    site_id: number;
+    event_id: string;
+    since: number;
+  };
   schema_migrations: {
     version: number;
     name: string;
@@ -113,6 +137,9 @@ export const KEYS = {
   snapshots: ['source', 'entity'],
   poll_state: ['source', 'entity'],
   alerts: ['rule', 'subject'],
+  delivery_groups: ['channel', 'group_key'],
+  channel_state: ['channel'],
+  inhibitions: ['source', 'site_id'],
 } as const;
 
 /** Columns written by inserts (generated ids left out), for prepared statements. */
@@ -123,7 +150,10 @@ export const COLUMNS = {
   change_log: ['source', 'entity', 'site_id', 'version', 'at', 'body'],
   event_evidence: ['event_id', 'at', 'body'],
   events: ['id', 'type', 'subject', 'site_id', 'severity', 'status', 'rule', 'time', 'body'],
-  outbox: ['event_id', 'channel', 'state', 'attempts', 'next_attempt_at', 'last_error', 'created_at', 'updated_at'],
+  outbox: ['event_id', 'channel', 'state', 'attempts', 'next_attempt_at', 'last_error', 'created_at', 'updated_at', 'group_key'],
   delivery_attempts: ['outbox_id', 'attempt', 'at', 'outcome', 'status_code', 'error', 'duration_ms'],
+  delivery_groups: ['channel', 'group_key', 'last_sent_at'],
+  channel_state: ['channel', 'failing_since', 'disabled_at', 'disabled_reason', 'disabled_count'],
+  inhibitions: ['source', 'site_id', 'event_id', 'since'],
   silences: ['id', 'match', 'starts_at', 'ends_at', 'comment', 'created_by', 'created_at', 'expired_at'],
 } as const;

@@ -15,8 +15,39 @@ export function signWebhook(secret: string, id: string, timestampSec: number, bo
 }
 
 /**
- * An HTTP webhook in CloudEvents structured mode, signed per Standard Webhooks.
- * Only 2xx counts; redirects are not followed (a redirect could leak the event elsewhere).
+ * The webhook-signature header: one `v1,<sig>` per secret, space-separated. While a secret
+ * is rotated both sign, and a receiver verifies if any one matches (Standard Webhooks).
+ */
+export function signatureHeader(secrets: readonly string[], id: string, timestampSec: number, body: string): string {
+  return secrets.map((s) => signWebhook(s, id, timestampSec, body)).join(' ');
+}
+
+/**
+ * The HTTP body and CloudEvents headers of an event. Structured mode (the default) sends
+ * the stored event as it is; binary mode sends `data` as the body and the other
+ * attributes as ce-* headers.
+ */
+export function cloudEventRequest(event: HostwatchEvent, stored: string, mode: 'structured' | 'binary'): { body: string; headers: Record<string, string> } {
+  if (mode === 'structured') return { body: stored, headers: { 'content-type': 'application/cloudevents+json; charset=utf-8' } };
+  return {
+    body: JSON.stringify(event.data),
+    headers: {
+      'content-type': 'application/json; charset=utf-8',
+      'ce-specversion': event.specversion,
+      'ce-id': event.id,
+      'ce-source': event.source,
+      'ce-type': event.type,
+      'ce-subject': event.subject,
+      'ce-time': event.time,
+    },
+  };
+}
+
+/**
+ * An HTTP webhook carrying CloudEvents (structured or binary mode), signed per Standard
+ * Webhooks. Only 2xx counts; redirects are not followed (a redirect could leak the event
+ * elsewhere). A 410 Gone disables the channel: the receiver says it will never take more.
+ * Webhooks are not grouped: each event is one request with its own id (docs/routing.md).
  */
 export class WebhookChannel implements Channel {
   readonly type = 'webhook';
@@ -33,24 +64,26 @@ export class WebhookChannel implements Channel {
   /** POST the event; the webhook-id is the event id, so receivers can deduplicate retries. */
   async send(event: HostwatchEvent, body: string): Promise<SendResult> {
     const ts = Math.floor(this.now() / 1000);
+    const req = cloudEventRequest(event, body, this.cfg.mode ?? 'structured');
     try {
       const res = await request(this.cfg.url, {
         method: 'POST',
         dispatcher: this.agent,
         headers: {
-          'content-type': 'application/cloudevents+json; charset=utf-8',
+          ...req.headers,
           'user-agent': 'hostwatch',
           'webhook-id': event.id,
           'webhook-timestamp': String(ts),
-          'webhook-signature': signWebhook(this.cfg.secret, event.id, ts, body),
+          'webhook-signature': signatureHeader(this.cfg.secrets ?? [this.cfg.secret], event.id, ts, req.body),
         },
-        body,
+        body: req.body,
         headersTimeout: this.cfg.timeout_ms,
         bodyTimeout: this.cfg.timeout_ms,
         signal: AbortSignal.timeout(this.cfg.timeout_ms),
       });
       const answer = (await res.body.text()).slice(0, 200);
-      return resultFromStatus(res.statusCode, answer, parseRetryAfter(res.headers['retry-after'], this.now()));
+      const result = resultFromStatus(res.statusCode, answer, parseRetryAfter(res.headers['retry-after'], this.now()));
+      return res.statusCode === 410 && !result.ok ? { ...result, disable: true } : result;
     } catch (e) {
       const name = (e as { name?: string }).name;
       const code = (e as { code?: string }).code;

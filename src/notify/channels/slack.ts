@@ -1,0 +1,153 @@
+import { IncomingWebhook, IncomingWebhookHTTPError, type FetchFunction } from '@slack/webhook';
+import { parseRetryAfter } from '../../api/client.js';
+import type { SlackChannelConfig } from '../../config/types.js';
+import type { HostwatchEvent } from '../../events/types.js';
+import type { Channel, SendResult } from '../channel.js';
+import { cut, renderItem, subjectOf } from './render.js';
+
+/** Slack's limits: characters in one section's text, and blocks in one message. */
+export const SLACK_SECTION_MAX = 3000;
+export const SLACK_MAX_BLOCKS = 50;
+/** Slack allows about one message a second per incoming webhook. */
+export const SLACK_MIN_INTERVAL_MS = 1000;
+
+/**
+ * Answers of Slack's incoming webhooks that no retry fixes: the webhook or its channel is
+ * gone or refuses us. The channel is disabled with an operator event.
+ */
+export const SLACK_PERMANENT_ERRORS = new Set([
+  'invalid_payload',
+  'invalid_token',
+  'no_service',
+  'no_service_id',
+  'no_team',
+  'team_disabled',
+  'channel_not_found',
+  'channel_is_archived',
+  'action_prohibited',
+  'posting_to_general_channel_denied',
+  'user_not_found',
+  'no_active_hooks',
+]);
+
+/**
+ * Escape untrusted text for Slack mrkdwn: `&`, `<` and `>` are the control characters, so
+ * `<!channel>` and `<http://x|y>` show literally and ping or link nobody.
+ */
+export function escapeMrkdwn(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+/** Escaped text cut to `max` characters without splitting an entity. */
+function escapedCut(text: string, max: number): string {
+  const escaped = escapeMrkdwn(text);
+  if (escaped.length <= max) return escaped;
+  return `${escaped.slice(0, max - 1).replace(/&[a-z]{0,4}$/, '')}…`;
+}
+
+type Block = { type: 'section'; text: { type: 'mrkdwn'; text: string } } | { type: 'context'; elements: Array<{ type: 'mrkdwn'; text: string }> };
+
+/**
+ * The Block Kit message for a group of events, with a plain-text fallback: a heading
+ * section, one section per event (each within 3000 characters), and when there are more
+ * events than 50 blocks hold, a last line saying how many were left out.
+ */
+export function slackMessage(events: readonly HostwatchEvent[]): { text: string; blocks: Block[] } {
+  const heading = subjectOf(events).replace(/^\[hostwatch\] /, '');
+  const items = events.map(renderItem);
+  const room = SLACK_MAX_BLOCKS - 2; // the heading, and a possible "more" line
+  const shown = items.length <= SLACK_MAX_BLOCKS - 1 ? items : items.slice(0, room);
+  const blocks: Block[] = [{ type: 'section', text: { type: 'mrkdwn', text: `*hostwatch*: ${escapedCut(heading, SLACK_SECTION_MAX - 20)}` } }];
+  for (const i of shown) {
+    const head = `${i.icon} *${escapeMrkdwn(i.title)}*  ·  ${escapeMrkdwn(i.where)}\n`;
+    const tail = `\n_${escapeMrkdwn(i.time)}_`;
+    blocks.push({ type: 'section', text: { type: 'mrkdwn', text: head + escapedCut(i.summary, SLACK_SECTION_MAX - head.length - tail.length) + tail } });
+  }
+  if (shown.length < items.length) {
+    blocks.push({ type: 'context', elements: [{ type: 'mrkdwn', text: `…and ${items.length - shown.length} more events (hostwatch events lists them all)` }] });
+  }
+  const text = escapedCut(`hostwatch: ${heading}`, SLACK_SECTION_MAX);
+  return { text, blocks };
+}
+
+export interface SlackOptions {
+  now?: () => number;
+  sleep?: (ms: number) => Promise<void>;
+  minIntervalMs?: number;
+}
+
+/**
+ * A Slack incoming webhook through @slack/webhook (with a timeout, and without its own
+ * retries: the outbox retries). Messages to one webhook are sent one at a time, at most
+ * one a second; a 429's Retry-After is honoured.
+ */
+export class SlackChannel implements Channel {
+  readonly type = 'slack';
+  readonly name: string;
+  private readonly hook: IncomingWebhook;
+  private readonly now: () => number;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly minIntervalMs: number;
+  private queue: Promise<unknown> = Promise.resolve();
+  private nextSlot = 0;
+  private lastRetryAfter: string | null = null;
+
+  constructor(cfg: SlackChannelConfig, opts: SlackOptions = {}) {
+    this.name = cfg.name;
+    this.now = opts.now ?? Date.now;
+    this.sleep = opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
+    this.minIntervalMs = opts.minIntervalMs ?? SLACK_MIN_INTERVAL_MS;
+    // The library's HTTPError has no headers; this fetch keeps Retry-After for us.
+    const fetchKeepingRetryAfter: FetchFunction = async (url, init) => {
+      const res = await fetch(url, init as RequestInit);
+      this.lastRetryAfter = res.headers.get('retry-after');
+      return res;
+    };
+    this.hook = new IncomingWebhook(cfg.url, { timeout: cfg.timeout_ms, fetch: fetchKeepingRetryAfter, retryConfig: { retries: 0 } });
+  }
+
+  /** One event, one message. */
+  send(event: HostwatchEvent): Promise<SendResult> {
+    return this.sendBatch([event]);
+  }
+
+  /** One message for the group, in turn with the other messages to this webhook. */
+  sendBatch(events: readonly HostwatchEvent[]): Promise<SendResult> {
+    const run = this.queue.then(() => this.paced(events));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async paced(events: readonly HostwatchEvent[]): Promise<SendResult> {
+    const wait = this.nextSlot - this.now();
+    if (wait > 0) await this.sleep(wait);
+    try {
+      return await this.post(events);
+    } finally {
+      this.nextSlot = this.now() + this.minIntervalMs;
+    }
+  }
+
+  private async post(events: readonly HostwatchEvent[]): Promise<SendResult> {
+    const { text, blocks } = slackMessage(events);
+    this.lastRetryAfter = null;
+    try {
+      await this.hook.send({ text, blocks, unfurl_links: false, unfurl_media: false });
+      return { ok: true, statusCode: 200 };
+    } catch (e) {
+      if (e instanceof IncomingWebhookHTTPError) {
+        const answer = cut(e.body.trim(), 200);
+        const status = e.statusCode;
+        const retryAfterMs = parseRetryAfter(this.lastRetryAfter ?? undefined, this.now());
+        if (SLACK_PERMANENT_ERRORS.has(answer)) {
+          return { ok: false, retryable: false, statusCode: status, error: `Slack: ${answer} (the webhook or its channel is misconfigured)`, disable: true };
+        }
+        const retryable = status === 408 || status === 429 || status >= 500;
+        return { ok: false, retryable, statusCode: status, error: `Slack HTTP ${status}${answer ? `: ${answer}` : ''}`, retryAfterMs };
+      }
+      const cause = (e as { original?: { name?: string; cause?: { code?: string } } }).original;
+      const timeout = cause?.name === 'TimeoutError' || cause?.name === 'AbortError';
+      return { ok: false, retryable: true, statusCode: null, error: timeout ? 'Slack: timed out' : `Slack: connection failed (${cause?.cause?.code ?? cause?.name ?? 'error'})` };
+    }
+  }
+}

@@ -1,0 +1,170 @@
+import { randomUUID } from 'node:crypto';
+import type { Command } from 'commander';
+import type { Config } from '../config/types.js';
+import { openStore, type Store } from '../store/db.js';
+import { DeliveryRepo } from '../store/delivery-repo.js';
+import { EventsRepo, type DeliveryView } from '../store/events-repo.js';
+import { SilencesRepo } from '../store/silences-repo.js';
+import { RECENTLY_EXPIRED_MS } from '../server/routes/silences.js';
+import { parseSilenceRequest, silenceView, sortSilences, type Silence, type SilenceView } from './silences.js';
+
+/** What the delivery commands borrow from cli.ts (config loading, exits, argument parsers). */
+export interface CliHelpers {
+  load(file: string): Promise<Config>;
+  fail(message: string, code: number): never;
+  duration(v: string): number;
+  atLeastOne(v: string): number;
+}
+
+const EXIT_ARGS = 2;
+
+/** Open the config's database (applying migrations, like the daemon), run `fn`, close it. */
+async function withStore<T>(h: CliHelpers, file: string, fn: (store: Store) => T): Promise<T> {
+  const config = await h.load(file);
+  let store: Store;
+  try {
+    store = openStore(config.storage.path);
+  } catch (e) {
+    h.fail(`hostwatch: cannot open the database ${config.storage.path}: ${(e as Error).message}`, 1);
+  }
+  try {
+    return fn(store);
+  } finally {
+    store.close();
+  }
+}
+
+const out = (line: string): void => void process.stdout.write(`${line}\n`);
+
+/** A silence as one line of `silence list`. */
+export function silenceLine(v: SilenceView, now: number): string {
+  const ends = Date.parse(v.ends_at);
+  const left = v.state === 'active' ? `  (ends in ${humanMs(ends - now)})` : '';
+  return `${v.id}  ${v.state.padEnd(7)}  until ${v.ends_at}${left}  ${v.match}  — ${v.comment} (${v.created_by}; ${v.suppressed} held back)`;
+}
+
+/** One row of `hostwatch deliveries`. */
+export function deliveryLine(d: DeliveryView): string {
+  const status = d.last_status === null ? '-' : String(d.last_status);
+  const next = d.state === 'pending' ? ` next ${new Date(d.next_attempt_at).toISOString()}` : '';
+  const why = d.last_error ? `  ${d.last_error}` : '';
+  return `${new Date(d.updated_at).toISOString()}  ${d.state.padEnd(9)} ${d.channel.padEnd(12)} attempts ${d.attempts}  last ${status}${next}  ${d.type} ${d.subject}  ${d.event_id} (#${d.id})${why}`;
+}
+
+function humanMs(ms: number): string {
+  const m = Math.max(0, Math.round(ms / 60_000));
+  return m < 90 ? `${m}m` : m < 48 * 60 ? `${Math.round(m / 60)}h` : `${Math.round(m / 1440)}d`;
+}
+
+/** Register `silence add|list|expire`, `deliveries` and `redeliver` (the database is shared with a running daemon). */
+export function registerDeliveryCommands(program: Command, h: CliHelpers): void {
+  const silence = program.command('silence').description('hold back delivery of matching events for a while (they are still stored)');
+
+  silence
+    .command('add')
+    .description('add a silence: hostwatch silence add --match "site_id == 12" --for 2h --comment "moving servers"')
+    .requiredOption('-c, --config <file>', 'config file (YAML); its storage.path is used')
+    .requiredOption('--match <cel>', 'CEL over type, name, severity, status, subject, site_id, domain, rule, labels')
+    .requiredOption('--for <duration>', 'how long, like 30m, 2h or 1d')
+    .requiredOption('--comment <text>', 'why, and who is on it')
+    .option('--by <name>', 'who adds it', process.env['USER'] ?? 'cli')
+    .action(async (o: { config: string; match: string; for: string; comment: string; by: string }) => {
+      await withStore(h, o.config, (store) => {
+        const now = Date.now();
+        const parsed = parseSilenceRequest({ match: o.match, duration: o.for, comment: o.comment, created_by: o.by }, now, { createdBy: 'cli' });
+        if (!parsed.ok) {
+          // The CLI's names for the request's fields.
+          const flag: Record<string, string> = { match: '--match', duration: '--for', comment: '--comment', created_by: '--by' };
+          h.fail(parsed.errors.map((e) => `hostwatch silence add: ${flag[e.field] ?? e.field}: ${e.message}`).join('\n'), EXIT_ARGS);
+        }
+        const s: Silence = { id: randomUUID(), ...parsed.silence };
+        new SilencesRepo(store.sqlite).add(s);
+        out(silenceLine(silenceView(s, now, 0), now));
+      });
+    });
+
+  silence
+    .command('list')
+    .description('active and pending silences, and those that ended in the last 7 days')
+    .requiredOption('-c, --config <file>', 'config file (YAML)')
+    .option('--expiring <duration>', 'only active silences that end within DURATION (e.g. 1h)', h.duration)
+    .option('--json', 'one JSON object per line')
+    .action(async (o: { config: string; expiring?: number; json?: boolean }) => {
+      await withStore(h, o.config, (store) => {
+        const repo = new SilencesRepo(store.sqlite);
+        const now = Date.now();
+        let list = sortSilences(repo.recent(now, now - RECENTLY_EXPIRED_MS), now).map((s) => silenceView(s, now, repo.suppressed(s.id)));
+        if (o.expiring !== undefined) list = list.filter((v) => v.state === 'active' && Date.parse(v.ends_at) - now <= o.expiring!);
+        for (const v of list) out(o.json ? JSON.stringify(v) : silenceLine(v, now));
+        if (list.length === 0 && !o.json) process.stderr.write('(no silences)\n');
+      });
+    });
+
+  silence
+    .command('expire')
+    .description('end a silence now')
+    .argument('<id>', 'the silence id (from silence list)')
+    .requiredOption('-c, --config <file>', 'config file (YAML)')
+    .action(async (id: string, o: { config: string }) => {
+      await withStore(h, o.config, (store) => {
+        const repo = new SilencesRepo(store.sqlite);
+        const now = Date.now();
+        if (!repo.get(id)) h.fail(`hostwatch silence expire: no silence with id "${id}" (see hostwatch silence list)`, 1);
+        const changed = repo.expire(id, now);
+        out(`${changed ? 'expired' : 'already over'}: ${silenceLine(silenceView(repo.get(id)!, now, repo.suppressed(id)), now)}`);
+      });
+    });
+
+  program
+    .command('deliveries')
+    .description('what was sent where: state, attempts, last answer (newest first)')
+    .requiredOption('-c, --config <file>', 'config file (YAML)')
+    .option('--failed', 'only dead-lettered rows and rows waiting to retry')
+    .option('--channel <name>', 'only this channel')
+    .option('--limit <n>', 'at most N rows', h.atLeastOne, 100)
+    .option('--json', 'one JSON object per line')
+    .action(async (o: { config: string; failed?: boolean; channel?: string; limit: number; json?: boolean }) => {
+      await withStore(h, o.config, (store) => {
+        const rows = new EventsRepo(store.sqlite).deliveries({ failed: o.failed === true, channel: o.channel ?? null }, o.limit);
+        for (const r of rows) out(o.json ? JSON.stringify(r) : deliveryLine(r));
+        for (const c of new DeliveryRepo(store.sqlite).disabledChannels()) {
+          if (o.channel === undefined || o.channel === c.channel) {
+            process.stderr.write(`channel ${c.channel} is DISABLED since ${new Date(c.disabled_at!).toISOString()}: ${c.disabled_reason} (hostwatch redeliver --dead --channel ${c.channel} enables it)\n`);
+          }
+        }
+        if (rows.length === 0 && !o.json) process.stderr.write('(no deliveries)\n');
+      });
+    });
+
+  program
+    .command('redeliver')
+    .description('send again, with the same event id: one event (ID), one outbox row (#N), or every dead-lettered row (--dead)')
+    .argument('[id]', 'an event id, or an outbox row number from hostwatch deliveries')
+    .requiredOption('-c, --config <file>', 'config file (YAML)')
+    .option('--dead', 'every dead-lettered row (and re-enable the disabled channels it covers)')
+    .option('--channel <name>', 'only this channel')
+    .action(async (id: string | undefined, o: { config: string; dead?: boolean; channel?: string }) => {
+      if ((id === undefined) === (o.dead !== true)) h.fail('hostwatch redeliver: give an event id (or #row) or --dead, not both', EXIT_ARGS);
+      await withStore(h, o.config, (store) => {
+        const now = Date.now();
+        const events = new EventsRepo(store.sqlite);
+        const delivery = new DeliveryRepo(store.sqlite);
+        const n = store.sqlite.transaction(() => {
+          if (o.dead) {
+            // A disabled channel would dead-letter them again at once.
+            for (const c of delivery.disabledChannels()) {
+              if (o.channel === undefined || o.channel === c.channel) {
+                delivery.putChannelState({ ...c, disabled_at: null, disabled_reason: null, failing_since: null });
+                out(`channel ${c.channel} enabled again`);
+              }
+            }
+            return events.redeliver({ dead: true }, o.channel ?? null, now);
+          }
+          const row = /^#?\d+$/.test(id!) ? Number(id!.replace('#', '')) : null;
+          return events.redeliver(row === null ? { eventId: id! } : { outboxId: row }, o.channel ?? null, now);
+        })();
+        if (n === 0) h.fail(`hostwatch redeliver: nothing to send again${id ? ` for "${id}"` : ''} (see hostwatch deliveries)`, 1);
+        out(`${n} ${n === 1 ? 'delivery' : 'deliveries'} queued again; the running daemon sends ${n === 1 ? 'it' : 'them'} within a second`);
+      });
+    });
+}

@@ -1,0 +1,161 @@
+import type { CelProgram } from '../cel.js';
+import type { ChannelConfig, Config, InhibitConfig } from '../config/types.js';
+import type { HostwatchEvent } from '../events/types.js';
+import { DIGEST_GROUP, groupDueAt, groupKey, nextDigestAt, type GroupState } from './grouping.js';
+import type { MaintenanceCalendar } from './maintenance.js';
+import { compileMatch, compileRoutes, matches, routeBindings, type RouteTarget } from './routing.js';
+import { SilenceMatcher, type Silence } from './silences.js';
+
+/**
+ * The dispatch decision for one stored event (docs/routing.md), as a pipeline of small
+ * stages: silence → maintenance → inhibition → routing → grouping. Pure: everything it
+ * needs of the database comes in through DispatchView, and notifier.ts applies the result.
+ */
+
+/** Channel types that send a group of events as one message. */
+export const GROUPING_TYPES: ReadonlySet<string> = new Set(['email', 'slack']);
+
+/** One outbox row to write. */
+export interface Delivery {
+  channel: string;
+  /** null: sent on its own. */
+  groupKey: string | null;
+  dueAt: number;
+}
+
+/** What happens to an event. */
+export type Decision =
+  | { action: 'silenced'; silenceId: string }
+  | { action: 'maintenance'; window: string }
+  | { action: 'inhibited'; by: string }
+  | { action: 'queue'; deliveries: Delivery[] };
+
+/** What the decision reads of the present state. */
+export interface DispatchView {
+  now: number;
+  /** Silences active now. */
+  silences: readonly Silence[];
+  /** Inhibition keys in force for a site (see inhibitionKey). */
+  inhibitions(siteId: number): readonly string[];
+  group(channel: string, key: string): GroupState;
+}
+
+/** An inhibition's key: the source event's name and the site. */
+export function inhibitionKey(source: string, siteId: number): string {
+  return `${source}:${siteId}`;
+}
+
+/** How an event changes the inhibitions in force: a source alert starts or ends one. */
+export type InhibitionChange = { start: string; source: string; siteId: number } | { end: string; source: string; siteId: number } | null;
+
+interface CompiledInhibit {
+  source: string;
+  target: CelProgram | null;
+}
+
+/** Options of the stages after silencing; `skipInhibition` is used when releasing held events. */
+export interface DecideOptions {
+  skipInhibition?: string;
+}
+
+/** The compiled dispatch configuration. */
+export class Dispatcher {
+  private readonly route: (e: HostwatchEvent) => RouteTarget[];
+  private readonly channels: ReadonlyMap<string, ChannelConfig>;
+  private readonly inhibit: CompiledInhibit[];
+  private readonly silenceMatcher = new SilenceMatcher();
+
+  constructor(
+    config: Pick<Config, 'routes' | 'channels' | 'inhibit'>,
+    private readonly maintenance: MaintenanceCalendar | null = null,
+  ) {
+    this.route = compileRoutes(config.routes, config.channels);
+    this.channels = new Map(config.channels.map((c) => [c.name, c]));
+    this.inhibit = compileInhibit(config.inhibit);
+  }
+
+  /** Does this event start or end an inhibition? (Checked before it is silenced: a silenced outage still holds its site back.) */
+  inhibitionChange(e: HostwatchEvent): InhibitionChange {
+    const site = e.data.site_id;
+    if (site === null || e.data.status === undefined) return null;
+    if (!this.inhibit.some((i) => i.source === e.data.name)) return null;
+    const key = inhibitionKey(e.data.name, site);
+    return e.data.status === 'firing' ? { start: key, source: e.data.name, siteId: site } : { end: key, source: e.data.name, siteId: site };
+  }
+
+  /** Decide what happens to a stored event. */
+  decide(e: HostwatchEvent, view: DispatchView, opts: DecideOptions = {}): Decision {
+    const silence = this.silenceMatcher.first(e, view.silences);
+    if (silence) return { action: 'silenced', silenceId: silence.id };
+    const window = this.maintenance?.covering(e, view.now) ?? null;
+    if (window) return { action: 'maintenance', window: `maintenance:${window}` };
+    const by = this.inhibitedBy(e, view, opts.skipInhibition);
+    if (by) return { action: 'inhibited', by: `inhibited:${by}` };
+    return { action: 'queue', deliveries: this.deliveries(e, view) };
+  }
+
+  /** The outbox rows of an event that goes out: one per routed channel, with its group and due time. */
+  deliveries(e: HostwatchEvent, view: DispatchView): Delivery[] {
+    return this.route(e).map((t) => {
+      const channel = this.channels.get(t.channel);
+      if (!channel || !GROUPING_TYPES.has(channel.type)) return { channel: t.channel, groupKey: null, dueAt: view.now };
+      const digest = 'digest' in channel ? channel.digest : null;
+      if (digest && e.data.severity === 'info') {
+        const g = view.group(t.channel, DIGEST_GROUP);
+        return { channel: t.channel, groupKey: DIGEST_GROUP, dueAt: g.pendingDue ?? nextDigestAt(view.now, digest) };
+      }
+      const key = groupKey(e, t.route, t.group_by);
+      return { channel: t.channel, groupKey: key, dueAt: groupDueAt(view.now, view.group(t.channel, key), t.group_wait_ms, t.group_interval_ms) };
+    });
+  }
+
+  private inhibitedBy(e: HostwatchEvent, view: DispatchView, skip: string | undefined): string | null {
+    const site = e.data.site_id;
+    if (site === null || this.inhibit.length === 0) return null;
+    const active = view.inhibitions(site).filter((k) => k !== skip);
+    if (active.length === 0) return null;
+    const bindings = routeBindings(e);
+    for (const rule of this.inhibit) {
+      // An inhibiting alert never holds back itself (its own firing and resolution).
+      if (rule.source === e.data.name) continue;
+      const key = inhibitionKey(rule.source, site);
+      if (active.includes(key) && matches(rule.target, bindings)) return key;
+    }
+    return null;
+  }
+}
+
+function compileInhibit(list: readonly InhibitConfig[]): CompiledInhibit[] {
+  return list.map((i, n) => ({ source: i.source, target: compileMatch(`inhibit[${n}].target`, i.target) }));
+}
+
+/** A held event, as the release step sees it. */
+export interface HeldEvent {
+  id: string;
+  rule: string;
+  subject: string;
+  status: string | null;
+}
+
+/**
+ * Which held events to drop when an inhibition ends: an alert that fired and resolved
+ * while held (both ends held) is over, so neither end is sent. Everything else is released.
+ * `held` is in storage order. Pure.
+ */
+export function dropOnRelease(held: readonly HeldEvent[]): Set<string> {
+  const drop = new Set<string>();
+  const openFiring = new Map<string, string>();
+  for (const h of held) {
+    const alert = `${h.rule}\u0000${h.subject}`;
+    if (h.status === 'firing') openFiring.set(alert, h.id);
+    else if (h.status === 'resolved') {
+      const fired = openFiring.get(alert);
+      if (fired !== undefined) {
+        drop.add(fired);
+        drop.add(h.id);
+        openFiring.delete(alert);
+      }
+    }
+  }
+  return drop;
+}

@@ -1,0 +1,76 @@
+import { createTask, type ScheduledTask } from 'node-cron';
+import type { CelProgram } from '../cel.js';
+import type { MaintenanceConfig } from '../config/types.js';
+import type { HostwatchEvent } from '../events/types.js';
+import { compileMatch, matches, routeBindings } from './routing.js';
+
+const MINUTE = 60_000;
+
+interface CompiledWindow {
+  cfg: MaintenanceConfig;
+  starts: ScheduledTask;
+  sites: ReadonlySet<number>;
+  test: CelProgram | null;
+}
+
+/**
+ * Recurring maintenance windows (config `maintenance`): a window opens at each time its
+ * cron `schedule` matches in its time zone and stays open for `duration`. While open, the
+ * events it covers (its `sites`, its `match`) are stored but not delivered, like a silence.
+ */
+export class MaintenanceCalendar {
+  private readonly windows: CompiledWindow[];
+  private cachedMinute = -1;
+  private cachedOpen: CompiledWindow[] = [];
+
+  constructor(configs: readonly MaintenanceConfig[]) {
+    this.windows = configs.map((cfg, i) => ({
+      cfg,
+      // node-cron's matcher, never started: it only answers "does this minute match".
+      starts: createTask(cfg.schedule, () => undefined, { timezone: cfg.timezone, name: `maintenance-${cfg.name}` }),
+      sites: new Set(cfg.sites),
+      test: compileMatch(`maintenance[${i}].match`, cfg.match),
+    }));
+  }
+
+  /** Names of the windows open at `now`. */
+  open(now: number): string[] {
+    return this.openWindows(now).map((w) => w.cfg.name);
+  }
+
+  /** The first open window that covers the event, or null. */
+  covering(e: HostwatchEvent, now: number): string | null {
+    const open = this.openWindows(now);
+    if (open.length === 0) return null;
+    const bindings = routeBindings(e);
+    for (const w of open) {
+      if (w.sites.size > 0 && (e.data.site_id === null || !w.sites.has(e.data.site_id))) continue;
+      if (matches(w.test, bindings)) return w.cfg.name;
+    }
+    return null;
+  }
+
+  /** Stop node-cron's bookkeeping of the matchers. */
+  close(): void {
+    for (const w of this.windows) void w.starts.destroy();
+  }
+
+  // A window is open when one of its start minutes lies in (now - duration, now]. The
+  // answer only changes at a minute boundary, so it is computed once per minute.
+  private openWindows(now: number): CompiledWindow[] {
+    if (this.windows.length === 0) return [];
+    const minute = Math.floor(now / MINUTE);
+    if (minute !== this.cachedMinute) {
+      this.cachedMinute = minute;
+      this.cachedOpen = this.windows.filter((w) => {
+        const span = Math.ceil(w.cfg.duration_ms / MINUTE);
+        for (let m = 0; m < span; m++) {
+          const start = (minute - m) * MINUTE;
+          if (start + w.cfg.duration_ms > now && w.starts.match(new Date(start))) return true;
+        }
+        return false;
+      });
+    }
+    return this.cachedOpen;
+  }
+}

@@ -1,0 +1,117 @@
+import type { Logger } from 'pino';
+import type { HostwatchEvent } from '../events/types.js';
+import type { Store } from '../store/db.js';
+import type { DeliveryRepo } from '../store/delivery-repo.js';
+import { toEventRow, type EventsRepo } from '../store/events-repo.js';
+import type { SilencesRepo } from '../store/silences-repo.js';
+import { dropOnRelease, inhibitionKey, type Decision, type Dispatcher, type DispatchView } from './dispatch.js';
+import type { Silence } from './silences.js';
+
+export interface NotifierDeps {
+  store: Store;
+  events: EventsRepo;
+  delivery: DeliveryRepo;
+  silences: Pick<SilencesRepo, 'active' | 'markSilenced'>;
+  dispatcher: Dispatcher;
+  log: Logger;
+  now: () => number;
+}
+
+/**
+ * Applies dispatch decisions to the database, inside the caller's transaction: outbox rows
+ * for events that go out; a mark on those held back (silence, maintenance, inhibition), so
+ * nothing is lost; and the release of held events when an inhibiting alert resolves.
+ */
+export class Notifier {
+  constructor(private readonly deps: NotifierDeps) {}
+
+  /**
+   * Dispatch an event that was just stored (same transaction). `silences` are the active
+   * ones, read once per commit by the caller.
+   */
+  dispatch(e: HostwatchEvent, now: number, silences: readonly Silence[]): void {
+    const d = this.deps;
+    const change = d.dispatcher.inhibitionChange(e);
+    if (change && 'start' in change) d.delivery.startInhibition({ source: change.source, site_id: change.siteId, event_id: e.id, since: now });
+    const view = this.view(now, silences);
+    this.apply(e, d.dispatcher.decide(e, view), now);
+    if (change && 'end' in change) {
+      d.delivery.endInhibition(change.source, change.siteId);
+      this.release(change.end, view);
+    }
+  }
+
+  /** Store an event of hostwatch's own (an operator event) and dispatch it, in one transaction. False if it was stored already. */
+  publish(e: HostwatchEvent): boolean {
+    const now = this.deps.now();
+    return this.deps.store.sqlite.transaction(() => {
+      if (!this.deps.events.addEvent(toEventRow(e))) return false;
+      this.dispatch(e, now, this.deps.silences.active(now));
+      return true;
+    })();
+  }
+
+  private view(now: number, silences: readonly Silence[]): DispatchView {
+    const delivery = this.deps.delivery;
+    return {
+      now,
+      silences,
+      inhibitions: (siteId) => delivery.inhibitionSources(siteId).map((source) => inhibitionKey(source, siteId)),
+      group: (channel, key) => delivery.group(channel, key),
+    };
+  }
+
+  private apply(e: HostwatchEvent, decision: Decision, now: number): void {
+    const d = this.deps;
+    switch (decision.action) {
+      case 'silenced':
+        d.silences.markSilenced(e.id, decision.silenceId);
+        d.log.debug({ event: e.id, type: e.type, silence: decision.silenceId }, 'event silenced: stored, not delivered');
+        return;
+      case 'maintenance':
+        d.delivery.hold(e.id, decision.window, 'suppressed');
+        d.log.debug({ event: e.id, type: e.type, window: decision.window }, 'event in a maintenance window: stored, not delivered');
+        return;
+      case 'inhibited':
+        d.delivery.hold(e.id, decision.by, null);
+        d.log.debug({ event: e.id, type: e.type, by: decision.by }, 'event inhibited: stored, held until the inhibiting alert resolves');
+        return;
+      case 'queue':
+        for (const q of decision.deliveries) {
+          d.events.enqueue({
+            event_id: e.id,
+            channel: q.channel,
+            state: 'pending',
+            attempts: 0,
+            next_attempt_at: q.dueAt,
+            last_error: null,
+            created_at: now,
+            updated_at: now,
+            group_key: q.groupKey,
+          });
+        }
+    }
+  }
+
+  /**
+   * An inhibition ended: its held events are decided again (without it). An alert that
+   * fired and resolved while held is dropped, both ends (docs/routing.md).
+   */
+  private release(key: string, view: DispatchView): void {
+    const by = `inhibited:${key}`;
+    const held = this.deps.delivery.held(by);
+    const drop = dropOnRelease(held);
+    for (const h of held) {
+      if (drop.has(h.id)) {
+        this.deps.delivery.setHeldOutcome(h.id, 'dropped');
+        continue;
+      }
+      const e = JSON.parse(h.body) as HostwatchEvent;
+      const decision = this.deps.dispatcher.decide(e, view, { skipInhibition: key });
+      this.apply(e, decision, view.now);
+      // Held again by another inhibition: it waits for that one instead.
+      if (decision.action !== 'inhibited') this.deps.delivery.setHeldOutcome(h.id, 'released');
+    }
+    if (held.length > 0) this.deps.log.info({ inhibition: key, released: held.length - drop.size, dropped: drop.size }, 'inhibition ended: held events released');
+  }
+}

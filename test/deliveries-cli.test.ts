@@ -1,0 +1,161 @@
+/**
+ * `hostwatch deliveries`, `hostwatch redeliver` and `hostwatch silence add|list|expire`:
+ * the built CLI against the database a daemon wrote; a daemon started afterwards sends
+ * what the CLI queued, with the same event id.
+ */
+import BetterSqlite3 from 'better-sqlite3';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { hostwatch } from './cli-run.js';
+import { startWorld, TEST_KEY, type World } from './harness.js';
+import { startReceiver, TEST_SECRET, type Answer, type Receiver } from './receiver.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  await Promise.allSettled(cleanups.splice(0).map((c) => c()));
+});
+
+function rows<T>(w: World, sql: string): T[] {
+  const db = new BetterSqlite3(w.dbPath, { readonly: true });
+  try {
+    return db.prepare(sql).all() as T[];
+  } finally {
+    db.close();
+  }
+}
+
+const lines = (text: string): string[] => text.split('\n').filter(Boolean);
+
+async function setup(answers: Record<string, () => Answer>): Promise<{ w: World; hooks: Record<string, Receiver>; overrides: Record<string, unknown>; config: string; env: Record<string, string> }> {
+  const w = await startWorld();
+  cleanups.push(() => w.close());
+  const hooks: Record<string, Receiver> = {};
+  for (const [name, answer] of Object.entries(answers)) {
+    hooks[name] = await startReceiver({ answer: () => answer() });
+    cleanups.push(() => hooks[name]!.close());
+  }
+  const overrides = { channels: Object.entries(hooks).map(([name, r]) => ({ name, type: 'webhook', url: r.url, secret: TEST_SECRET })) };
+  const config = join(w.dir, 'config.yaml');
+  writeFileSync(config, w.yaml(overrides));
+  return { w, hooks, overrides, config, env: { SIM_URL: w.sim.url, API_KEY: TEST_KEY, DB: w.dbPath } };
+}
+
+describe('hostwatch deliveries and redeliver', () => {
+  it('lists what was sent where with attempts and the last answer; --failed and --channel filter; redeliver sends a dead one again with the same id', async () => {
+    let refuse = true;
+    const { w, hooks, overrides, config, env } = await setup({ ok: () => ({ status: 200 }), picky: () => (refuse ? { status: 404, body: 'no such hook' } : { status: 200 }) });
+    const app = w.app(overrides);
+    await app.runOnce();
+    w.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    await app.stop();
+    const id = w.events[0]!.id;
+
+    const all = await hostwatch(['deliveries', '-c', config], env);
+    expect(all.code).toBe(0);
+    expect(lines(all.stdout)).toHaveLength(2);
+    const [picky, ok] = lines(all.stdout);
+    expect(picky).toMatch(new RegExp(`dead\\s+picky\\s+attempts 1  last 404  hostwatch\\.site\\.offline sites/1/health  ${id} \\(#2\\)  permanent failure: HTTP 404: no such hook$`));
+    expect(ok).toMatch(new RegExp(`delivered\\s+ok\\s+attempts 1  last 200  hostwatch\\.site\\.offline sites/1/health  ${id} \\(#1\\)$`));
+    const failed = await hostwatch(['deliveries', '--failed', '-c', config], env);
+    expect(lines(failed.stdout)).toEqual([picky]);
+    const onlyOk = await hostwatch(['deliveries', '--channel', 'ok', '--json', '-c', config], env);
+    expect(lines(onlyOk.stdout).map((l) => JSON.parse(l) as Record<string, unknown>)).toEqual([
+      expect.objectContaining({ event_id: id, channel: 'ok', state: 'delivered', attempts: 1, last_status: 200 }),
+    ]);
+
+    const none = await hostwatch(['redeliver', '-c', config], env);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('hostwatch redeliver: give an event id (or #row) or --dead, not both');
+
+    const again = await hostwatch(['redeliver', '--dead', '-c', config], env);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('1 delivery queued again');
+    expect(rows(w, "SELECT state, attempts FROM outbox WHERE channel = 'picky'")).toEqual([{ state: 'pending', attempts: 0 }]);
+
+    refuse = false;
+    const back = w.app(overrides);
+    expect(await back.worker.drain(3_000)).toBe(0);
+    expect(hooks['picky']!.requests.map((r) => r.id)).toEqual([id, id]);
+    expect(hooks['picky']!.accepted().map((r) => r.id)).toEqual([id]);
+    // Its history stays: the 404, then the new attempt.
+    expect(rows(w, "SELECT a.attempt, a.outcome, a.status_code FROM delivery_attempts a JOIN outbox o ON o.id = a.outbox_id WHERE o.channel = 'picky' ORDER BY a.id")).toEqual([
+      { attempt: 1, outcome: 'dead', status_code: 404 },
+      { attempt: 1, outcome: 'delivered', status_code: 200 },
+    ]);
+    await back.stop();
+
+    // One event on one channel, by event id.
+    const one = await hostwatch(['redeliver', id, '--channel', 'ok', '-c', config], env);
+    expect(one.stdout).toContain('1 delivery queued again');
+    const third = w.app(overrides);
+    expect(await third.worker.drain(3_000)).toBe(0);
+    expect(hooks['ok']!.accepted().map((r) => r.id)).toEqual([id, id]);
+    const unknown = await hostwatch(['redeliver', 'no-such-event', '-c', config], env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('hostwatch redeliver: nothing to send again for "no-such-event"');
+  });
+
+  it('shows a disabled channel, and redeliver --dead --channel enables it again', async () => {
+    let gone = true;
+    const { w, hooks, overrides, config, env } = await setup({ hook: () => (gone ? { status: 410, body: 'unsubscribed' } : { status: 200 }) });
+    const app = w.app(overrides);
+    await app.runOnce();
+    w.sim.world.setHealth(2, { status: 'offline' });
+    await app.runOnce();
+    await app.stop();
+    const listed = await hostwatch(['deliveries', '-c', config], env);
+    expect(listed.stderr).toMatch(/^channel hook is DISABLED since .*Z: HTTP 410: unsubscribed \(hostwatch redeliver --dead --channel hook enables it\)$/m);
+    gone = false;
+    const re = await hostwatch(['redeliver', '--dead', '--channel', 'hook', '-c', config], env);
+    expect(re.stdout).toContain('channel hook enabled again');
+    expect(re.stdout).toContain('2 deliveries queued again'); // the event and the channel.disabled operator event
+    const back = w.app(overrides);
+    expect(await back.worker.drain(3_000)).toBe(0);
+    expect(hooks['hook']!.accepted().map((r) => r.event!.data.name).sort()).toEqual(['channel.disabled', 'site.offline']);
+  });
+});
+
+describe('hostwatch silence', () => {
+  it('adds a silence that holds back delivery but not storage, lists it with what it held back, and expires it', async () => {
+    const { w, hooks, overrides, config, env } = await setup({ hook: () => ({ status: 200 }) });
+    const app = w.app(overrides);
+    await app.runOnce();
+    await app.stop();
+
+    const bad = await hostwatch(['silence', 'add', '--match', 'site_idd == 1', '--for', '2 hours', '--comment', 'x', '-c', config], env);
+    expect(bad.code).toBe(2);
+    expect(lines(bad.stderr)).toEqual([
+      'hostwatch silence add: --match: CEL error: unknown variable "site_idd"; a match can use type, name, severity, status, subject, site_id, domain, rule, labels',
+      'hostwatch silence add: --for: a positive duration like 30m, 2h or 1d12h (got "2 hours")',
+    ]);
+
+    const add = await hostwatch(['silence', 'add', '--match', 'site_id == 1', '--for', '2h', '--comment', 'moving to a new server', '--by', 'ana', '-c', config], env);
+    expect(add.code).toBe(0);
+    const id = add.stdout.split(' ')[0]!;
+    expect(add.stdout).toMatch(/^[0-9a-f-]{36}  active   until .*Z  \(ends in 2h\)  site_id == 1  — moving to a new server \(ana; 0 held back\)\n$/);
+
+    const daemon = w.app(overrides);
+    w.sim.world.setHealth(1, { status: 'offline' });
+    w.sim.world.setHealth(2, { status: 'offline' });
+    await daemon.runOnce();
+    await daemon.stop();
+    expect(hooks['hook']!.accepted().map((r) => r.event!.data.site_id)).toEqual([2]);
+    expect(rows(w, "SELECT site_id, silenced_by FROM events WHERE type = 'hostwatch.site.offline' ORDER BY site_id")).toEqual([
+      { site_id: 1, silenced_by: id },
+      { site_id: 2, silenced_by: null },
+    ]);
+
+    const list = await hostwatch(['silence', 'list', '-c', config], env);
+    expect(lines(list.stdout)).toHaveLength(1);
+    expect(list.stdout).toContain(`${id}  active`);
+    expect(list.stdout).toContain('(ana; 1 held back)');
+    expect(lines((await hostwatch(['silence', 'list', '--expiring', '3h', '-c', config], env)).stdout)).toHaveLength(1);
+    expect(lines((await hostwatch(['silence', 'list', '--expiring', '1h', '-c', config], env)).stdout)).toHaveLength(0);
+
+    const expire = await hostwatch(['silence', 'expire', id, '-c', config], env);
+    expect(expire.stdout).toMatch(new RegExp(`^expired: ${id}  expired`));
+    expect((await hostwatch(['silence', 'expire', 'nope', '-c', config], env)).stderr).toContain('no silence with id "nope"');
+  });
+});

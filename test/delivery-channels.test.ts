@@ -1,0 +1,125 @@
+/**
+ * Webhook additions: 410 Gone disables the endpoint with an operator event, Retry-After is
+ * honoured, secret rotation (every secret signs; receivers on the old or the new one
+ * verify with standardwebhooks), and CloudEvents binary mode (validated by the SDK).
+ */
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { HostwatchEvent } from '../src/events/types.js';
+import { siteEvent } from './events-fixture.js';
+import { startWorld, type World } from './harness.js';
+import { startReceiver, TEST_SECRET, type Answer, type Received, type Receiver } from './receiver.js';
+
+const NEW_SECRET = `whsec_${Buffer.from('the-new-secret-after-rotation-32').toString('base64')}`;
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  await Promise.allSettled(cleanups.splice(0).map((c) => c()));
+});
+
+async function world(): Promise<World> {
+  const w = await startWorld();
+  cleanups.push(() => w.close());
+  return w;
+}
+
+async function receiver(opts: { secret?: string; answer?: (r: Received) => Answer } = {}): Promise<Receiver> {
+  const r = await startReceiver(opts);
+  cleanups.push(() => r.close());
+  return r;
+}
+
+function rows<T>(w: World, sql: string): T[] {
+  const db = new BetterSqlite3(w.dbPath, { readonly: true });
+  try {
+    return db.prepare(sql).all() as T[];
+  } finally {
+    db.close();
+  }
+}
+
+describe('webhook channel', () => {
+  it('a 410 Gone disables the endpoint: the row is dead, an operator event says so, and later events are not sent to it', async () => {
+    const w = await world();
+    const gone = await receiver({ answer: () => ({ status: 410, body: 'endpoint deleted' }) });
+    const ok = await receiver();
+    const app = w.app({
+      channels: [
+        { name: 'gone', type: 'webhook', url: gone.url, secret: TEST_SECRET },
+        { name: 'ok', type: 'webhook', url: ok.url, secret: TEST_SECRET },
+      ],
+    });
+    app.notifier.publish(siteEvent('g1', 2));
+    await app.worker.drain(3_000);
+    expect(gone.requests).toHaveLength(1);
+    expect(rows(w, 'SELECT channel, disabled_reason FROM channel_state WHERE disabled_at IS NOT NULL')).toEqual([
+      { channel: 'gone', disabled_reason: 'HTTP 410: endpoint deleted' },
+    ]);
+    const op = ok.accepted().map((r) => r.event!).find((e) => e.type === 'hostwatch.channel.disabled');
+    expect(op?.data).toMatchObject({ name: 'channel.disabled', channel: 'gone', reason: 'HTTP 410: endpoint deleted', summary: 'channel gone is disabled: HTTP 410: endpoint deleted' });
+    app.notifier.publish(siteEvent('g2', 2));
+    await app.worker.drain(3_000);
+    expect(gone.requests).toHaveLength(1);
+    expect(ok.accepted()).toHaveLength(3);
+    const dead = rows<{ state: string; last_error: string }>(w, "SELECT state, last_error FROM outbox WHERE channel = 'gone' ORDER BY id");
+    expect(dead.map((d) => d.state)).toEqual(['dead', 'dead', 'dead']);
+    expect(dead[0]!.last_error).toBe('channel disabled: HTTP 410: endpoint deleted');
+  });
+
+  it('honours a 503\'s Retry-After when it is longer than the scheduled retry', async () => {
+    const w = await world();
+    const hook = await receiver({ answer: (r) => (r.n === 1 ? { status: 503, headers: { 'retry-after': '90' }, body: 'busy' } : { status: 200 }) });
+    const t0 = Date.now();
+    const app = w.app({ channels: [{ name: 'h', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    app.notifier.publish(siteEvent('ra', 2));
+    await app.worker.deliverDue();
+    const [row] = rows<{ state: string; next_attempt_at: number }>(w, 'SELECT state, next_attempt_at FROM outbox');
+    expect(row!.state).toBe('pending');
+    expect(row!.next_attempt_at - t0).toBeGreaterThanOrEqual(90_000);
+    expect(row!.next_attempt_at - t0).toBeLessThan(100_000);
+  });
+
+  it('signs with every secret during a rotation: a receiver on the old secret and one on the new both verify', async () => {
+    const w = await world();
+    const onOld = await receiver({ secret: TEST_SECRET });
+    const onNew = await receiver({ secret: NEW_SECRET });
+    const app = w.app({
+      channels: [
+        { name: 'a', type: 'webhook', url: onOld.url, secret: [NEW_SECRET, TEST_SECRET] },
+        { name: 'b', type: 'webhook', url: onNew.url, secret: [NEW_SECRET, TEST_SECRET] },
+      ],
+    });
+    app.notifier.publish(siteEvent('rot', 2));
+    expect(await app.worker.drain(3_000)).toBe(0);
+    for (const r of [...onOld.requests, ...onNew.requests]) {
+      expect(r.signatureError).toBeNull();
+      expect(r.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/=]+ v1,[A-Za-z0-9+/=]+$/);
+    }
+    expect(onOld.accepted()).toHaveLength(1);
+    expect(onNew.accepted()).toHaveLength(1);
+    // A receiver that knows neither secret still rejects it.
+    const stranger = await receiver({ secret: `whsec_${Buffer.from('somebody-else-entirely-32-bytes!').toString('base64')}` });
+    const app2 = w.app({ channels: [{ name: 'c', type: 'webhook', url: stranger.url, secret: [NEW_SECRET, TEST_SECRET] }] });
+    app2.notifier.publish(siteEvent('rot2', 2));
+    await app2.worker.deliverDue();
+    expect(stranger.requests[0]!.signatureError).not.toBeNull();
+  });
+
+  it('in binary mode sends data as the body and the attributes as ce-* headers: a valid CloudEvent, signed over the body sent', async () => {
+    const w = await world();
+    const hook = await receiver();
+    const app = w.app({ channels: [{ name: 'bin', type: 'webhook', url: hook.url, secret: TEST_SECRET, mode: 'binary' }] });
+    const e = siteEvent('bin', 2, { summary: 'binary mode' });
+    app.notifier.publish(e);
+    expect(await app.worker.drain(3_000)).toBe(0);
+    const r = hook.requests[0]!;
+    expect(r.signatureError).toBeNull();
+    expect(r.cloudEventError).toBeNull();
+    expect(r.headers['content-type']).toMatch(/^application\/json/);
+    expect(r.headers['ce-id']).toBe(e.id);
+    expect(r.headers['ce-type']).toBe('hostwatch.backup.failed');
+    expect(r.cloudEvent).toMatchObject({ id: e.id, source: 'hostwatch://test', type: e.type, subject: e.subject, specversion: '1.0' });
+    expect(r.cloudEvent!.data).toEqual(e.data);
+    expect(JSON.parse(r.body) as HostwatchEvent['data']).toEqual(e.data);
+  });
+});

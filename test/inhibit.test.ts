@@ -1,0 +1,111 @@
+/**
+ * Inhibition end to end (simulator → poller → notifier → webhook receiver): while
+ * site.offline fires for a site, that site's other events are stored but held; when it
+ * resolves they are released, except an alert that fired and resolved meanwhile, which is
+ * dropped (both ends). Other sites are not affected.
+ */
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { names, startWorld, type World } from './harness.js';
+import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  await Promise.allSettled(cleanups.splice(0).map((c) => c()));
+});
+
+function rows<T>(w: World, sql: string): T[] {
+  const db = new BetterSqlite3(w.dbPath, { readonly: true });
+  try {
+    return db.prepare(sql).all() as T[];
+  } finally {
+    db.close();
+  }
+}
+
+const delivered = (hook: Receiver): string[] =>
+  hook.accepted().map((r) => `${r.event!.data.site_id}:${r.event!.data.name}${r.event!.data.status ? `:${r.event!.data.status}` : ''}`);
+
+describe('inhibition', () => {
+  it('holds a site\'s other events while site.offline fires, releases them when it resolves, and drops an alert that fired and resolved meanwhile', async () => {
+    const w = await startWorld();
+    const hook = await startReceiver();
+    cleanups.push(() => w.close(), () => hook.close());
+    const app = w.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    const sim = w.sim.world;
+    await app.runOnce(); // baseline
+
+    sim.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    expect(delivered(hook)).toEqual(['1:site.offline:firing']);
+
+    // While site 1 is offline: a failed backup (held), a usage alert that fires (held) ...
+    sim.addBackup(1, { state: 'Error' });
+    const usage = sim.getUsage(1)!;
+    sim.setUsage(1, { diskUsedMib: usage.disk.limit_mib + 100 });
+    sim.addBackup(2, { state: 'Error' }); // ... and site 2 is not affected.
+    await app.runOnce();
+    expect(delivered(hook)).toEqual(['1:site.offline:firing', '2:backup.failed']);
+    // ... and resolves again, still while held.
+    sim.setUsage(1, { diskUsedMib: 1 });
+    await app.runOnce();
+    expect(delivered(hook)).toEqual(['1:site.offline:firing', '2:backup.failed']);
+
+    const held = rows<{ name: string; held_by: string; held_outcome: string | null }>(
+      w,
+      "SELECT json_extract(body, '$.data.name') || coalesce(':' || status, '') AS name, held_by, held_outcome FROM events WHERE held_by IS NOT NULL ORDER BY seq",
+    );
+    expect(held.map((h) => h.name).sort()).toEqual(
+      ['backup.failed', 'usage.disk_high:firing', 'usage.disk_high:resolved', 'usage.over_limit:firing', 'usage.over_limit:resolved'].sort(),
+    );
+    for (const h of held) expect(h).toMatchObject({ held_by: 'inhibited:site.offline:1', held_outcome: null });
+    // Stored and in the event log all along.
+    expect(names(w.events)).toContain('backup.failed');
+
+    sim.setHealth(1, { status: 'online' });
+    await app.runOnce();
+    // Sent in parallel, so in either order.
+    expect(delivered(hook).slice(2).sort()).toEqual(['1:backup.failed', '1:site.offline:resolved']);
+    expect(delivered(hook)).toHaveLength(4);
+    const outcomes = rows<{ name: string; held_outcome: string }>(
+      w,
+      "SELECT json_extract(body, '$.data.name') || coalesce(':' || status, '') AS name, held_outcome FROM events WHERE held_by IS NOT NULL ORDER BY name",
+    );
+    expect(outcomes).toEqual([
+      { name: 'backup.failed', held_outcome: 'released' },
+      { name: 'usage.disk_high:firing', held_outcome: 'dropped' },
+      { name: 'usage.disk_high:resolved', held_outcome: 'dropped' },
+      { name: 'usage.over_limit:firing', held_outcome: 'dropped' },
+      { name: 'usage.over_limit:resolved', held_outcome: 'dropped' },
+    ]);
+    expect(rows(w, 'SELECT * FROM inhibitions')).toEqual([]);
+  });
+
+  it('releases an alert still firing when the inhibition ends, and can be turned off with inhibit: []', async () => {
+    const w = await startWorld();
+    const hook = await startReceiver();
+    cleanups.push(() => w.close(), () => hook.close());
+    const app = w.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    const sim = w.sim.world;
+    await app.runOnce();
+    sim.setHealth(3, { status: 'offline' });
+    await app.runOnce();
+    sim.setUsage(3, { diskUsedMib: sim.getUsage(3)!.disk.limit_mib + 100 });
+    await app.runOnce();
+    expect(delivered(hook)).toEqual(['3:site.offline:firing']);
+    sim.setHealth(3, { status: 'online' });
+    await app.runOnce();
+    expect(delivered(hook).sort()).toEqual(['3:site.offline:firing', '3:site.offline:resolved', '3:usage.disk_high:firing', '3:usage.over_limit:firing'].sort());
+
+    const w2 = await startWorld();
+    const hook2 = await startReceiver();
+    cleanups.push(() => w2.close(), () => hook2.close());
+    const app2 = w2.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook2.url, secret: TEST_SECRET }], inhibit: [] });
+    await app2.runOnce();
+    w2.sim.world.setHealth(3, { status: 'offline' });
+    await app2.runOnce();
+    w2.sim.world.addBackup(3, { state: 'Error' });
+    await app2.runOnce();
+    expect(delivered(hook2)).toEqual(['3:site.offline:firing', '3:backup.failed']);
+  });
+});

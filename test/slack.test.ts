@@ -1,0 +1,194 @@
+/**
+ * The Slack channel through @slack/webhook against a real loopback HTTP server standing in
+ * for hooks.slack.com: escaping (injection strings show literally), Block Kit limits,
+ * pacing, 429 Retry-After, Slack's named permanent errors and the request timeout.
+ */
+import BetterSqlite3 from 'better-sqlite3';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { HostwatchEvent } from '../src/events/types.js';
+import type { App } from '../src/main.js';
+import { SLACK_MAX_BLOCKS, SLACK_SECTION_MAX, slackMessage } from '../src/notify/channels/slack.js';
+import { testClock, type TestClock } from './clock.js';
+import { siteEvent } from './events-fixture.js';
+import { startWorld, type World } from './harness.js';
+
+interface SlackPost {
+  body: string;
+  json: { text: string; blocks: Array<{ type: string; text?: { type: string; text: string }; elements?: Array<{ text: string }> }> };
+}
+type Reply = { status: number; body?: string; headers?: Record<string, string> } | 'hold';
+
+interface FakeSlack {
+  url: string;
+  posts: SlackPost[];
+  close(): Promise<void>;
+}
+
+/** A Slack incoming-webhook endpoint on loopback: answers "ok" unless `reply` says otherwise. */
+async function fakeSlack(reply: (n: number) => Reply = () => ({ status: 200, body: 'ok' })): Promise<FakeSlack> {
+  const posts: SlackPost[] = [];
+  const held: ServerResponse[] = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      posts.push({ body, json: JSON.parse(body) as SlackPost['json'] });
+      const r = reply(posts.length);
+      if (r === 'hold') return void held.push(res);
+      res.writeHead(r.status, { 'content-type': 'text/plain', ...r.headers });
+      res.end(r.body ?? '');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}/services/T000/B000/secret-token-abc123`,
+    posts,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const r of held) r.destroy();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  await Promise.allSettled(cleanups.splice(0).map((c) => c()));
+});
+
+async function setup(
+  reply?: (n: number) => Reply,
+  opts: { route?: Record<string, unknown>; timeout?: string } = {},
+): Promise<{ w: World; app: App; slack: FakeSlack; clock: TestClock; sleeps: number[] }> {
+  const slack = await fakeSlack(reply);
+  const w = await startWorld();
+  cleanups.push(() => w.close(), () => slack.close());
+  const clock = testClock();
+  const sleeps: number[] = [];
+  const app = w.app(
+    {
+      channels: [
+        { name: 'ops', type: 'slack', url: slack.url, timeout: opts.timeout ?? '5s' },
+        { name: 'log', type: 'console' },
+      ],
+      routes: [{ channels: ['ops', 'log'], group_wait: '0s', ...opts.route }],
+      delivery: { retry_schedule: ['5s', '5m'] },
+    },
+    { now: clock.now, sleep: async (ms) => void sleeps.push(ms), consoleWrite: () => undefined },
+  );
+  return { w, app, slack, clock, sleeps };
+}
+
+function rows<T>(w: World, sql: string): T[] {
+  const db = new BetterSqlite3(w.dbPath, { readonly: true });
+  try {
+    return db.prepare(sql).all() as T[];
+  } finally {
+    db.close();
+  }
+}
+
+/** Every mrkdwn text of a message: the fallback, the sections and the context lines. */
+function texts(p: SlackPost): string[] {
+  return [p.json.text, ...p.json.blocks.flatMap((b) => [b.text?.text ?? '', ...(b.elements ?? []).map((e) => e.text)])].filter(Boolean);
+}
+
+describe('the Slack channel', () => {
+  it('shows <!channel>, <http://x|y> and <@U123> from a review text literally: escaped, so they ping and link nobody', async () => {
+    const { app, slack } = await setup();
+    const review = 'Terrible! <!channel> <!here> go to <http://evil.example|your bank> & tell <@U123>';
+    app.notifier.publish(siteEvent('r', 4, { name: 'reputation.poor_review', summary: review, domain: '<!everyone>.example' }));
+    expect(await app.worker.drain(5_000)).toBe(0);
+    expect(slack.posts).toHaveLength(1);
+    const post = slack.posts[0]!;
+    const escaped = 'Terrible! &lt;!channel&gt; &lt;!here&gt; go to &lt;http://evil.example|your bank&gt; &amp; tell &lt;@U123&gt;';
+    expect(post.json.blocks.some((b) => b.text?.text.includes(escaped))).toBe(true);
+    expect(post.json.blocks.some((b) => b.text?.text.includes('&lt;!everyone&gt;.example'))).toBe(true);
+    for (const t of texts(post)) {
+      // Slack's control sequences start with "<"; none of the untrusted text may produce one.
+      expect(t).not.toMatch(/<[!@#]|<http/);
+    }
+    expect(post.json.text).toContain('&lt;!channel&gt;');
+    expect(post.json.blocks[1]!.text!.type).toBe('mrkdwn');
+  });
+
+  it('keeps within Slack\'s limits: at most 50 blocks, each section at most 3000 characters, and says how many events were left out', () => {
+    const long = `${'x'.repeat(2_990)}&&&& <!channel> ${'y'.repeat(5_000)}`;
+    const events: HostwatchEvent[] = Array.from({ length: 120 }, (_, i) => siteEvent(`l${i}`, i + 1, { summary: i === 0 ? long : `event ${i}` }));
+    const m = slackMessage(events);
+    expect(m.blocks.length).toBeLessThanOrEqual(SLACK_MAX_BLOCKS);
+    expect(m.blocks).toHaveLength(SLACK_MAX_BLOCKS);
+    for (const b of m.blocks) if (b.type === 'section') expect(b.text.text.length).toBeLessThanOrEqual(SLACK_SECTION_MAX);
+    const first = m.blocks[1]!;
+    expect(first.type === 'section' && first.text.text).toMatch(/x…\n_/);
+    // The cut never leaves half an entity behind.
+    expect(first.type === 'section' && /&[a-z]*…/.test(first.text.text)).toBe(false);
+    const last = m.blocks.at(-1)!;
+    expect(last.type === 'context' && last.elements[0]!.text).toBe('…and 72 more events (hostwatch events lists them all)');
+    expect(m.text.length).toBeLessThanOrEqual(SLACK_SECTION_MAX);
+    // 49 events fit without a "more" line.
+    expect(slackMessage(events.slice(0, 49)).blocks).toHaveLength(50);
+  });
+
+  it('sends one message per group, paced to one a second per webhook', async () => {
+    const { app, slack, sleeps } = await setup(undefined, { route: { group_by: ['site_id'] } });
+    for (let site = 1; site <= 3; site++) for (let i = 0; i < 3; i++) app.notifier.publish(siteEvent(`p${site}-${i}`, site));
+    await app.worker.deliverDue();
+    expect(slack.posts).toHaveLength(3);
+    for (const p of slack.posts) expect(p.json.blocks.filter((b) => b.type === 'section')).toHaveLength(4); // heading + 3 events
+    // The test clock stands still, so each message after the first waits a full second.
+    expect(sleeps).toEqual([1_000, 1_000]);
+  });
+
+  it('honours a 429\'s Retry-After: the retry waits for it, then the message goes', async () => {
+    const { w, app, slack, clock } = await setup((n) => (n === 1 ? { status: 429, body: 'rate_limited', headers: { 'retry-after': '120' } } : { status: 200, body: 'ok' }));
+    app.notifier.publish(siteEvent('rl', 1));
+    await app.worker.deliverDue();
+    const [row] = rows<{ state: string; next_attempt_at: number; last_error: string }>(w, "SELECT state, next_attempt_at, last_error FROM outbox WHERE channel = 'ops'");
+    expect(row).toMatchObject({ state: 'pending', last_error: 'Slack HTTP 429: rate_limited' });
+    expect(row!.next_attempt_at).toBe(clock.t + 120_000);
+    clock.advance(119_000);
+    await app.worker.deliverDue();
+    expect(slack.posts).toHaveLength(1);
+    clock.advance(1_000);
+    await app.worker.deliverDue();
+    expect(slack.posts).toHaveLength(2);
+    expect(rows<{ state: string }>(w, "SELECT state FROM outbox WHERE channel = 'ops'")).toEqual([{ state: 'delivered' }]);
+  });
+
+  it('a named permanent error (channel_is_archived) marks the channel misconfigured: disabled, an operator event, no more requests', async () => {
+    const { w, app, slack } = await setup(() => ({ status: 410, body: 'channel_is_archived' }));
+    app.notifier.publish(siteEvent('arch', 1));
+    await app.worker.deliverDue();
+    expect(slack.posts).toHaveLength(1);
+    const state = rows<{ channel: string; disabled_reason: string }>(w, 'SELECT channel, disabled_reason FROM channel_state WHERE disabled_at IS NOT NULL');
+    expect(state).toEqual([{ channel: 'ops', disabled_reason: 'Slack: channel_is_archived (the webhook or its channel is misconfigured)' }]);
+    const op = rows<{ body: string }>(w, "SELECT body FROM events WHERE type = 'hostwatch.channel.disabled'");
+    expect(op).toHaveLength(1);
+    const e = JSON.parse(op[0]!.body) as HostwatchEvent;
+    expect(e.data).toMatchObject({ name: 'channel.disabled', severity: 'critical', channel: 'ops', summary: 'channel ops is disabled: Slack: channel_is_archived (the webhook or its channel is misconfigured)' });
+    expect(e.subject).toBe('channels/ops');
+    // The operator event reached the working channel; nothing more is posted to Slack.
+    app.notifier.publish(siteEvent('after', 2));
+    await app.worker.drain(2_000);
+    expect(slack.posts).toHaveLength(1);
+    const ops = rows<{ state: string; last_error: string }>(w, "SELECT state, last_error FROM outbox WHERE channel = 'ops' ORDER BY id");
+    expect(ops.map((o) => o.state)).toEqual(['dead', 'dead', 'dead']);
+    expect(ops[2]!.last_error).toBe('permanent failure: channel disabled: Slack: channel_is_archived (the webhook or its channel is misconfigured)');
+    expect(rows<{ state: string }>(w, "SELECT state FROM outbox WHERE channel = 'log'").map((r) => r.state)).toEqual(['delivered', 'delivered', 'delivered']);
+  });
+
+  it('gives up on a request after the channel\'s timeout and retries later', async () => {
+    const { w, app, slack } = await setup(() => 'hold', { timeout: '300ms' });
+    app.notifier.publish(siteEvent('slow', 1));
+    await app.worker.deliverDue();
+    expect(slack.posts).toHaveLength(1);
+    expect(rows<{ state: string; last_error: string }>(w, "SELECT state, last_error FROM outbox WHERE channel = 'ops'")).toEqual([
+      { state: 'pending', last_error: 'Slack: timed out' },
+    ]);
+  });
+});
