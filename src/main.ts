@@ -24,7 +24,10 @@ import { healthRoutes } from './server/routes/health.js';
 import { metricsRoutes } from './server/routes/metrics.js';
 import { silencesRoutes } from './server/routes/silences.js';
 import { startServer } from './server/server.js';
+import { Fetcher } from './sources/fetch.js';
 import { SOURCES } from './sources/registry.js';
+import { enabledSources } from './sources/select.js';
+import { Followups } from './scheduler/followups.js';
 import { AlertsRepo } from './store/alerts-repo.js';
 import { openStore, type Store } from './store/db.js';
 import { EventsRepo } from './store/events-repo.js';
@@ -128,7 +131,12 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       opts.onAttempt?.(info);
     },
   });
+  const scheduled: ScheduledSource[] = enabledSources(config);
+  const followups = new Followups(scheduled.map((s) => s.def));
   const poller = new Poller({
+    fetcher: new Fetcher(client, (name) => ({ paths: config.sources[name]?.paths ?? [] })),
+    sources: scheduled.map((s) => s.def),
+    onFetched: (ref, data) => followups.observe(ref, data),
     instance: config.name,
     client,
     store,
@@ -149,13 +157,10 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       opts.onEvents?.(added);
     },
   });
-  const scheduled: ScheduledSource[] = SOURCES.filter((s) => config.sources[s.name]?.enabled !== false).map((def) => ({
-    def,
-    everyMs: config.sources[def.name]?.every_ms ?? def.defaultEveryMs,
-  }));
   const scheduler = new Scheduler({
     poller,
     sources: scheduled,
+    followups,
     sites: config.sites,
     concurrency: config.api.max_concurrency,
     now,
