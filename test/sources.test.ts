@@ -73,7 +73,7 @@ describe('the source registry', () => {
 
   it('never names a path that changes state or spends credits', () => {
     for (const s of SOURCES) {
-      expect(s.path, s.name).not.toMatch(/keyword-research$|domain-overview|check|download|integrity|refresh|try-again|order|rotate/);
+      expect(s.path, s.name).not.toMatch(/keyword-research$|domain-overview|\/check|download|integrity|refresh|try-again|\/order|rotate/);
     }
   });
 
