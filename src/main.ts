@@ -58,6 +58,8 @@ export interface App {
   rules: CompiledRule[];
   poller: Poller;
   scheduler: Scheduler;
+  /** What fetches imply for later fetches (detail reads, adaptive polling); fed by the poller. */
+  followups: Followups;
   worker: OutboxWorker;
   metrics: Metrics;
   /** Live events for in-process consumers (SSE, the dashboard, tests). */
@@ -181,6 +183,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     rules,
     poller,
     scheduler,
+    followups,
     worker,
     metrics,
     bus,

@@ -137,8 +137,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   /**
    * Run one cycle of a source and of the detail sources it drives; the first summary is
-   * the source's own, then one per enabled detail source. Afterwards, a source with `fast`
-   * that saw a busy record is due again after `fast.everyMs` (adaptive polling).
+   * the source's own, then one per enabled detail source.
    */
   async runCycleWithDetails(s: ScheduledSource, stagger: boolean): Promise<CycleSummary[]> {
     const children = this.followups.childrenOf(s.def);
@@ -159,13 +158,16 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       this.emit('cycle:end', summary);
       out.push(summary);
     }
-    const fast = s.def.fast;
-    if (fast && this.followups.isBusy(s.def)) {
-      const soon = this.deps.now() + fast.everyMs;
-      const next = this.nextRun.get(s.def.name);
-      if (next !== undefined && soon < next) this.nextRun.set(s.def.name, soon);
-    }
     return out;
+  }
+
+  /** Adaptive polling: a source with `fast` that saw a busy record is due again after `fast.everyMs`. */
+  private adapt(def: SourceDef): void {
+    const fast = def.fast;
+    if (!fast || !this.followups.isBusy(def)) return;
+    const soon = this.deps.now() + fast.everyMs;
+    const next = this.nextRun.get(def.name);
+    if (next !== undefined && soon < next) this.nextRun.set(def.name, soon);
   }
 
   /** The details of `parent`'s records under one parent entity that are due, read one by one. */
@@ -223,6 +225,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       // poll() does not throw for API failures; this is a bug or a database error.
       this.deps.log.error({ source: s.def.name, err: String(e) }, 'cycle failed');
     }
+    this.adapt(s.def);
     const summary = { source: s.def.name, startedAt, durationMs: this.deps.now() - startedAt, outcomes };
     this.deps.afterCycle?.(summary);
     this.emit('cycle:end', summary);
