@@ -235,10 +235,10 @@ describe('every catalog event, end to end against the simulator', () => {
       if (e.data.site_id !== null) expect(e.data.domain).toBe(world.sim.world.getSite(e.data.site_id)!.domain);
       expect(e.data.summary).not.toContain(' on sites/'); // the template rendered, not the fallback
       t.check?.(e, ctx);
+      examples.set(t.event, e);
       const after = world.events.length;
       await app.runOnce();
       expect(names(world.events.slice(after))).toEqual([]);
-      examples.set(t.event, e);
     });
   }
 });
