@@ -17,6 +17,10 @@ export interface RequestRecord {
   path: string;
   query: Record<string, string>;
   at: string;
+  /** Whether the request carried If-None-Match (a conditional GET). */
+  conditional: boolean;
+  /** The HTTP status answered (0 until answered; a reset connection stays 0). */
+  status: number;
 }
 
 /** What the control interface can reach. */

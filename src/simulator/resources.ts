@@ -85,7 +85,7 @@ interface Timer {
 /** One patch operation of the control interface. */
 export interface PatchOp {
   op: 'set' | 'merge' | 'add' | 'remove';
-  /** Dotted ("records.12.state") or an array of segments; array segments match records by `id`. */
+  /** Dotted ("records.12.state") or an array of segments; in arrays a segment matches a record's id, key, platform, code, url or path. */
   path: string | (string | number)[];
   value?: unknown;
 }
@@ -274,10 +274,20 @@ function child(container: unknown, seg: string, where: string): unknown {
   throw new SimulatorError('validation_failed', `patch path ${where}: cannot step into a ${container === null ? 'null' : typeof container}`);
 }
 
+/** Record keys a patch path segment matches in an array, in this order (`[n]` is an index). */
+const RECORD_KEYS = ['id', 'key', 'platform', 'code', 'url', 'path'] as const;
+
 function indexIn(list: unknown[], seg: string, where: string): number {
   const m = /^\[(\d+)\]$/.exec(seg);
-  const i = m ? Number(m[1]) : list.findIndex((x) => typeof x === 'object' && x !== null && String((x as { id?: unknown }).id) === seg);
-  if (i < 0 || i >= list.length) throw new SimulatorError('not_found', `patch path ${where}: no record with id ${seg}`);
+  let i = -1;
+  if (m) i = Number(m[1]);
+  else {
+    for (const key of RECORD_KEYS) {
+      i = list.findIndex((x) => typeof x === 'object' && x !== null && key in x && String((x as Record<string, unknown>)[key]) === seg);
+      if (i >= 0) break;
+    }
+  }
+  if (i < 0 || i >= list.length) throw new SimulatorError('not_found', `patch path ${where}: no record with ${RECORD_KEYS.join('/')} ${seg}`);
   return i;
 }
 

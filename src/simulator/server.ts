@@ -59,7 +59,9 @@ export function createListener(ctx: ListenerContext): Listener {
     }
 
     const query = new URLSearchParams(rawQuery);
-    record(ctx, { method, path, query: rawQuery === '' ? {} : Object.fromEntries(query), at: ctx.now().toISOString() });
+    const entry: RequestRecord = { method, path, query: rawQuery === '' ? {} : Object.fromEntries(query), at: ctx.now().toISOString(), conditional: req.headers['if-none-match'] !== undefined, status: 0 };
+    record(ctx, entry);
+    res.once('finish', () => (entry.status = res.statusCode));
     if (path !== API_PREFIX && !path.startsWith(`${API_PREFIX}/`)) {
       req.resume();
       send(res, requestId, errorReply('not_found', `no endpoint ${path}; the API lives under ${API_PREFIX}`));

@@ -104,12 +104,16 @@ export const filesFamily: Family<FilesState> = {
     };
   },
   actions: {
-    /** Someone edits a file (args.path, default .htaccess; args.content; args.mode). */
+    /** Someone edits a file (args.path, default .htaccess; args.content, or args.size: padded/cut to that many bytes; args.mode). */
     touch: (s, args, a) => {
       const path = typeof args.path === 'string' ? norm(args.path) : '.htaccess';
       const node = s.entries[path] ?? (s.entries[path] = { type: 'file', modified: a.iso(), mode: '644', content: '' });
       if (typeof args.content === 'string') node.content = text(args.content);
-      else node.content = text(`${Buffer.from(node.content ?? '', 'base64').toString()}# edited ${a.iso()}\n`);
+      else if (typeof args.size === 'number') {
+        const bytes = Buffer.alloc(args.size, 0x23);
+        Buffer.from(node.content ?? '', 'base64').copy(bytes, 0, 0, args.size);
+        node.content = bytes.toString('base64');
+      } else node.content = text(`${Buffer.from(node.content ?? '', 'base64').toString()}# edited ${a.iso()}\n`);
       if (typeof args.mode === 'string') node.mode = args.mode;
       node.modified = a.iso();
       a.record('changed', { path });

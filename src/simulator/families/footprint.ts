@@ -57,6 +57,18 @@ function gradeOf(score: number): string {
   return score >= 90 ? 'A' : score >= 75 ? 'B' : score >= 60 ? 'C' : score >= 40 ? 'D' : 'F';
 }
 
+/** 100 minus 20 per critical and 8 per other customer-owned finding. */
+function scoreOf(findings: Finding[]): number {
+  return Math.max(0, 100 - findings.filter((f) => f.owner === 'customer').reduce((n, f) => n + (f.severity === 'critical' ? 20 : 8), 0));
+}
+
+/** A finding from a catalog code or a (partial) Finding object. */
+function findingOf(f: unknown, domains: string[]): Finding {
+  const given = typeof f === 'string' ? { code: f } : (f as Partial<Finding>);
+  const base = CATALOG.find((x) => x.code === given.code) ?? { ...(CATALOG[0] as Finding), title: String(given.code) };
+  return { ...base, domains: domains.slice(0, 2), count: Math.min(2, domains.length), ...given } as Finding;
+}
+
 function summaryOf(r: FootprintReport): Record<string, unknown> {
   return { ...r, findings: r.findings.length };
 }
@@ -70,8 +82,7 @@ function addReport(s: FootprintState, a: ActCtx, opts: { add?: string[]; drop?: 
     findings = findings.filter((f) => f.code !== code);
     findings.push({ ...base, domains: opts.domains.slice(0, 2), count: Math.min(2, opts.domains.length) });
   }
-  const customer = findings.filter((f) => f.owner === 'customer');
-  const score = opts.score ?? Math.max(0, 100 - customer.reduce((n, f) => n + (f.severity === 'critical' ? 20 : 8), 0));
+  const score = opts.score ?? scoreOf(findings);
   const r: FootprintReport = { id: opts.id ?? a.nextId(), name: `Footprint ${a.iso().slice(0, 10)}`, scope: opts.scope ?? 'account', state: 'done', score, grade: gradeOf(score), findings, sites: opts.domains.length, external_sites: s.external.length, finished_at: a.iso(), source: opts.source ?? 'auto' };
   if (opts.id === undefined) s.reports.push(r);
   a.record('report', { id: r.id, score, findings: findings.map((f) => f.code) });
@@ -92,8 +103,20 @@ export const footprintFamily: Family<FootprintState> = {
     return { plan: { active: true, plan: 'footprint-basic', cadence: 'monthly', paid_until: dateOf(epoch, 14), external_limit: 5, manual_runs_used: 0, manual_runs_limit: 2 }, reports, external: [] };
   },
   actions: {
-    /** A new finished report (args.add / args.drop: finding codes; args.score). */
-    report: (s, args, a) => addReport(s, a, { add: args.add as string[] | undefined, drop: args.drop as string[] | undefined, score: args.score as number | undefined, domains: a.world.sites.slice(0, 5).map((x) => x.domain) }),
+    /**
+     * A new finished report. args.findings: the exact set (codes or Finding objects; codes from
+     * the catalog, others become customer findings); or args.add / args.drop: codes changed from
+     * the previous report; args.score (default from the findings).
+     */
+    report: (s, args, a) => {
+      const domains = a.world.sites.slice(0, 5).map((x) => x.domain);
+      if (!Array.isArray(args.findings)) return addReport(s, a, { add: args.add as string[] | undefined, drop: args.drop as string[] | undefined, score: args.score as number | undefined, domains });
+      const r = addReport(s, a, { drop: (s.reports.at(-1)?.findings ?? []).map((f) => f.code), score: args.score as number | undefined, domains });
+      r.findings = (args.findings as unknown[]).map((f) => findingOf(f, domains));
+      if (typeof args.score !== 'number') r.score = scoreOf(r.findings);
+      r.grade = gradeOf(r.score);
+      return r;
+    },
     /** Timer after Check now: the queued report finishes. */
     finish: (s, args, a) => {
       const r = s.reports.find((x) => x.id === args.id);
