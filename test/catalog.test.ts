@@ -34,6 +34,10 @@ interface Case {
   site?: number | null;
   /** Further checks of `data`. */
   check?: (e: HostwatchEvent, ctx: Json) => void;
+  /** Move the daemon's clock this far before the change poll (a detail's slow schedule). */
+  skewMs?: number;
+  /** Rule overrides for this case (YAML text of a rule file). */
+  rules?: string;
 }
 
 const SITE = 1;
@@ -189,6 +193,153 @@ const CASES: Case[] = [
       expect(e.data.changes.map((x) => x.path)).toEqual(expect.arrayContaining(['size', 'modified']));
     },
   },
+  {
+    event: 'rank.position_changed',
+    before: async (c) => {
+      const s = await c.state<{ keywords: { id: number; domain_id: number; active: boolean }[] }>('rank');
+      const k = first(s.keywords.filter((x) => x.active), 'active rank keyword');
+      await c.act('rank', 'move', { keyword_id: k.id, position: 14 });
+      return { keyword: k.id, domain: k.domain_id };
+    },
+    change: (c, ctx) => c.act('rank', 'move', { keyword_id: ctx['keyword'], position: 8 }).then(() => undefined),
+    subject: (ctx) => `rank/domains/${ctx['domain']}/keywords/${ctx['keyword']}`,
+    site: null,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'position', before: 14, after: 8 }),
+  },
+  {
+    event: 'local.map_pack_lost',
+    before: async (c) => {
+      const s = await c.state<{ keywords: { id: number }[] }>('local');
+      const k = first(s.keywords, 'local keyword');
+      await c.act('local', 'move', { keyword_id: k.id, map_position: 2 });
+      return { keyword: k.id };
+    },
+    change: (c, ctx) => c.act('local', 'move', { keyword_id: ctx['keyword'], map_position: 6 }).then(() => undefined),
+    subject: (ctx) => `local/keywords/${ctx['keyword']}`,
+    site: null,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'map_position', before: 2, after: 6 }),
+  },
+  {
+    event: 'reputation.poor_review',
+    // A new 1-star review also lowers the profile's average: that event has its own case.
+    rules: 'rules:\n  - { name: reputation-rating-dropped, enabled: false }\n',
+    before: async (c) => {
+      const s = await c.state<{ businesses: { id: number }[]; profiles: Record<string, Record<string, unknown>> }>('reputation');
+      const b = first(s.businesses.filter((x) => Object.keys(s.profiles[x.id] ?? {}).length > 0), 'business with a profile');
+      return { business: b.id, platform: Object.keys(s.profiles[b.id]!)[0] };
+    },
+    change: async (c, ctx) => {
+      const r = await c.act<{ url: string }>('reputation', 'review', { business_id: ctx['business'], platform: ctx['platform'], rating: 1 });
+      return { url: r.url };
+    },
+    subject: (ctx) => `reputation/businesses/${ctx['business']}/reviews/${encodeURIComponent(String(ctx['url']))}`,
+    site: null,
+    check: (e, ctx) =>
+      expect(e.data.changes).toEqual([{ path: `[url=${ctx['url']}]`, before: null, after: expect.objectContaining({ rating: 1, poor: true, replied: false }) }]),
+  },
+  {
+    event: 'reputation.rating_dropped',
+    before: async (c) => {
+      const s = await c.state<{ businesses: { id: number }[]; profiles: Record<string, Record<string, unknown>> }>('reputation');
+      const b = first(s.businesses.filter((x) => Object.keys(s.profiles[x.id] ?? {}).length > 0), 'business with a profile');
+      return { business: b.id, platform: Object.keys(s.profiles[b.id]!)[0] };
+    },
+    // A replied 1-star review: the average drops, the business list does not move, so the
+    // slow schedule of the detail (2 h) is what reads it.
+    change: (c, ctx) => c.act('reputation', 'review', { business_id: ctx['business'], platform: ctx['platform'], rating: 1, replied: true }).then(() => undefined),
+    skewMs: 3 * 3_600_000,
+    subject: (ctx) => `reputation/businesses/${ctx['business']}/profiles/${ctx['platform']}`,
+    site: null,
+    check: (e) => {
+      const rating = e.data.changes.find((x) => x.path === 'profile.rating')!;
+      expect(rating.after as number).toBeLessThan(rating.before as number);
+    },
+  },
+  {
+    event: 'competitor.changed',
+    before: async (c) => {
+      const s = await c.state<{ domains: { id: number; keywords: number }[] }>('competitors');
+      const d = first(s.domains, 'watched competitor');
+      return { watch: d.id, keywords: d.keywords };
+    },
+    change: (c, ctx) => c.act('competitors', 'move', { watch_id: ctx['watch'], keywords: Number(ctx['keywords']) * 2 + 10 }).then(() => undefined),
+    subject: (ctx) => `competitors/domains/${ctx['watch']}`,
+    site: null,
+    check: (e, ctx) => expect(e.data.changes).toContainEqual({ path: 'keywords', before: ctx['keywords'], after: Number(ctx['keywords']) * 2 + 10 }),
+  },
+  {
+    event: 'footprint.finding_new',
+    before: (c) => c.act('footprint', 'report', { drop: ['shared_ip'], score: 80 }).then(() => undefined),
+    change: (c) => c.act('footprint', 'report', { add: ['shared_ip'], score: 80 }).then(() => undefined),
+    subject: () => 'footprint/latest/findings/shared_ip',
+    site: null,
+    check: (e) => expect(e.data.changes).toEqual([{ path: '[code=shared_ip]', before: null, after: expect.objectContaining({ owner: 'customer', code: 'shared_ip' }) }]),
+  },
+  {
+    event: 'footprint.score_dropped',
+    before: (c) => c.act('footprint', 'report', { score: 90 }).then(() => undefined),
+    change: (c) => c.act('footprint', 'report', { score: 70 }).then(() => undefined),
+    subject: () => 'footprint',
+    site: null,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'latest.score', before: 90, after: 70 }),
+  },
+  {
+    event: 'seo.metrics_changed',
+    before: (c) => c.act('seo', 'reading', { trust_flow: 20, citation_flow: 25, backlinks: 1000, referring_domains: 100 }, SITE).then(() => undefined),
+    change: (c) => c.act('seo', 'reading', { trust_flow: 30, citation_flow: 25, backlinks: 1000, referring_domains: 100 }, SITE).then(() => undefined),
+    subject: () => `sites/${SITE}/seo_metrics`,
+    site: SITE,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'latest.trust_flow', before: 20, after: 30 }),
+  },
+  {
+    event: 'aivis.visibility_changed',
+    before: async (c) => {
+      const s = await c.state<{ brands: { id: number }[] }>('aivis');
+      const b = first(s.brands, 'AI visibility brand');
+      await c.act('aivis', 'move', { brand_id: b.id, visibility: 20 });
+      return { brand: b.id };
+    },
+    change: (c, ctx) => c.act('aivis', 'move', { brand_id: ctx['brand'], visibility: 40 }).then(() => undefined),
+    subject: (ctx) => `ai-visibility/brands/${ctx['brand']}`,
+    site: null,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'visibility', before: 20, after: 40 }),
+  },
+  {
+    event: 'archive.restore_finished',
+    before: async (c) => {
+      const s = await c.state<{ restores: { id: number }[] }>('archive');
+      const r = first(s.restores, 'archive restore');
+      await c.set('archive', { [`restores.${r.id}.state`]: 'running', [`restores.${r.id}.state_label`]: 'Running', [`restores.${r.id}.running`]: true, [`restores.${r.id}.done`]: false, [`restores.${r.id}.progress_pct`]: 50 });
+      return { restore: r.id };
+    },
+    change: (c, ctx) => c.act('archive', 'finish', { restore_id: ctx['restore'], state: 'done' }).then(() => undefined),
+    subject: (ctx) => `archive/restores/${ctx['restore']}`,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'done', before: false, after: true }),
+  },
+  {
+    event: 'report.created',
+    change: async (c) => {
+      const s = await c.state<{ clients: { id: number }[] }>('reports');
+      const r = await c.act<{ id: number }>('reports', 'create', { client_id: first(s.clients, 'report client').id });
+      return { report: r.id };
+    },
+    subject: (ctx) => `client-reports/reports/${ctx['report']}`,
+    site: null,
+    check: (e, ctx) => expect(e.data.changes).toEqual([{ path: `[id=${ctx['report']}]`, before: null, after: expect.objectContaining({ id: ctx['report'] }) }]),
+  },
+  {
+    event: 'research.credits_low',
+    alert: true,
+    before: async (c) => {
+      const s = await c.state<{ keyword_research: { credits: { used: number; limit: number } }; domain_overview: { credits: { used: number; limit: number } } }>('research');
+      await c.set('research', { 'keyword_research.credits.used': 0, 'domain_overview.credits.used': 0 });
+      return { limit: s.keyword_research.credits.limit };
+    },
+    change: (c, ctx) => c.act('research', 'use', { tool: 'keyword_research', credits: Math.ceil(Number(ctx['limit']) * 0.95) }).then(() => undefined),
+    subject: () => 'research',
+    site: null,
+    check: (e) => expect(e.data.changes.map((x) => x.path)).toContain('keyword_research.credits.used'),
+  },
 ];
 
 let world: World | undefined;
@@ -220,10 +371,17 @@ describe('every catalog event, end to end against the simulator', () => {
       const c = new Control(world.sim);
       await c.still();
       const ctx: Json = { ...((await t.before?.(c)) ?? {}) };
-      const app = world.app(t.config ?? {});
+      let rules: string[] = [];
+      if (t.rules) {
+        writeFileSync(join(world.dir, 'case-rules.yaml'), t.rules);
+        rules = [join(world.dir, 'case-rules.yaml')];
+      }
+      let skew = 0;
+      const app = world.app({ ...(t.config ?? {}), rules }, { now: () => Date.now() + skew });
       await app.runOnce();
       const baseline = world.events.length;
       Object.assign(ctx, (await t.change(c, ctx)) ?? {});
+      skew += t.skewMs ?? 0;
       await app.runOnce();
       const got = world.events.slice(baseline);
       expect(names(got)).toEqual([t.alert ? `${t.event}:firing` : t.event]);
