@@ -63,5 +63,24 @@ export const OPAQUE_SHAPES = 'findings {code,message}; bandwidth null; addons []
 /** S9: every 200 GET carries a weak ETag of its body; `If-None-Match` with it answers 304 (no Last-Modified). */
 export const ETAG_ON_GET = true;
 
-/** S10: DELETE of a rank domain / AI brand / extra database removes at once (no job); ids are not reused. */
+/** S10: DELETE of a rank domain / AI brand removes at once (no job); an extra database goes `deleting`, then is gone a tick later; ids are never reused. */
 export const IDS_NOT_REUSED = true;
+
+/*
+ * The remaining "not shown" answers, kept here so this file is the one list (docs/simulator.md
+ * repeats it with the reasons):
+ * S11 cron: delete = `DELETE /sites/{id}/cron-jobs/{cron_id}`, run now = `POST .../{cron_id}/run`
+ *     (202, run appears next tick, trigger `manual`); switch on/off = PATCH `enabled`.
+ * S12 `POST /rank/groups/{id}/keywords`: body `{keywords: string[]}`; 201 `{added: RankKeyword[], skipped: string[], not_added: {count, keywords, limit, plans_url}}`.
+ * S13 `PATCH /ai-visibility/prompts/{id}`: 200 the prompt as in brand detail.
+ * S14 `POST /reputation/businesses/{id}/profiles`: 200 the platform block of the business detail.
+ * S15 footprint external site with no free slot: HTTP 422, code `payment_required`, `details.pack` names the pack.
+ * S16 security rules over the plan limit: 409 `conflict` with `details.limit`; changing a rule made outside
+ *     this dashboard: 422 `validation_failed` naming `rule_id`.
+ * S17 rate limits: usage refresh once per 5 minutes, hourly backup now once per 10 minutes, mail test 5 per
+ *     10 minutes, health recheck 10 per hour, reputation search 3 per business per day; all 429 `rate_limited`.
+ * S18 `GET /archive` `restores` is the list of Restore records; free site slots = 100 - sites.
+ * S19 a PUT mail-sending whose secret contains "invalid" ends in `error` (the provider refuses the key).
+ * S20 jobs the simulator adds (JOB_TYPES) finish `done` after a tick or two; `job_id` is added to the
+ *     202/200 replies of php-version, health recheck and backup restore so a client can follow them.
+ */
