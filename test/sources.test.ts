@@ -216,3 +216,18 @@ describe('enabled sources and scopes', () => {
     for (const s of scopes) expect(s.scope).toMatch(/:read$/);
   });
 });
+
+describe('the documentation', () => {
+  it('lists every source in docs/configuration.md and every built-in event in docs/events.md', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { packageRoot } = await import('../src/paths.js');
+    const { rulesFor } = await import('../src/main.js');
+    const conf = readFileSync(join(packageRoot(), 'docs/configuration.md'), 'utf8');
+    for (const s of SOURCES) expect(conf, s.name).toContain(`| \`${s.name}\` |`);
+    const events = readFileSync(join(packageRoot(), 'docs/events.md'), 'utf8');
+    for (const r of rulesFor(configFrom('api: { base_url: https://x.example, key: k }\n', {}, '/tmp'))) {
+      expect(events, r.event).toContain(`| \`${r.event}\` |`);
+    }
+  });
+});
