@@ -322,6 +322,15 @@ describe('the /_sim control hooks over families', () => {
     expect(sim.world.history.some((h) => h.kind === 'dns.patched' && h.site_id === 1)).toBe(true);
   });
 
+  it('gives every review a url of its own within the account, seeded or new', async () => {
+    const sim = await start();
+    for (let i = 0; i < 5; i++) await control(sim, 'POST', '/do/reputation/review', { business_id: 1 });
+    const platforms = (await get(sim, '/reputation/businesses/1')).body.data.platforms;
+    const urls = platforms.flatMap((p: any) => p.reviews.map((r: any) => r.url));
+    expect(urls.length).toBeGreaterThan(5);
+    expect(new Set(urls).size).toBe(urls.length);
+  });
+
   it('injects a fault on one method only', async () => {
     const sim = await start();
     await control(sim, 'POST', '/faults', { path: '^/sites/1/backups$', kind: 'status', status: 500, method: 'POST' });

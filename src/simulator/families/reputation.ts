@@ -114,9 +114,10 @@ function readProfile(s: ReputationState, bizId: number, p: Profile, at: string):
   if (h.length > 200) h.shift();
 }
 
-function makeReview(rating: number, at: string, n: number, pick: <T>(xs: readonly T[]) => T): Review {
+/** A review; its url is unique within the account (business, platform and a sequence number), since reviews have no id. */
+function makeReview(rating: number, at: string, n: number, pick: <T>(xs: readonly T[]) => T, bizId: number, platform: Platform): Review {
   const poor = rating <= 2;
-  return { rating, title: poor ? pick(['Disappointed', 'Not again', 'Rude staff']) : pick(['Great', 'Lovely place', 'Recommended']), text: poor ? 'Waited an hour and nobody answered the phone.' : 'Friendly and quick, will come back.', author: `${pick(['Alex', 'Sam', 'Kim', 'Jo', 'Lee'])} ${String.fromCharCode(65 + (n % 26))}.`, url: `https://reviews.example.com/r/${n}`, published_at: at, replied: false, poor };
+  return { rating, title: poor ? pick(['Disappointed', 'Not again', 'Rude staff']) : pick(['Great', 'Lovely place', 'Recommended']), text: poor ? 'Waited an hour and nobody answered the phone.' : 'Friendly and quick, will come back.', author: `${pick(['Alex', 'Sam', 'Kim', 'Jo', 'Lee'])} ${String.fromCharCode(65 + (n % 26))}.`, url: `https://${platform}.example.com/biz/${bizId}/reviews/${n}`, published_at: at, replied: false, poor };
 }
 
 /** A new review on a confirmed profile (args.business_id, args.platform, args.rating 1-5, args.replied). */
@@ -129,7 +130,7 @@ function addReview(s: ReputationState, args: Record<string, unknown>, a: ActCtx)
   if (!platform || !profile) return undefined;
   const rating = typeof args.rating === 'number' ? args.rating : a.rng.chance(0.25) ? a.rng.int(1, 2) : a.rng.int(3, 5);
   if (!Number.isInteger(rating) || rating < 1 || rating > 5) fail('validation_failed', 'rating must be an integer from 1 to 5');
-  const review = makeReview(rating, a.iso(), a.nextId(), (xs) => a.rng.pick(xs));
+  const review = makeReview(rating, a.iso(), a.nextId(), (xs) => a.rng.pick(xs), b.id, platform);
   if (args.replied === true) review.replied = true;
   (((s.reviews[b.id] ??= {})[platform]) ??= []).push(review);
   readProfile(s, b.id, profile, a.iso());
@@ -153,7 +154,7 @@ export const reputationFamily: Family<ReputationState> = {
       s.profiles[1][platform] = p;
       const reviews: Review[] = [];
       for (let i = 0; i < rng.int(4, 9); i++) {
-        const r = makeReview(rng.chance(0.15) ? 2 : rng.int(4, 5), isoAgo(epoch, rng.int(2, 80) * DAY_MS), i + 1, (xs) => rng.pick(xs));
+        const r = makeReview(rng.chance(0.15) ? 2 : rng.int(4, 5), isoAgo(epoch, rng.int(2, 80) * DAY_MS), i + 1, (xs) => rng.pick(xs), 1, platform);
         r.replied = true;
         reviews.push(r);
       }
