@@ -26,6 +26,7 @@ import { AlertsRepo } from './store/alerts-repo.js';
 import { SnapshotsRepo } from './store/snapshots-repo.js';
 import { listOf, siteInfoFromRecord } from './pipeline/plan.js';
 import { sitesSource } from './sources/registry.js';
+import { enabledSources, scopesFor } from './sources/select.js';
 
 /** Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments. */
 const EXIT_CONFIG = 2;
@@ -165,6 +166,17 @@ program
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
     process.stdout.write(`${config!.file}: OK (${ruleCount} rules, ${config!.channels.length} channels)\n`);
+  });
+
+program
+  .command('scopes')
+  .description('print the least-privilege API scopes for the enabled sources (one per line), for a read-only key')
+  .requiredOption('-c, --config <file>', 'config file (YAML)')
+  .option('--why', 'also name the sources that need each scope')
+  .action(async (o: { config: string; why?: boolean }) => {
+    const config = await load(o.config);
+    const lines = scopesFor(enabledSources(config)).map(({ scope, sources }) => (o.why ? `${scope.padEnd(18)} ${sources.join(', ')}` : scope));
+    process.stdout.write(`${lines.join('\n')}\n`);
   });
 
 program

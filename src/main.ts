@@ -32,7 +32,10 @@ import { healthRoutes } from './server/routes/health.js';
 import { metricsRoutes } from './server/routes/metrics.js';
 import { silencesRoutes } from './server/routes/silences.js';
 import { startServer } from './server/server.js';
+import { Fetcher } from './sources/fetch.js';
 import { SOURCES } from './sources/registry.js';
+import { enabledSources } from './sources/select.js';
+import { Followups } from './scheduler/followups.js';
 import { AlertsRepo } from './store/alerts-repo.js';
 import { openStore, type Store } from './store/db.js';
 import { EventsRepo } from './store/events-repo.js';
@@ -66,6 +69,8 @@ export interface App {
   rules: CompiledRule[];
   poller: Poller;
   scheduler: Scheduler;
+  /** What fetches imply for later fetches (detail reads, adaptive polling); fed by the poller. */
+  followups: Followups;
   worker: OutboxWorker;
   /** Decides and queues where stored events go; `publish` stores and dispatches one. */
   notifier: Notifier;
@@ -178,7 +183,12 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       opts.onAttempt?.(info);
     },
   });
+  const scheduled: ScheduledSource[] = enabledSources(config);
+  const followups = new Followups(scheduled.map((s) => s.def));
   const poller = new Poller({
+    fetcher: new Fetcher(client, (name) => ({ paths: config.sources[name]?.paths ?? [] })),
+    sources: scheduled.map((s) => s.def),
+    onFetched: (ref, data) => followups.observe(ref, data),
     instance: config.name,
     client,
     store,
@@ -195,13 +205,10 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     onPoll: (source, o) => metrics.poll(source, o, o.durationMs ?? 0),
     onEvents: announce,
   });
-  const scheduled: ScheduledSource[] = SOURCES.filter((s) => config.sources[s.name]?.enabled !== false).map((def) => ({
-    def,
-    everyMs: config.sources[def.name]?.every_ms ?? def.defaultEveryMs,
-  }));
   const scheduler = new Scheduler({
     poller,
     sources: scheduled,
+    followups,
     sites: config.sites,
     concurrency: config.api.max_concurrency,
     now,
@@ -223,6 +230,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     rules,
     poller,
     scheduler,
+    followups,
     worker,
     notifier,
     metrics,

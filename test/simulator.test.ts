@@ -158,7 +158,7 @@ describe('endpoints', () => {
 
   it('answers 404 not_found for an unknown site, backup or path, and 405 for a wrong method', async () => {
     const sim = await start();
-    for (const path of ['/sites/99/health', '/sites/99/usage', '/sites/99/backups', '/sites/1/backups/9999', '/nothing', '/sites/1/dns']) {
+    for (const path of ['/sites/99/health', '/sites/99/usage', '/sites/99/backups', '/sites/1/backups/9999', '/nothing', '/sites/1/nothing', '/sites/99/dns']) {
       const res = await get(sim, path);
       expect(res.status, path).toBe(404);
       expect(res.body.error.code).toBe('not_found');

@@ -22,6 +22,21 @@ export interface ApiClientOptions {
 
 export type Query = Record<string, string | number | boolean | undefined>;
 
+/** Validators the server gave with a reply (ETag / Last-Modified), for conditional requests. */
+export interface Validators {
+  etag?: string;
+  lastModified?: string;
+}
+
+/** A conditional read: `notModified` when the server answered 304, else the data and new validators. */
+export type ConditionalResult<T> = { notModified: true } | { notModified: false; data: T; validators: Validators };
+
+interface Reply {
+  body: unknown;
+  validators: Validators;
+  notModified: boolean;
+}
+
 /** The longest a 429 Retry-After may hold a poll; longer waits fail the poll instead. */
 const MAX_RETRY_AFTER_MS = 60_000;
 const MAX_BACKOFF_MS = 10_000;
@@ -51,11 +66,22 @@ export class ApiClient {
 
   /** GET one resource and return its `data`. Retries transient failures. */
   async get(path: string, query: Query = {}): Promise<unknown> {
-    const body = await this.fetchJson(path, query);
+    const r = await this.getIfChanged(path, query);
+    return (r as { data: unknown }).data;
+  }
+
+  /**
+   * GET one resource, sending If-None-Match / If-Modified-Since from `prev` (the validators
+   * of the last reply). A 304 is `notModified`: the caller keeps what it had.
+   */
+  async getIfChanged(path: string, query: Query = {}, prev?: Validators): Promise<ConditionalResult<unknown>> {
+    const reply = await this.fetchJson(path, query, prev);
+    if (reply.notModified) return { notModified: true };
+    const body = reply.body;
     if (!isRecord(body) || !('data' in body)) {
       throw new ApiError({ code: 'bad_response', endpoint: path, message: 'reply has no "data" key' });
     }
-    return body['data'];
+    return { notModified: false, data: body['data'], validators: reply.validators };
   }
 
   /**
@@ -63,6 +89,15 @@ export class ApiClient {
    * the whole list (invariant 3: a partial list must never look like removals).
    */
   async list(path: string, query: Query = {}, pageSize = DEFAULT_PAGE_SIZE): Promise<unknown[]> {
+    const r = await this.listIfChanged(path, query, pageSize);
+    return (r as { data: unknown[] }).data;
+  }
+
+  /**
+   * Like list(), conditional on the first page: validators are only kept (and sent) for a
+   * list that fit in one page, because a 304 on page 1 says nothing about later pages.
+   */
+  async listIfChanged(path: string, query: Query = {}, pageSize = DEFAULT_PAGE_SIZE, prev?: Validators): Promise<ConditionalResult<unknown[]>> {
     const items: unknown[] = [];
     const seen = new Set<string>();
     let cursor: string | undefined;
@@ -74,14 +109,19 @@ export class ApiClient {
           message: `more than ${this.opts.maxPages} pages; raise api.max_pages to read the whole list`,
         });
       }
-      const body = await this.fetchJson(path, { ...query, limit: pageSize, cursor });
+      const reply = await this.fetchJson(path, { ...query, limit: pageSize, cursor }, page === 1 ? prev : undefined);
+      if (reply.notModified) {
+        if (page === 1) return { notModified: true };
+        throw new ApiError({ code: 'bad_response', endpoint: path, message: `page ${page}: 304 to an unconditional request` });
+      }
+      const body = reply.body;
       if (!isRecord(body) || !Array.isArray(body['data'])) {
         throw new ApiError({ code: 'bad_response', endpoint: path, message: `page ${page}: "data" is not a list` });
       }
       for (const item of body['data']) items.push(item);
       const next = body['next_cursor'];
       // A plain (unpaged) list has neither field: one page is the whole list (A4, A5).
-      if (body['has_more'] !== true) return items;
+      if (body['has_more'] !== true) return { notModified: false, data: items, validators: page === 1 ? reply.validators : {} };
       if (typeof next !== 'string' || next === '') {
         throw new ApiError({ code: 'bad_response', endpoint: path, message: `page ${page}: has_more is true but next_cursor is missing` });
       }
@@ -98,11 +138,11 @@ export class ApiClient {
     await this.agent.close();
   }
 
-  private async fetchJson(path: string, query: Query): Promise<unknown> {
+  private async fetchJson(path: string, query: Query, prev?: Validators): Promise<Reply> {
     let attempt = 0;
     for (;;) {
       try {
-        return await this.once(path, query);
+        return await this.once(path, query, prev);
       } catch (e) {
         const err = e instanceof ApiError ? e : toNetworkError(path, e);
         if (!err.retryable || attempt >= this.opts.retries) throw err;
@@ -120,7 +160,7 @@ export class ApiClient {
     }
   }
 
-  private async once(path: string, query: Query): Promise<unknown> {
+  private async once(path: string, query: Query, prev?: Validators): Promise<Reply> {
     const url = this.root + path + toQueryString(query);
     await this.limiter.take();
     const release = await this.slots.acquire();
@@ -135,6 +175,8 @@ export class ApiClient {
           authorization: `Bearer ${this.opts.key}`,
           accept: 'application/json',
           'user-agent': this.opts.userAgent ?? 'hostwatch',
+          ...(prev?.etag ? { 'if-none-match': prev.etag } : {}),
+          ...(prev?.lastModified ? { 'if-modified-since': prev.lastModified } : {}),
         },
         headersTimeout: this.opts.timeoutMs,
         bodyTimeout: this.opts.timeoutMs,
@@ -142,9 +184,10 @@ export class ApiClient {
       });
       status = res.statusCode;
       const text = await res.body.text();
+      if (status === 304 && prev !== undefined) return { body: null, validators: prev, notModified: true };
       if (status >= 200 && status < 300) {
         try {
-          return JSON.parse(text) as unknown;
+          return { body: JSON.parse(text) as unknown, validators: validatorsOf(res.headers), notModified: false };
         } catch {
           code = 'bad_response';
           throw new ApiError({
@@ -211,6 +254,16 @@ export function parseRetryAfter(value: string | string[] | undefined, nowMs: num
   if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
   const at = Date.parse(v);
   return Number.isNaN(at) ? null : Math.max(0, at - nowMs);
+}
+
+function validatorsOf(headers: Record<string, string | string[] | undefined>): Validators {
+  const one = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
+  const out: Validators = {};
+  const etag = one(headers['etag']);
+  const lastModified = one(headers['last-modified']);
+  if (etag) out.etag = etag;
+  if (lastModified) out.lastModified = lastModified;
+  return out;
 }
 
 function toNetworkError(endpoint: string, e: unknown): ApiError {

@@ -267,6 +267,7 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
   const sources: Config['sources'] = {};
   for (const [name, override] of Object.entries(written.sources ?? {})) {
     sources[name] = { enabled: override?.enabled ?? true, every_ms: override?.every ?? null };
+    if (override?.paths) sources[name].paths = override.paths;
   }
   return {
     file,

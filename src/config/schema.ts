@@ -199,12 +199,17 @@ const siteList = z
     });
   });
 
-const sourceOverride = section({ enabled: bool().optional(), every: duration(10_000).optional() });
+const filePaths = 'must be a non-empty list of paths inside the site folder, like [.htaccess, wp-config.php]';
+const sourceOverride = section({
+  enabled: bool().optional(),
+  every: duration(10_000).optional(),
+  paths: z.array(text(filePaths), filePaths).min(1, filePaths).optional(),
+});
 
 function sourcesSection(sourceNames: readonly string[]) {
   const shape: Record<string, z.ZodOptional<z.ZodNullable<typeof sourceOverride>>> = {};
   for (const name of sourceNames) shape[name] = sourceOverride.nullable().optional();
-  return section(shape, { unknown: UNKNOWN_SOURCE, notAMap: `must be a map of source names to { enabled, every }` });
+  return section(shape, { unknown: UNKNOWN_SOURCE, notAMap: `must be a map of source names to { enabled, every, paths }` });
 }
 
 const channelName = z.string(M.channelName).regex(/^[a-z0-9_-]+$/, M.channelName);

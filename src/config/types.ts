@@ -45,6 +45,8 @@ export interface ApiConfig {
 export interface SourceOverride {
   enabled: boolean;
   every_ms: number | null;
+  /** `files`: the paths (relative to each site's folder) whose stat is watched. */
+  paths?: string[];
 }
 
 export type ChannelConfig = WebhookChannelConfig | ConsoleChannelConfig | SlackChannelConfig | EmailChannelConfig;

@@ -17,6 +17,7 @@ import {
   type Verdict,
 } from '../rules/evaluate.js';
 import type { CompiledRule } from '../rules/types.js';
+import { recordsAt } from '../sources/records.js';
 import type { SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertRow } from '../store/alerts-repo.js';
 import type { EvidenceRow } from '../store/history-repo.js';
@@ -362,8 +363,7 @@ function pastRecord(input: PlanInput, rec: RecordView, windowMs: number): unknow
 /** The list of records inside a snapshot value (honouring `listField`). */
 export function listOf(source: SourceDef, value: unknown): Record<string, unknown>[] {
   if (value === null || value === undefined) return [];
-  const list = source.listField !== undefined ? (value as Record<string, unknown>)[source.listField] : value;
-  return Array.isArray(list) ? (list as Record<string, unknown>[]) : [];
+  return recordsAt(source, value) as Record<string, unknown>[];
 }
 
 function indexBy(list: Record<string, unknown>[], key: string): Map<string, Record<string, unknown>> {

@@ -7,8 +7,9 @@ import type { HostwatchEvent, Severity } from '../events/types.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
-import { fetchEntity } from '../sources/fetch.js';
-import { entityOf, sitesSource } from '../sources/registry.js';
+import { checkShape, Fetcher } from '../sources/fetch.js';
+import { recordVolatile } from '../sources/records.js';
+import { entityOf, pathOf, sitesSource, viewsOf } from '../sources/registry.js';
 import type { EntityRef, SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertRow, AlertsRepo } from '../store/alerts-repo.js';
 import type { Store } from '../store/db.js';
@@ -43,6 +44,12 @@ export interface PollerDeps {
   sites?: 'all' | readonly number[];
   /** Called after every poll (metrics). */
   onPoll?: (source: string, outcome: PollOutcome) => void;
+  /** Fetches entities (conditional requests, per-source options); default: a plain Fetcher over `client`. */
+  fetcher?: Fetcher;
+  /** The enabled sources; views among them are ingested from their origin's fetch. Default: none. */
+  sources?: readonly SourceDef[];
+  /** Called with every fetched value that passed its shape check (detail follow-ups, adaptive polling). */
+  onFetched?: (ref: EntityRef, data: unknown) => void;
   /** Called after a commit that added events (wakes the outbox worker, feeds the demo). */
   onEvents?: (events: HostwatchEvent[]) => void;
 }
@@ -53,7 +60,18 @@ export interface SilenceSource {
   markSilenced(eventId: string, silenceId: string): void;
 }
 
-export type PollStatus = 'baseline' | 'changed' | 'unchanged' | 'failed';
+/** `not_applicable`: the API said the resource does not apply here (409 off the CDN); nothing written. */
+export type PollStatus = 'baseline' | 'changed' | 'unchanged' | 'not_applicable' | 'failed';
+
+/** How to take a per-record entity that has no snapshot yet. */
+export interface PollOptions {
+  /**
+   * Compare the first snapshot with an empty list instead of making it a baseline: its
+   * parent record is new since the last look, so everything in it is new (a new cron job's
+   * first runs are reported).
+   */
+  fromEmpty?: boolean;
+}
 
 export interface PollOutcome {
   entity: string;
@@ -100,7 +118,10 @@ export class Poller {
   /** Active silences, read once per commit (null outside a commit). */
   private activeSilences: Silence[] | null = null;
 
+  private readonly fetcher: Fetcher;
+
   constructor(private readonly deps: PollerDeps) {
+    this.fetcher = deps.fetcher ?? new Fetcher(deps.client);
     this.silences = deps.silences ?? new SilencesRepo(deps.store.sqlite);
     this.ruleByName = new Map(deps.rules.map((r) => [r.name, r]));
     this.watched = deps.sites === undefined || deps.sites === 'all' ? null : new Set(deps.sites);
@@ -115,20 +136,51 @@ export class Poller {
   }
 
   /** Poll one entity and commit what it caused. Never throws for API failures. */
-  async poll(source: SourceDef, site: SiteInfo | null): Promise<PollOutcome> {
-    const ref = entityOf(source, site);
+  async poll(source: SourceDef, site: SiteInfo | null, recordKey?: string, opts: PollOptions = {}): Promise<PollOutcome> {
+    const ref = entityOf(source, site, recordKey);
     const started = this.deps.now();
-    let data: unknown;
+    let got;
     try {
-      data = await fetchEntity(this.deps.client, ref);
+      got = await this.fetcher.fetch(ref);
     } catch (e) {
       const err = e instanceof ApiError ? e : new ApiError({ code: 'bad_response', endpoint: ref.entity, message: String(e) });
-      this.recordFailure(ref, err, started);
-      return this.observed(ref, { entity: ref.entity, status: 'failed', events: 0, error: err, durationMs: this.deps.now() - started });
+      return this.failed(ref, err, started);
     }
-    const outcome = this.ingest(ref, data, started);
+    if (got.kind !== 'data') {
+      // 304, or "not applicable here": a success that changes nothing and writes no snapshot.
+      this.recordSuccess(ref, started, false, null, [], []);
+      const status = got.kind === 'not_modified' ? 'unchanged' : 'not_applicable';
+      return this.observed(ref, { entity: ref.entity, status, events: 0, durationMs: this.deps.now() - started });
+    }
+    let outcome: PollOutcome;
+    try {
+      this.deps.onFetched?.(ref, got.data);
+      outcome = this.ingest(ref, got.data, started, opts);
+      for (const view of viewsOf(source, this.deps.sources ?? [])) this.ingestView(view, site, recordKey, got.data, started, opts);
+    } catch (e) {
+      // Nothing was committed for this reply: a later 304 must not stand for it.
+      this.fetcher.forget(ref);
+      throw e;
+    }
     outcome.durationMs = this.deps.now() - started;
     return this.observed(ref, outcome);
+  }
+
+  /** A view re-reads its origin's reply as its own entity (own key, own volatile fields, own rules). */
+  private ingestView(view: SourceDef, site: SiteInfo | null, recordKey: string | undefined, data: unknown, started: number, opts: PollOptions): void {
+    const ref = entityOf(view, site, recordKey);
+    try {
+      checkShape(ref, pathOf(view, ref.siteId, recordKey) || ref.entity, data);
+    } catch (e) {
+      this.failed(ref, e as ApiError, started);
+      return;
+    }
+    this.observed(ref, this.ingest(ref, data, started, opts));
+  }
+
+  private failed(ref: EntityRef, err: ApiError, started: number): PollOutcome {
+    this.recordFailure(ref, err, started);
+    return this.observed(ref, { entity: ref.entity, status: 'failed', events: 0, error: err, durationMs: this.deps.now() - started });
   }
 
   private observed(ref: EntityRef, o: PollOutcome): PollOutcome {
@@ -140,7 +192,7 @@ export class Poller {
    * Take a fetched value for an entity through hash, plan and commit.
    * Separate from poll() so benchmarks can measure the pipeline without the network.
    */
-  ingest(ref: EntityRef, data: unknown, started: number): PollOutcome {
+  ingest(ref: EntityRef, data: unknown, started: number, opts: PollOptions = {}): PollOutcome {
     const p = this.prepare(ref.source);
     const hash = contentHash(data, p.whole);
     const stateKey = `${ref.source.name}\u0000${ref.entity}`;
@@ -151,7 +203,9 @@ export class Poller {
     }
     const head = cached ?? this.deps.snapshots.head(ref.source.name, ref.entity);
     const unchanged = head !== undefined && head.hash === hash;
-    const before = head === undefined ? null : unchanged ? data : JSON.parse(this.deps.snapshots.get(ref.source.name, ref.entity)!.body);
+    const fromEmpty = head === undefined && opts.fromEmpty === true && ref.source.key !== undefined;
+    const before =
+      head === undefined ? (fromEmpty ? emptyOf(ref.source) : null) : unchanged ? data : JSON.parse(this.deps.snapshots.get(ref.source.name, ref.entity)!.body);
     const version = unchanged ? head.version : (head?.version ?? 0) + 1;
     const now = new Date(this.deps.now());
     const pastCache = new Map<number, unknown>();
@@ -163,7 +217,7 @@ export class Poller {
       siteLookup: (id) => this.directory.get(id) ?? null,
       before,
       after: data,
-      baseline: head === undefined,
+      baseline: head === undefined && !fromEmpty,
       alertsOnly: unchanged,
       version,
       rules: p.rules,
@@ -449,9 +503,9 @@ export class Poller {
   }
 }
 
-/** Volatile paths of a list source, relative to one record (`[].updated_at` → `updated_at`). */
-export function recordVolatile(def: SourceDef): string[] {
-  if (def.key === undefined) return [...def.volatile];
-  const prefix = def.listField !== undefined ? `${def.listField}[].` : '[].';
-  return def.volatile.filter((v) => v.startsWith(prefix)).map((v) => v.slice(prefix.length));
+export { recordVolatile };
+
+/** The value a keyed source has when it holds no records yet. */
+function emptyOf(source: SourceDef): unknown {
+  return source.listField === undefined ? [] : {};
 }

@@ -2,8 +2,9 @@ import { EventEmitter, setMaxListeners } from 'node:events';
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Logger } from 'pino';
 import type { PollOutcome, Poller } from '../pipeline/poller.js';
-import { sitesSource } from '../sources/registry.js';
+import { entityOf, isTopLevel, sitesSource } from '../sources/registry.js';
 import type { SiteInfo, SourceDef } from '../sources/types.js';
+import { Followups } from './followups.js';
 
 /** A source with its effective interval. */
 export interface ScheduledSource {
@@ -27,7 +28,13 @@ export interface SchedulerEvents {
 
 export interface SchedulerDeps {
   poller: Poller;
+  /**
+   * The enabled sources. Top-level ones are scheduled; per-record ones are read in their
+   * parent's cycle (their `everyMs` is the slow schedule); views are the poller's business.
+   */
   sources: readonly ScheduledSource[];
+  /** Detail follow-ups and adaptive polling; must be the one the poller reports fetches to. */
+  followups?: Followups;
   sites: 'all' | readonly number[];
   now: () => number;
   log: Logger;
@@ -50,9 +57,15 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   private task: ScheduledTask | null = null;
   private readonly abort = new AbortController();
   private warnedMissing = new Set<number>();
+  private readonly followups: Followups;
+  private readonly topLevel: readonly ScheduledSource[];
+  private readonly everyOf = new Map<string, number>();
 
   constructor(private readonly deps: SchedulerDeps) {
     super();
+    this.followups = deps.followups ?? new Followups(deps.sources.map((s) => s.def));
+    this.topLevel = deps.sources.filter((s) => isTopLevel(s.def));
+    for (const s of deps.sources) this.everyOf.set(s.def.name, s.everyMs);
     // Every staggered wait listens on this one signal (a pool per source, several sources).
     setMaxListeners(0, this.abort.signal);
   }
@@ -60,7 +73,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /** Start the heartbeat; the site list first, then everything else. */
   start(): void {
     const now = this.deps.now();
-    for (const s of this.deps.sources) this.nextRun.set(s.def.name, now);
+    for (const s of this.topLevel) this.nextRun.set(s.def.name, now);
     this.task = cron.schedule('* * * * * *', () => this.tick(), { name: 'hostwatch-heartbeat', noOverlap: true });
     this.tick();
   }
@@ -77,10 +90,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /** One full cycle of every source, the site list first, without stagger (`poll --once`). */
   async runAll(): Promise<CycleSummary[]> {
     const out: CycleSummary[] = [];
-    const sites = this.deps.sources.find((s) => s.def.name === sitesSource.name);
+    const sites = this.topLevel.find((s) => s.def.name === sitesSource.name);
     if (sites) out.push(await this.runCycle(sites, false));
-    const rest = this.deps.sources.filter((s) => s.def.name !== sitesSource.name);
-    out.push(...(await Promise.all(rest.map((s) => this.runCycle(s, false)))));
+    const rest = this.topLevel.filter((s) => s.def.name !== sitesSource.name);
+    for (const summaries of await Promise.all(rest.map((s) => this.runCycleWithDetails(s, false)))) out.push(...summaries);
     return out;
   }
 
@@ -103,7 +116,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const now = this.deps.now();
     // The site list runs alone first so per-site sources see the current list.
     const sitesPending = this.inFlight.has(sitesSource.name);
-    for (const s of this.deps.sources) {
+    for (const s of this.topLevel) {
       const due = this.nextRun.get(s.def.name) ?? now;
       if (due > now) continue;
       if (this.inFlight.has(s.def.name)) {
@@ -114,20 +127,75 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       }
       if (s.def.per === 'site' && sitesPending) continue;
       this.nextRun.set(s.def.name, Math.max(due + s.everyMs, now));
-      const p = this.runCycle(s, true).finally(() => this.inFlight.delete(s.def.name));
+      const p = this.runCycleWithDetails(s, true)
+        .then((summaries) => summaries[0]!)
+        .finally(() => this.inFlight.delete(s.def.name));
       this.inFlight.set(s.def.name, p);
       if (s.def.name === sitesSource.name) return; // others start on the next tick
     }
   }
 
+  /**
+   * Run one cycle of a source and of the detail sources it drives; the first summary is
+   * the source's own, then one per enabled detail source.
+   */
+  async runCycleWithDetails(s: ScheduledSource, stagger: boolean): Promise<CycleSummary[]> {
+    const children = this.followups.childrenOf(s.def);
+    const details = new Map<string, PollOutcome[]>(children.map((c) => [c.name, []]));
+    const startedAt = this.deps.now();
+    for (const c of children) this.emit('cycle:start', { source: c.name });
+    const own = await this.runCycle(s, stagger, details);
+    const out = [own];
+    for (const c of children) {
+      const outcomes = details.get(c.name)!;
+      try {
+        this.deps.poller.finishCycle(c, outcomes);
+      } catch (e) {
+        this.deps.log.error({ source: c.name, err: String(e) }, 'cycle failed');
+      }
+      const summary = { source: c.name, startedAt, durationMs: this.deps.now() - startedAt, outcomes };
+      this.deps.afterCycle?.(summary);
+      this.emit('cycle:end', summary);
+      out.push(summary);
+    }
+    return out;
+  }
+
+  /** Adaptive polling: a source with `fast` that saw a busy record is due again after `fast.everyMs`. */
+  private adapt(def: SourceDef): void {
+    const fast = def.fast;
+    if (!fast || !this.followups.isBusy(def)) return;
+    const soon = this.deps.now() + fast.everyMs;
+    const next = this.nextRun.get(def.name);
+    if (next !== undefined && soon < next) this.nextRun.set(def.name, soon);
+  }
+
+  /** The details of `parent`'s records under one parent entity that are due, read one by one. */
+  private async pollDetails(parent: SourceDef, site: SiteInfo | null, out: Map<string, PollOutcome[]>): Promise<void> {
+    const parentRef = entityOf(parent, site);
+    for (const child of this.followups.childrenOf(parent)) {
+      const everyMs = this.everyOf.get(child.name) ?? child.defaultEveryMs;
+      for (const t of this.followups.due(child, parentRef, this.deps.now(), everyMs)) {
+        if (this.abort.signal.aborted) return;
+        const o = await this.deps.poller.poll(child, site, t.key, { fromEmpty: t.isNew });
+        out.get(child.name)?.push(o);
+        if (o.status !== 'failed') this.followups.done(child, parentRef, t.key, t.sig, this.deps.now());
+        // A missing scope fails every detail alike: stop at the first.
+        if (o.error?.code === 'scope_missing') break;
+      }
+    }
+  }
+
   /** Run one cycle of a source: one poll for the account, or one per watched site. */
-  async runCycle(s: ScheduledSource, stagger: boolean): Promise<CycleSummary> {
+  async runCycle(s: ScheduledSource, stagger: boolean, details?: Map<string, PollOutcome[]>): Promise<CycleSummary> {
     const startedAt = this.deps.now();
     this.emit('cycle:start', { source: s.def.name });
     const outcomes: PollOutcome[] = [];
     try {
       if (s.def.per === 'account') {
-        outcomes.push(await this.deps.poller.poll(s.def, null));
+        const o = await this.deps.poller.poll(s.def, null);
+        outcomes.push(o);
+        if (details && o.status !== 'failed') await this.pollDetails(s.def, null, details);
       } else {
         const sites = this.watchedSites();
         const spread = stagger ? s.everyMs * (this.deps.spreadFraction ?? 0.5) : 0;
@@ -145,6 +213,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
             const o = await this.deps.poller.poll(s.def, sites[i]!);
             outcomes.push(o);
             if (o.error?.code === 'scope_missing') blocked = true;
+            else if (details && o.status !== 'failed') await this.pollDetails(s.def, sites[i]!, details);
           }
         };
         // A bounded pool, not one promise per site: memory stays flat with 10,000 sites.
@@ -156,6 +225,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       // poll() does not throw for API failures; this is a bug or a database error.
       this.deps.log.error({ source: s.def.name, err: String(e) }, 'cycle failed');
     }
+    this.adapt(s.def);
     const summary = { source: s.def.name, startedAt, durationMs: this.deps.now() - startedAt, outcomes };
     this.deps.afterCycle?.(summary);
     this.emit('cycle:end', summary);

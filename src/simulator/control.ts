@@ -3,7 +3,9 @@
  * for the CLI and tools outside the process. No auth (loopback test tool), and these
  * requests are not recorded in `requests`, so tests can drive the world freely.
  */
+import type { Api } from './api.js';
 import type { Faults, FaultSpec } from './faults.js';
+import { patchOpsOf } from './resources.js';
 import { dataReply, errorReply, type Reply } from './reply.js';
 import type { BackupState, JobRecord, JobState, SiteRecord } from './types.js';
 import { SimulatorError, type UsageChange, type World } from './world.js';
@@ -15,6 +17,10 @@ export interface RequestRecord {
   path: string;
   query: Record<string, string>;
   at: string;
+  /** Whether the request carried If-None-Match (a conditional GET). */
+  conditional: boolean;
+  /** The HTTP status answered (0 until answered; a reset connection stays 0). */
+  status: number;
 }
 
 /** What the control interface can reach. */
@@ -22,6 +28,7 @@ export interface ControlContext {
   world: World;
   faults: Faults;
   requests: RequestRecord[];
+  api: Api;
   tick(): void;
 }
 
@@ -38,10 +45,19 @@ export function handleControl(ctx: ControlContext, method: string, path: string,
 }
 
 function route(ctx: ControlContext, method: string, path: string, body: Body): Reply {
+  const family = familyRoute(ctx, method, path, body);
+  if (family) return family;
   const { world, faults } = ctx;
   const key = `${method} ${path.replace(/\/\d+/g, '/:id').replace(/\/faults\/f\d+$/, '/faults/:fid')}`;
   const ids = (path.match(/\d+/g) ?? []).map(Number);
   switch (key) {
+    case 'GET /keys':
+      return dataReply(ctx.api.listKeys());
+    case 'POST /drift': {
+      if (typeof body.enabled !== 'boolean') throw new SimulatorError('validation_failed', 'enabled must be true or false');
+      world.resources.driftEnabled = body.enabled;
+      return dataReply({ enabled: body.enabled });
+    }
     case 'GET /history':
       return dataReply(world.history);
     case 'GET /requests':
@@ -93,6 +109,40 @@ function route(ctx: ControlContext, method: string, path: string, body: Body): R
     default:
       return errorReply('not_found', `no control endpoint ${method} /_sim${path}`);
   }
+}
+
+/**
+ * The generic hooks over resource families and keys:
+ *   GET|PATCH /state/{family}, GET|PATCH /sites/{id}/state/{family}   raw state; patch ops
+ *   POST /do/{family}/{action}, POST /sites/{id}/do/{family}/{action}  a family action (body = args)
+ *   PUT|DELETE /keys/{key}                                              body {scopes}
+ */
+function familyRoute(ctx: ControlContext, method: string, path: string, body: Body): Reply | undefined {
+  const res = ctx.world.resources;
+  const state = /^(?:\/sites\/(\d+))?\/state\/([\w-]+)$/.exec(path);
+  if (state) {
+    const siteId = state[1] === undefined ? null : Number(state[1]);
+    const name = state[2] as string;
+    if (method === 'GET') return dataReply(res.stateOf(name, siteId));
+    if (method === 'PATCH' || method === 'POST') return dataReply(res.patch(name, siteId, patchOpsOf(body)));
+    return errorReply('method_not_allowed', `${method} is not allowed on /_sim${path}; allowed: GET, PATCH`, undefined, 405);
+  }
+  const act = /^(?:\/sites\/(\d+))?\/do\/([\w-]+)\/([\w-]+)$/.exec(path);
+  if (act && method === 'POST') {
+    const siteId = act[1] === undefined ? null : Number(act[1]);
+    const result = res.act(act[2] as string, siteId, act[3] as string, body);
+    return dataReply(result ?? { done: true });
+  }
+  const key = /^\/keys\/([^/]+)$/.exec(path);
+  if (key) {
+    const name = decodeURIComponent(key[1] as string);
+    if (method === 'PUT' || method === 'POST') {
+      ctx.api.setKey(name, body.scopes as string[] | '*');
+      return dataReply({ key: name, scopes: body.scopes });
+    }
+    if (method === 'DELETE') return ctx.api.deleteKey(name) ? dataReply({ removed: name }) : errorReply('not_found', `no key ${name}`);
+  }
+  return undefined;
 }
 
 /** Accepts the API's snake_case and the world method's camelCase for disk use. */

@@ -21,6 +21,8 @@ export interface FaultSpec {
   retry_after?: number;
   /** Only on this 1-based page of a paged list (a request without a cursor is page 1). */
   page?: number;
+  /** Only requests with this HTTP method (e.g. 'GET'); default every method. */
+  method?: string;
   /** Apply this many times, then expire; default: until cleared. */
   times?: number;
 }
@@ -70,12 +72,13 @@ export class Faults {
   }
 
   /** Decides what happens to one request: every matching latency fault adds its delay, the first other match applies. */
-  take(path: string, page: number): FaultPlan {
+  take(path: string, page: number, method = 'GET'): FaultPlan {
     const plan: FaultPlan = { delayMs: 0, action: undefined };
     if (this.active.length === 0) return plan;
     for (const fault of [...this.active]) {
       const { spec } = fault;
       if (spec.page !== undefined && spec.page !== page) continue;
+      if (spec.method !== undefined && spec.method !== method) continue;
       if (!fault.regex.test(path)) continue;
       if (spec.kind === 'latency') plan.delayMs += spec.ms ?? 1000;
       else if (plan.action === undefined) plan.action = spec;
@@ -97,6 +100,10 @@ function validate(input: unknown): FaultSpec {
   }
   if (!FAULT_KINDS.includes(spec.kind as FaultKind)) throw invalid(`kind must be one of ${FAULT_KINDS.join(', ')}`);
   const out: FaultSpec = { path: spec.path, kind: spec.kind as FaultKind };
+  if (spec.method !== undefined) {
+    if (typeof spec.method !== 'string' || !/^[A-Z]+$/.test(spec.method)) throw invalid('method must be an upper-case HTTP method such as GET');
+    out.method = spec.method;
+  }
   copyInt(spec, out, 'status', 100, 599);
   copyInt(spec, out, 'ms', 0, 600_000);
   copyInt(spec, out, 'retry_after', 0, 86_400);

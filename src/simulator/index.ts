@@ -15,6 +15,8 @@ export { Api, hasScope, type KeyTable } from './api.js';
 export type { RequestRecord } from './control.js';
 export { Faults, FAULT_KINDS, type ActiveFault, type FaultKind, type FaultSpec } from './faults.js';
 export { mulberry32, Random } from './random.js';
+export { Resources, type Family, type PatchOp } from './resources.js';
+export * as simulatorAssumptions from './assumptions.js';
 export * from './types.js';
 export { MAX_BACKUPS_PER_SITE, MAX_HISTORY, MAX_JOBS, SimulatorError, World, type HealthChange, type UsageChange, type WorldOptions } from './world.js';
 
@@ -35,6 +37,8 @@ export interface SimulatorOptions {
   now?: () => Date;
   /** How many request records to keep, oldest dropped first; default 100,000; 0 records nothing. */
   maxRequests?: number;
+  /** Seeded drift of the resource families (DNS refusals, rank moves, reviews, ...) on tick; default true. */
+  familyDrift?: boolean;
 }
 
 export interface Simulator {
@@ -47,6 +51,8 @@ export interface Simulator {
   requests: RequestRecord[];
   /** Empties `requests`. */
   clearRequests(): void;
+  /** The API's key table (scopes can be changed while running). */
+  api: Api;
   /** Advances the world one step. */
   tick(): void;
   /** Stops the ticker, drops open connections and closes the server. */
@@ -56,17 +62,18 @@ export interface Simulator {
 /** Starts a simulator on loopback and resolves once it is listening. */
 export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
   const now = opts.now ?? (() => new Date());
-  const world = new World({ seed: opts.seed ?? 1, sites: opts.sites ?? 5, now });
+  const world = new World({ seed: opts.seed ?? 1, sites: opts.sites ?? 5, now, familyDrift: opts.familyDrift });
   const faults = new Faults();
   const requests: RequestRecord[] = [];
   const tick = (): void => world.tick();
+  const api = new Api(world, opts.keys ?? { 'sim-key': '*' });
   const listener = createListener({
     world,
     faults,
     requests,
     tick,
     now,
-    api: new Api(world, opts.keys ?? { 'sim-key': '*' }),
+    api,
     maxRequests: opts.maxRequests ?? 100_000,
   });
   const server = createServer(listener.onRequest);
@@ -99,6 +106,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     world,
     faults,
     requests,
+    api,
     clearRequests: () => {
       requests.length = 0;
     },

@@ -4,7 +4,8 @@ import { ERROR_STATUS } from '../api/assumptions.js';
 /** A finished HTTP answer; handlers return these so the HTTP layer (and faults) can shape them afterwards. */
 export interface Reply {
   status: number;
-  body: string;
+  /** JSON text, or bytes for a binary download (then `headers` names the content type). */
+  body: string | Buffer;
   headers?: Record<string, string>;
 }
 

@@ -2,19 +2,21 @@
  * The HTTP shell around Api and the control interface: splits the URL, records the request,
  * applies injected faults, and writes the Reply. All simulated behaviour lives elsewhere.
  */
+import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Api } from './api.js';
 import { handleControl, type ControlContext, type RequestRecord } from './control.js';
 import type { FaultSpec } from './faults.js';
 import { decodeCursor } from './paging.js';
 import { codeForStatus, errorReply, type Reply } from './reply.js';
+import type { Body } from './routes.js';
 
 const API_PREFIX = '/api/v1';
 const CONTROL_PREFIX = '/_sim';
 const MAX_CONTROL_BODY = 1_000_000;
+/** Large enough for the spec's 25 MB file upload plus multipart overhead. */
+const MAX_API_BODY = 27 * 1024 * 1024;
 
 export interface ListenerContext extends ControlContext {
-  api: Api;
   now: () => Date;
   /** How many request records to keep (the oldest go first). */
   maxRequests: number;
@@ -57,39 +59,48 @@ export function createListener(ctx: ListenerContext): Listener {
     }
 
     const query = new URLSearchParams(rawQuery);
-    record(ctx, { method, path, query: rawQuery === '' ? {} : Object.fromEntries(query), at: ctx.now().toISOString() });
-    // The simulated API takes no bodies; drain so the connection can be reused.
-    req.resume();
+    const entry: RequestRecord = { method, path, query: rawQuery === '' ? {} : Object.fromEntries(query), at: ctx.now().toISOString(), conditional: req.headers['if-none-match'] !== undefined, status: 0 };
+    record(ctx, entry);
+    res.once('finish', () => (entry.status = res.statusCode));
     if (path !== API_PREFIX && !path.startsWith(`${API_PREFIX}/`)) {
+      req.resume();
       send(res, requestId, errorReply('not_found', `no endpoint ${path}; the API lives under ${API_PREFIX}`));
       return;
     }
 
     const apiPath = path.slice(API_PREFIX.length);
-    const plan = ctx.faults.take(apiPath, pageNumber(query.get('cursor')));
-    const answer = (): void => {
-      if (plan.action?.kind === 'reset') {
-        req.socket.destroy();
-        return;
-      }
-      let reply: Reply;
-      try {
-        reply = applyFault(plan.action, () => ctx.api.handle(method, apiPath, query, req.headers.authorization));
-      } catch (err) {
-        // A simulator bug must answer 500, not take down the process hosting the demo or the tests.
-        reply = errorReply('internal_error', `simulator failed: ${String(err)}`, undefined, 500);
-      }
-      send(res, requestId, reply);
-    };
-    if (plan.delayMs <= 0) {
-      answer();
-      return;
-    }
-    const timer = setTimeout(() => {
-      pending.delete(timer);
-      answer();
-    }, plan.delayMs);
-    pending.add(timer);
+    const plan = ctx.faults.take(apiPath, pageNumber(query.get('cursor')), method);
+    readApiBody(req).then(
+      (body) => {
+        const answer = (): void => {
+          if (plan.action?.kind === 'reset') {
+            req.socket.destroy();
+            return;
+          }
+          let reply: Reply;
+          try {
+            reply =
+              body instanceof Error
+                ? errorReply('validation_failed', `the request body is not valid JSON: ${body.message}`)
+                : applyFault(plan.action, () => ctx.api.handle(method, apiPath, query, req.headers.authorization, body));
+          } catch (err) {
+            // A simulator bug must answer 500, not take down the process hosting the demo or the tests.
+            reply = errorReply('internal_error', `simulator failed: ${String(err)}`, undefined, 500);
+          }
+          send(res, requestId, method === 'GET' ? conditional(reply, req.headers['if-none-match']) : reply);
+        };
+        if (plan.delayMs <= 0) {
+          answer();
+          return;
+        }
+        const timer = setTimeout(() => {
+          pending.delete(timer);
+          answer();
+        }, plan.delayMs);
+        pending.add(timer);
+      },
+      (err: unknown) => send(res, requestId, errorReply('too_large', `request body rejected: ${String(err)}`)),
+    );
   }
 
   return {
@@ -129,6 +140,19 @@ function pageNumber(rawCursor: string | null): number {
   return decodeCursor(rawCursor)?.page ?? 0;
 }
 
+/**
+ * S9 (src/simulator/assumptions.ts): a 200 GET carries a weak ETag of its body; a matching
+ * If-None-Match answers 304 with no body, so a client can poll cheaply.
+ */
+function conditional(reply: Reply, ifNoneMatch: string | undefined): Reply {
+  if (reply.status !== 200) return reply;
+  const etag = `W/"${createHash('sha1').update(reply.body).digest('base64url')}"`;
+  const headers = { ...reply.headers, etag };
+  const given = ifNoneMatch?.split(',').map((t) => t.trim());
+  if (given && (given.includes(etag) || given.includes('*') || given.includes(etag.slice(2)))) return { status: 304, body: '', headers };
+  return { ...reply, headers };
+}
+
 function record(ctx: ListenerContext, entry: RequestRecord): void {
   if (ctx.maxRequests <= 0) return;
   ctx.requests.push(entry);
@@ -138,13 +162,39 @@ function record(ctx: ListenerContext, entry: RequestRecord): void {
 
 function send(res: ServerResponse, requestId: string, reply: Reply): void {
   if (res.destroyed || res.headersSent) return;
-  res.writeHead(reply.status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(reply.body),
-    'x-request-id': requestId,
-    ...reply.headers,
-  });
+  res.writeHead(
+    reply.status,
+    reply.status === 304
+      ? { 'x-request-id': requestId, ...reply.headers }
+      : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(reply.body), 'x-request-id': requestId, ...reply.headers },
+  );
   res.end(reply.body);
+}
+
+/**
+ * An API request body: JSON (the usual case), `{raw}` bytes for octet-stream and multipart
+ * uploads (files/content), or the parse Error (answered 422 after faults are applied).
+ */
+async function readApiBody(req: IncomingMessage): Promise<Body | Error> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_API_BODY) throw new Error(`body larger than ${MAX_API_BODY} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  const raw = Buffer.concat(chunks);
+  const type = String(req.headers['content-type'] ?? '');
+  if (type.startsWith('application/octet-stream') || type.startsWith('multipart/form-data')) return { raw, contentType: type };
+  const text = raw.toString('utf8').trim();
+  if (text === '') return {};
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return new Error('the body must be a JSON object');
+    return parsed as Body;
+  } catch (e) {
+    return e as Error;
+  }
 }
 
 async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {

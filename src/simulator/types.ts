@@ -94,4 +94,6 @@ export interface WorldSnapshot {
   usage: UsageRecord[];
   backups: Record<number, BackupRecord[]>;
   jobs: JobRecord[];
+  /** Seeded resource-family states (keyed `family` or `family@site`) and pending timers. */
+  resources: { states: Record<string, unknown>; timers: unknown[] };
 }

@@ -4,8 +4,10 @@
  * `history`, the ground truth a test compares hostwatch's events against.
  */
 import { Drift } from './drift.js';
+import { FAMILIES } from './families/index.js';
 import { lowerBound } from './paging.js';
 import { Random } from './random.js';
+import { Resources } from './resources.js';
 import { backupSize, onlineLabel, recomputeUsage, seedBackups, seedHealth, seedSite, seedUsage } from './seed.js';
 import { displayUtc, isoUtc } from './time.js';
 import {
@@ -33,7 +35,7 @@ const BACKUP_FAILURE_RATE = 0.1;
 /** Thrown by world methods; `code` is an API error code so the control interface can answer with it. */
 export class SimulatorError extends Error {
   constructor(
-    readonly code: 'not_found' | 'validation_failed',
+    readonly code: string,
     message: string,
   ) {
     super(message);
@@ -45,6 +47,8 @@ export interface WorldOptions {
   seed?: number;
   sites?: number;
   now?: () => Date;
+  /** Seeded drift of the resource families on tick (default true); timers run regardless. */
+  familyDrift?: boolean;
 }
 
 export interface HealthChange {
@@ -79,6 +83,10 @@ interface Operation {
 export class World {
   readonly seed: number;
   readonly history: HistoryEntry[] = [];
+  /** The clock reading at creation: lazily seeded resources are dated from it, so reads never change them. */
+  readonly epoch: Date;
+  /** Every resource family beyond sites, health, usage, backups and jobs. */
+  readonly resources: Resources;
   private tickCount = 0;
   private readonly rng: Random;
   private readonly now: () => Date;
@@ -98,8 +106,12 @@ export class World {
     this.now = opts.now ?? (() => new Date());
     this.rng = new Random(this.seed);
     this.drift = new Drift(this, this.rng);
+    this.epoch = this.now();
+    this.resources = new Resources(this, FAMILIES);
+    this.resources.driftEnabled = opts.familyDrift ?? true;
     const count = opts.sites ?? 5;
     for (let i = 0; i < count; i++) this.insertSite({});
+    this.resources.seedAccountFamilies();
   }
 
   /** How many ticks have run. */
@@ -115,6 +127,16 @@ export class World {
   /** All retained jobs, ascending by id (the live array: do not mutate it). */
   get jobs(): readonly JobRecord[] {
     return this.jobList;
+  }
+
+  /** The world's clock (injected). */
+  time(): Date {
+    return this.now();
+  }
+
+  /** Appends a history entry; resource families record through this. */
+  note(kind: string, siteId: number | undefined, detail: Record<string, unknown>): void {
+    this.record(kind, siteId, detail);
   }
 
   /** One site, or undefined. */
@@ -160,6 +182,7 @@ export class World {
     this.siteById.delete(id);
     this.siteList.splice(lowerBound(this.siteList, id), 1);
     this.drift.forget(id);
+    this.resources.forgetSite(id);
     this.record('site_removed', id, { site: { ...state.site } });
     for (const b of state.backups) {
       const op = this.operations.get(b.id);
@@ -168,6 +191,26 @@ export class World {
       this.operations.delete(b.id);
       this.setJobState(op.jobId, 'failed', 'site removed');
     }
+  }
+
+  /** Sets a site record's `state` string (e.g. 'Creating webserver config' while PHP changes). */
+  setSiteState(id: number, state: string): SiteRecord {
+    const { site } = this.requireSite(id);
+    if (site.state !== state) {
+      this.record('site_state', id, { before: site.state, after: state });
+      site.state = state;
+    }
+    return site;
+  }
+
+  /** Removes one backup (DELETE /sites/{id}/backups/{backup_id}); the caller checks blueprint/locked. */
+  deleteBackup(siteId: number, backupId: number): void {
+    const state = this.requireSite(siteId);
+    const i = state.backups.findIndex((b) => b.id === backupId);
+    if (i < 0) throw new SimulatorError('not_found', `site ${siteId} has no backup ${backupId}`);
+    state.backups.splice(i, 1);
+    this.operations.delete(backupId);
+    this.record('backup_deleted', siteId, { backup_id: backupId });
   }
 
   /** Changes online status and/or integrity problems; the label and findings follow. */
@@ -312,6 +355,7 @@ export class World {
     this.record('tick', undefined, { tick: this.tickCount });
     this.advanceOperations();
     this.drift.step(this.tickCount);
+    this.resources.tick(this.tickCount);
   }
 
   /** A deep copy of everything, for comparing two worlds. */
@@ -325,6 +369,7 @@ export class World {
       usage: this.siteList.map((s) => this.siteById.get(s.id)?.usage as UsageRecord),
       backups,
       jobs: this.jobList,
+      resources: this.resources.snapshot(),
     });
   }
 

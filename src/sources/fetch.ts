@@ -1,19 +1,80 @@
-import type { ApiClient } from '../api/client.js';
+import type { ApiClient, Validators } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { isRecord } from '../is-record.js';
+import { recordsAt, kindOf } from './records.js';
 import { pathOf } from './registry.js';
 import type { EntityRef } from './types.js';
 
+/** What one fetch gave: new data, "unchanged since last time" (304), or "does not apply" (409 off the CDN). */
+export type FetchResult = { kind: 'data'; data: unknown } | { kind: 'not_modified' } | { kind: 'not_applicable'; code: string };
+
+/** Per-source options from config that change what is fetched (`files.paths`). */
+export interface SourceOptions {
+  paths?: readonly string[];
+}
+
 /**
- * Fetch one entity and check the reply has the shape the source needs. Bad API data
- * becomes an ApiError `bad_response` naming the endpoint and what was wrong, so the poll
- * fails and the previous snapshot stays (invariant 3), rather than being diffed as a change.
+ * Fetches entities. Remembers the ETag / Last-Modified of each entity's last good reply
+ * (in memory: after a restart the first poll is unconditional) and sends them back, so
+ * an unchanged resource costs the server a 304 and costs us no parsing.
  */
-export async function fetchEntity(client: ApiClient, ref: EntityRef): Promise<unknown> {
-  const { source } = ref;
-  const path = pathOf(source, ref.siteId);
-  const data = source.paged ? await client.list(path, source.query, source.pageSize) : await client.get(path, source.query);
-  return checkShape(ref, path, data);
+export class Fetcher {
+  private readonly validators = new Map<string, Validators>();
+
+  constructor(
+    private readonly client: ApiClient,
+    private readonly options: (source: string) => SourceOptions = () => ({}),
+  ) {}
+
+  /**
+   * Fetch one entity and check the reply has the shape the source needs. Bad API data
+   * becomes an ApiError `bad_response` naming the endpoint and what was wrong, so the poll
+   * fails and the previous snapshot stays (invariant 3), rather than being diffed as a change.
+   */
+  async fetch(ref: EntityRef): Promise<FetchResult> {
+    const { source } = ref;
+    const path = pathOf(source, ref.siteId, ref.recordKey);
+    const key = `${source.name}\u0000${ref.entity}`;
+    try {
+      if (source.each) return { kind: 'data', data: checkShape(ref, path, await this.fetchEach(ref, path)) };
+      const prev = this.validators.get(key);
+      const r = source.paged
+        ? await this.client.listIfChanged(path, source.query, source.pageSize, prev)
+        : await this.client.getIfChanged(path, source.query, prev);
+      if (r.notModified) return { kind: 'not_modified' };
+      const data = checkShape(ref, path, r.data);
+      if (r.validators.etag || r.validators.lastModified) this.validators.set(key, r.validators);
+      else this.validators.delete(key);
+      return { kind: 'data', data };
+    } catch (e) {
+      if (e instanceof ApiError && source.notApplicable?.includes(e.code)) return { kind: 'not_applicable', code: e.code };
+      throw e;
+    }
+  }
+
+  /** Forget the validators of an entity (its snapshot was not written, so a 304 would lie). */
+  forget(ref: EntityRef): void {
+    this.validators.delete(`${ref.source.name}\u0000${ref.entity}`);
+  }
+
+  /** One request per configured value; `not_found` is a record saying the value does not exist. */
+  private async fetchEach(ref: EntityRef, path: string): Promise<unknown[]> {
+    const each = ref.source.each!;
+    const values = this.options(ref.source.name)[each.option] ?? [];
+    const out: unknown[] = [];
+    for (const value of values) {
+      try {
+        const data = await this.client.get(path, { ...ref.source.query, [each.param]: value });
+        if (!isRecord(data)) throw new ApiError({ code: 'bad_response', endpoint: path, message: `expected an object, got ${kindOf(data)}` });
+        // The key is the configured value, so a server that normalizes paths cannot make a record vanish.
+        out.push({ ...data, [each.param]: value, exists: true });
+      } catch (e) {
+        if (e instanceof ApiError && e.code === 'not_found') out.push({ [each.param]: value, exists: false });
+        else throw e;
+      }
+    }
+    return out;
+  }
 }
 
 /** Validate a reply against the source's expectations; returns the snapshot value. */
@@ -22,19 +83,14 @@ export function checkShape(ref: EntityRef, path: string, data: unknown): unknown
   const fail = (message: string): never => {
     throw new ApiError({ code: 'bad_response', endpoint: path, message });
   };
-  let value = data;
-  if (source.listField !== undefined) {
-    if (!isRecord(value)) return fail(`expected an object with "${source.listField}", got ${kind(value)}`);
-    value = value[source.listField];
-  }
   if (source.key === undefined) {
-    if (!isRecord(value)) fail(`expected an object, got ${kind(value)}`);
+    if (!isRecord(data)) fail(`expected an object, got ${kindOf(data)}`);
     return data;
   }
-  if (!Array.isArray(value)) return fail(`expected a list, got ${kind(value)}`);
+  const list = recordsAt(source, data, fail);
   const seen = new Set<string>();
-  value.forEach((item, i) => {
-    if (!isRecord(item)) return fail(`item ${i} is ${kind(item)}, not an object`);
+  list.forEach((item, i) => {
+    if (!isRecord(item)) return fail(`item ${i} is ${kindOf(item)}, not an object`);
     const k = item[source.key!];
     if (typeof k !== 'number' && typeof k !== 'string') return fail(`item ${i} has no "${source.key}"`);
     const ks = String(k);
@@ -42,9 +98,4 @@ export function checkShape(ref: EntityRef, path: string, data: unknown): unknown
     seen.add(ks);
   });
   return data;
-}
-
-
-function kind(v: unknown): string {
-  return v === null ? 'null' : Array.isArray(v) ? 'a list' : typeof v;
 }

@@ -1,6 +1,9 @@
+import { cronJobsSource, cronRunsSource } from './families/cron.js';
+import { filesSource } from './families/files.js';
+import * as hosting from './families/hosting.js';
+import { MINUTE } from './families/time.js';
+import * as visibility from './families/visibility.js';
 import type { EntityRef, SiteInfo, SourceDef } from './types.js';
-
-const MINUTE = 60_000;
 
 /** The site list: everything per-site is driven by it (A4 in docs/api-assumptions.md). */
 export const sitesSource: SourceDef = {
@@ -25,7 +28,9 @@ export const jobsSource: SourceDef = {
   key: 'id',
   siteField: 'site_id',
   volatile: ['[].updated_at', '[].progress'],
-  defaultEveryMs: 2 * MINUTE,
+  defaultEveryMs: 5 * MINUTE,
+  // Follow running jobs closely; between jobs there is nothing to follow.
+  fast: { field: 'state', values: ['queued', 'running', 'pending'], everyMs: 15_000 },
 };
 
 /** Site health: online status and application integrity. */
@@ -64,21 +69,100 @@ export const backupsSource: SourceDef = {
   defaultEveryMs: 15 * MINUTE,
 };
 
-/** Every source hostwatch knows, in the order a full cycle runs them (the site list first). */
-export const SOURCES: readonly SourceDef[] = [sitesSource, jobsSource, healthSource, usageSource, backupsSource];
+/**
+ * Every source hostwatch knows, in the order a full cycle runs them (the site list first).
+ * Per-record sources follow their parent; views follow the source they re-read.
+ */
+export const SOURCES: readonly SourceDef[] = [
+  sitesSource,
+  jobsSource,
+  healthSource,
+  usageSource,
+  backupsSource,
+  hosting.hourlyBackupsSource,
+  cronJobsSource,
+  cronRunsSource,
+  hosting.dnsSource,
+  hosting.dnsPublishingSource,
+  hosting.nameserversSource,
+  hosting.securitySource,
+  hosting.securityRulesSource,
+  hosting.botcheckSource,
+  hosting.siteExtraDbSource,
+  hosting.mailSendingSource,
+  hosting.seoMetricsSource,
+  hosting.sitePluginUpdatesSource,
+  filesSource,
+  hosting.extraDatabasesSource,
+  hosting.pluginUpdatesSource,
+  visibility.rankSource,
+  visibility.rankDomainsSource,
+  visibility.rankKeywordsSource,
+  visibility.localSource,
+  visibility.localBusinessesSource,
+  visibility.localBusinessSource,
+  visibility.localKeywordsSource,
+  visibility.clientReportsSource,
+  visibility.reportClientsSource,
+  visibility.reportsSource,
+  visibility.reputationSource,
+  visibility.reputationBusinessesSource,
+  visibility.reputationProfilesSource,
+  visibility.reputationReviewsSource,
+  visibility.footprintSource,
+  visibility.footprintReportsSource,
+  visibility.footprintFindingsSource,
+  visibility.backlinksSource,
+  visibility.backlinkSource,
+  visibility.archiveSource,
+  visibility.competitorsSource,
+  visibility.competitorDomainsSource,
+  visibility.competitorSource,
+  visibility.aivisSource,
+  visibility.aivisBrandsSource,
+  visibility.aivisBrandSource,
+  visibility.researchSource,
+];
 
 /** Look a source up by its config name. */
 export function sourceByName(name: string): SourceDef | undefined {
   return SOURCES.find((s) => s.name === name);
 }
 
-/** The entity one fetch of `source` for `site` (or the account) refers to. */
-export function entityOf(source: SourceDef, site: SiteInfo | null): EntityRef {
-  if (source.per === 'account' || site === null) return { source, entity: source.name, siteId: null };
-  return { source, entity: `sites/${site.id}/${source.name}`, siteId: site.id };
+/** Per-record sources that detail `parent`'s records (not views). */
+export function childrenOf(parent: SourceDef, among: readonly SourceDef[] = SOURCES): SourceDef[] {
+  return among.filter((s) => s.parent === parent.name && s.from === undefined);
 }
 
-/** The request path of a source for a site. */
-export function pathOf(source: SourceDef, siteId: number | null): string {
-  return siteId === null ? source.path : source.path.replace('{site_id}', String(siteId));
+/** Views that re-read what `origin` fetched. */
+export function viewsOf(origin: SourceDef, among: readonly SourceDef[] = SOURCES): SourceDef[] {
+  return among.filter((s) => s.from === origin.name);
+}
+
+/** True for sources the scheduler runs itself (not details driven by a parent, not views). */
+export function isTopLevel(s: SourceDef): boolean {
+  return s.per !== 'record' && s.from === undefined;
+}
+
+/**
+ * The entity one fetch of `source` refers to: for the account, a site, or (per-record
+ * sources) one record of the parent, named by `recordKey`.
+ */
+export function entityOf(source: SourceDef, site: SiteInfo | null, recordKey?: string): EntityRef {
+  const siteId = source.per === 'account' ? null : (site?.id ?? null);
+  const template = source.entity ?? (siteId === null ? source.name : `sites/{site_id}/${source.name}`);
+  const entity = fill(template, siteId, recordKey);
+  return recordKey === undefined ? { source, entity, siteId } : { source, entity, siteId, recordKey };
+}
+
+/** The request path of a source for a site (and a parent record, for per-record sources). */
+export function pathOf(source: SourceDef, siteId: number | null, recordKey?: string): string {
+  return fill(source.path, siteId, recordKey);
+}
+
+function fill(template: string, siteId: number | null, recordKey: string | undefined): string {
+  let out = template;
+  if (siteId !== null) out = out.replace('{site_id}', String(siteId));
+  if (recordKey !== undefined) out = out.replace('{id}', encodeURIComponent(recordKey));
+  return out;
 }

@@ -1,0 +1,160 @@
+/**
+ * Account-wide tools of API document 2: rank tracking, local rankings, client reports,
+ * reputation, footprint, backlink tracker, archive restore, competitors, AI visibility and
+ * research usage. Plan/usage endpoints are whole objects; lists are keyed by `id`; detail
+ * endpoints are per-record sources fetched only when their list record moves, or on their
+ * slow schedule (`defaultEveryMs`).
+ */
+import type { SourceDef } from '../types.js';
+import { DAY, HOUR, MINUTE } from './time.js';
+
+/** A plan/usage endpoint: one whole object per account. */
+function plan(name: string, scope: string, path: string, everyMs: number, volatile: string[] = []): SourceDef {
+  return { name, scope, per: 'account', path, paged: false, volatile, defaultEveryMs: everyMs };
+}
+
+/** An account-wide list of records keyed by `id`, its entity named like its path. */
+function list(name: string, scope: string, path: string, everyMs: number, extra: Partial<SourceDef> = {}): SourceDef {
+  return { name, scope, per: 'account', path, paged: false, key: 'id', entity: path.slice(1), volatile: [], defaultEveryMs: everyMs, ...extra };
+}
+
+/** A detail endpoint `{path}/{id}` of every record of `parent`. */
+function detail(name: string, parent: SourceDef, everyMs: number, extra: Partial<SourceDef> = {}): SourceDef {
+  return {
+    name,
+    scope: parent.scope,
+    per: 'record',
+    parent: parent.name,
+    path: `${parent.path}/{id}`,
+    paged: false,
+    entity: `${parent.entity ?? parent.name}/{id}`,
+    volatile: [],
+    defaultEveryMs: everyMs,
+    ...extra,
+  };
+}
+
+// ---- rank tracking -------------------------------------------------------------------------
+
+export const rankSource = plan('rank', 'rank:read', '/rank', 6 * HOUR);
+export const rankDomainsSource = list('rank_domains', 'rank:read', '/rank/domains', 30 * MINUTE);
+/** Every keyword position of a tracked domain (its groups), fetched after a check moved the list. */
+export const rankKeywordsSource = detail('rank_keywords', rankDomainsSource, DAY, {
+  key: 'id',
+  listField: 'groups[].keywords',
+  entity: 'rank/domains/{id}/keywords',
+  volatile: ['groups[].keywords[].last_checked_at', 'groups[].keywords[].checks', 'last_checked_at'],
+});
+
+// ---- local rankings ------------------------------------------------------------------------
+
+export const localSource = plan('local', 'local:read', '/local-rankings', 6 * HOUR);
+export const localBusinessesSource = list('local_businesses', 'local:read', '/local-rankings/businesses', HOUR, {
+  entity: 'local/businesses',
+  volatile: ['[].last_checked_at'],
+});
+/** Business detail with its towns and `recent_changes`. */
+export const localBusinessSource = detail('local_business', localBusinessesSource, DAY, {
+  path: '/local-rankings/businesses/{id}',
+  volatile: ['last_checked_at'],
+});
+export const localKeywordsSource = list('local_keywords', 'local:read', '/local-rankings/keywords', HOUR, {
+  paged: true,
+  pageSize: 50,
+  entity: 'local/keywords',
+  volatile: ['[].last_checked_at'],
+});
+
+// ---- client reports ------------------------------------------------------------------------
+
+export const clientReportsSource = plan('client_reports', 'reports:read', '/client-reports', 6 * HOUR);
+export const reportClientsSource = list('report_clients', 'reports:read', '/client-reports/clients', 6 * HOUR);
+export const reportsSource = list('reports', 'reports:read', '/client-reports/reports', 30 * MINUTE, {
+  paged: true,
+  pageSize: 25,
+  entity: 'client-reports/reports',
+  volatile: ['[].views'],
+});
+
+// ---- reputation ----------------------------------------------------------------------------
+
+export const reputationSource = plan('reputation', 'reputation:read', '/reputation', 6 * HOUR);
+export const reputationBusinessesSource = list('reputation_businesses', 'reputation:read', '/reputation/businesses', 30 * MINUTE);
+/** A watched business's profiles, one record per platform (rating, reviews count). */
+export const reputationProfilesSource = detail('reputation_profiles', reputationBusinessesSource, 2 * HOUR, {
+  key: 'platform',
+  listField: 'platforms',
+  entity: 'reputation/businesses/{id}/profiles',
+  volatile: ['platforms[].history', 'platforms[].reviews', 'platforms[].candidates', 'platforms[].profile.last_read_at', 'brand_terms[].last_checked_at'],
+});
+/** The reviews of the same business detail, one record per review (keyed by its address). */
+export const reputationReviewsSource: SourceDef = {
+  ...reputationProfilesSource,
+  name: 'reputation_reviews',
+  from: 'reputation_profiles',
+  path: '',
+  key: 'url',
+  listField: 'platforms[].reviews',
+  entity: 'reputation/businesses/{id}/reviews',
+  volatile: ['platforms[].history', 'platforms[].profile', 'platforms[].candidates', 'brand_terms'],
+};
+
+// ---- footprint -----------------------------------------------------------------------------
+
+export const footprintSource = plan('footprint', 'footprint:read', '/footprint', HOUR);
+export const footprintReportsSource = list('footprint_reports', 'footprint:read', '/footprint/reports', HOUR, { paged: true, pageSize: 25 });
+/**
+ * The findings of the newest report, one record per finding code. One entity whatever the
+ * report id, so a new report is compared with the previous one.
+ */
+export const footprintFindingsSource = detail('footprint_findings', footprintReportsSource, DAY, {
+  pick: 'first',
+  key: 'code',
+  listField: 'findings',
+  entity: 'footprint/latest/findings',
+  watch: ['id', 'state'],
+});
+
+// ---- SEO metrics / backlink tracker --------------------------------------------------------
+
+export const backlinksSource = list('backlinks', 'sites:read', '/backlink-tracker', 6 * HOUR);
+export const backlinkSource = detail('backlink', backlinksSource, DAY);
+
+// ---- archive restore -----------------------------------------------------------------------
+
+/** The archive overview; `restores` is read as the list of Restore records (A12). */
+export const archiveSource: SourceDef = {
+  name: 'archive',
+  scope: 'archive:read',
+  per: 'account',
+  path: '/archive',
+  paged: false,
+  key: 'id',
+  listField: 'restores',
+  entity: 'archive/restores',
+  volatile: ['restores[].progress_pct', 'restores[].fetched', 'restores[].missing', 'restores[].failed', 'restores[].archive_mb'],
+  defaultEveryMs: 10 * MINUTE,
+};
+
+// ---- competitors ---------------------------------------------------------------------------
+
+export const competitorsSource = plan('competitors', 'competitors:read', '/competitors', 6 * HOUR);
+export const competitorDomainsSource = list('competitor_domains', 'competitors:read', '/competitors/domains', HOUR, {
+  entity: 'competitors/domains',
+  volatile: ['[].last_read_at'],
+});
+export const competitorSource = detail('competitor', competitorDomainsSource, DAY, { volatile: ['last_read_at'] });
+
+// ---- AI visibility -------------------------------------------------------------------------
+
+export const aivisSource = plan('aivis', 'aivis:read', '/ai-visibility', 6 * HOUR);
+export const aivisBrandsSource = list('aivis_brands', 'aivis:read', '/ai-visibility/brands', HOUR, {
+  entity: 'ai-visibility/brands',
+  volatile: ['[].last_checked_at'],
+});
+/** Brand detail with its prompts (`prompt_list`). */
+export const aivisBrandSource = detail('aivis_brand', aivisBrandsSource, DAY, { volatile: ['last_checked_at', 'trend'] });
+
+// ---- research ------------------------------------------------------------------------------
+
+export const researchSource = plan('research', 'research:read', '/research', HOUR);
