@@ -109,3 +109,50 @@ describe('inhibition', () => {
     expect(delivered(hook2)).toEqual(['3:site.offline:firing', '3:backup.failed']);
   });
 });
+
+describe('the dispatch decision (pure)', async () => {
+  const { Dispatcher, dropOnRelease, inhibitionKey } = await import('../src/notify/dispatch.js');
+  const { siteEvent } = await import('./events-fixture.js');
+  const config = {
+    routes: [],
+    channels: [{ name: 'log', type: 'console' as const }],
+    inhibit: [{ source: 'site.offline', target: "severity != 'critical'" }],
+  };
+  const view = (inhibited: string[] = [], silences: Array<{ id: string; match: string }> = []) => ({
+    now: 1_000,
+    silences: silences.map((s) => ({ ...s, starts_at: 0, ends_at: 10_000, comment: 'c', created_by: 't', created_at: 0, expired_at: null })),
+    inhibitions: (site: number) => inhibited.filter((k) => k.endsWith(`:${site}`)),
+    group: () => ({ pendingDue: null, lastSent: null }),
+  });
+
+  it('a silence is decided before an inhibition; an inhibition only holds what its target matches, on its own site', () => {
+    const d = new Dispatcher(config);
+    const held = siteEvent('h', 5, { severity: 'warning' });
+    const key = inhibitionKey('site.offline', 5);
+    expect(d.decide(held, view([key]))).toEqual({ action: 'inhibited', by: `inhibited:${key}` });
+    expect(d.decide(held, view([key], [{ id: 's1', match: 'site_id == 5' }]))).toEqual({ action: 'silenced', silenceId: 's1' });
+    expect(d.decide(siteEvent('c', 5, { severity: 'critical' }), view([key]))).toMatchObject({ action: 'queue' });
+    expect(d.decide(siteEvent('o', 6), view([key]))).toMatchObject({ action: 'queue' });
+    // The inhibiting alert never holds back itself.
+    expect(d.decide(siteEvent('r', 5, { name: 'site.offline', status: 'resolved' }), view([key]))).toMatchObject({ action: 'queue' });
+    expect(d.decide(held, view([key]), { skipInhibition: key })).toEqual({ action: 'queue', deliveries: [{ channel: 'log', groupKey: null, dueAt: 1_000 }] });
+  });
+
+  it('a source alert starts an inhibition when it fires and ends it when it resolves', () => {
+    const d = new Dispatcher(config);
+    expect(d.inhibitionChange(siteEvent('f', 9, { name: 'site.offline', status: 'firing' }))).toEqual({ start: 'site.offline:9', source: 'site.offline', siteId: 9 });
+    expect(d.inhibitionChange(siteEvent('r', 9, { name: 'site.offline', status: 'resolved' }))).toEqual({ end: 'site.offline:9', source: 'site.offline', siteId: 9 });
+    expect(d.inhibitionChange(siteEvent('b', 9))).toBeNull();
+  });
+
+  it('on release, drops an alert whose firing and resolution were both held, and keeps the rest', () => {
+    const held = [
+      { id: 'f1', rule: 'usage-over', subject: 's/1', status: 'firing' },
+      { id: 'c1', rule: 'backup-failed', subject: 's/1/b', status: null },
+      { id: 'r0', rule: 'cron-paused', subject: 's/1/c', status: 'resolved' }, // fired before: its end is sent
+      { id: 'r1', rule: 'usage-over', subject: 's/1', status: 'resolved' },
+      { id: 'f2', rule: 'usage-over', subject: 's/1', status: 'firing' }, // fired again: still firing, sent
+    ];
+    expect([...dropOnRelease(held)].sort()).toEqual(['f1', 'r1']);
+  });
+});
