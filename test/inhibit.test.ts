@@ -5,8 +5,11 @@
  * dropped (both ends). Other sites are not affected.
  */
 import BetterSqlite3 from 'better-sqlite3';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { names, startWorld, type World } from './harness.js';
+import { hostwatch } from './cli-run.js';
+import { names, startWorld, TEST_KEY, type World } from './harness.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -79,7 +82,18 @@ describe('inhibition', () => {
       { name: 'usage.over_limit:resolved', held_outcome: 'dropped' },
     ]);
     expect(rows(w, 'SELECT * FROM inhibitions')).toEqual([]);
-  });
+
+    // What an operator sees: every held event, why, and what became of it.
+    await app.stop();
+    const config = join(w.dir, 'config.yaml');
+    writeFileSync(config, w.yaml({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] }));
+    const cli = await hostwatch(['deliveries', '--held', '-c', config], { SIM_URL: w.sim.url, API_KEY: TEST_KEY, DB: w.dbPath });
+    expect(cli.code).toBe(0);
+    const lines = cli.stdout.split('\n').filter(Boolean);
+    expect(lines).toHaveLength(5);
+    expect(lines.filter((l) => l.endsWith('inhibited:site.offline:1 (dropped)'))).toHaveLength(4);
+    expect(lines.filter((l) => / hostwatch\.backup\.failed sites\/1\/backups\/.* inhibited:site\.offline:1 \(released\)$/.test(l))).toHaveLength(1);
+  }, 90_000);
 
   it('releases an alert still firing when the inhibition ends, and can be turned off with inhibit: []', async () => {
     const w = await startWorld();
