@@ -27,6 +27,9 @@ function rows<T>(w: World, sql: string): T[] {
 
 const lines = (text: string): string[] => text.split('\n').filter(Boolean);
 
+/** Each test starts the built CLI many times; under a loaded machine that takes a while. */
+const SLOW = 120_000;
+
 async function setup(answers: Record<string, () => Answer>): Promise<{ w: World; hooks: Record<string, Receiver>; overrides: Record<string, unknown>; config: string; env: Record<string, string> }> {
   const w = await startWorld();
   cleanups.push(() => w.close());
@@ -95,7 +98,7 @@ describe('hostwatch deliveries and redeliver', () => {
     const unknown = await hostwatch(['redeliver', 'no-such-event', '-c', config], env);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('hostwatch redeliver: nothing to send again for "no-such-event"');
-  });
+  }, SLOW);
 
   it('shows a disabled channel, and redeliver --dead --channel enables it again', async () => {
     let gone = true;
@@ -114,7 +117,7 @@ describe('hostwatch deliveries and redeliver', () => {
     const back = w.app(overrides);
     expect(await back.worker.drain(3_000)).toBe(0);
     expect(hooks['hook']!.accepted().map((r) => r.event!.data.name).sort()).toEqual(['channel.disabled', 'site.offline']);
-  });
+  }, SLOW);
 });
 
 describe('hostwatch silence', () => {
@@ -157,5 +160,5 @@ describe('hostwatch silence', () => {
     const expire = await hostwatch(['silence', 'expire', id, '-c', config], env);
     expect(expire.stdout).toMatch(new RegExp(`^expired: ${id}  expired`));
     expect((await hostwatch(['silence', 'expire', 'nope', '-c', config], env)).stderr).toContain('no silence with id "nope"');
-  });
+  }, SLOW);
 });

@@ -5,8 +5,11 @@
  * dropped (both ends). Other sites are not affected.
  */
 import BetterSqlite3 from 'better-sqlite3';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { names, startWorld, type World } from './harness.js';
+import { hostwatch } from './cli-run.js';
+import { names, startWorld, TEST_KEY, type World } from './harness.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -79,7 +82,18 @@ describe('inhibition', () => {
       { name: 'usage.over_limit:resolved', held_outcome: 'dropped' },
     ]);
     expect(rows(w, 'SELECT * FROM inhibitions')).toEqual([]);
-  });
+
+    // What an operator sees: every held event, why, and what became of it.
+    await app.stop();
+    const config = join(w.dir, 'config.yaml');
+    writeFileSync(config, w.yaml({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] }));
+    const cli = await hostwatch(['deliveries', '--held', '-c', config], { SIM_URL: w.sim.url, API_KEY: TEST_KEY, DB: w.dbPath });
+    expect(cli.code).toBe(0);
+    const lines = cli.stdout.split('\n').filter(Boolean);
+    expect(lines).toHaveLength(5);
+    expect(lines.filter((l) => l.endsWith('inhibited:site.offline:1 (dropped)'))).toHaveLength(4);
+    expect(lines.filter((l) => / hostwatch\.backup\.failed sites\/1\/backups\/.* inhibited:site\.offline:1 \(released\)$/.test(l))).toHaveLength(1);
+  }, 90_000);
 
   it('releases an alert still firing when the inhibition ends, and can be turned off with inhibit: []', async () => {
     const w = await startWorld();
@@ -107,5 +121,52 @@ describe('inhibition', () => {
     w2.sim.world.addBackup(3, { state: 'Error' });
     await app2.runOnce();
     expect(delivered(hook2)).toEqual(['3:site.offline:firing', '3:backup.failed']);
+  });
+});
+
+describe('the dispatch decision (pure)', async () => {
+  const { Dispatcher, dropOnRelease, inhibitionKey } = await import('../src/notify/dispatch.js');
+  const { siteEvent } = await import('./events-fixture.js');
+  const config = {
+    routes: [],
+    channels: [{ name: 'log', type: 'console' as const }],
+    inhibit: [{ source: 'site.offline', target: "severity != 'critical'" }],
+  };
+  const view = (inhibited: string[] = [], silences: Array<{ id: string; match: string }> = []) => ({
+    now: 1_000,
+    silences: silences.map((s) => ({ ...s, starts_at: 0, ends_at: 10_000, comment: 'c', created_by: 't', created_at: 0, expired_at: null })),
+    inhibitions: (site: number) => inhibited.filter((k) => k.endsWith(`:${site}`)),
+    group: () => ({ pendingDue: null, lastSent: null }),
+  });
+
+  it('a silence is decided before an inhibition; an inhibition only holds what its target matches, on its own site', () => {
+    const d = new Dispatcher(config);
+    const held = siteEvent('h', 5, { severity: 'warning' });
+    const key = inhibitionKey('site.offline', 5);
+    expect(d.decide(held, view([key]))).toEqual({ action: 'inhibited', by: `inhibited:${key}` });
+    expect(d.decide(held, view([key], [{ id: 's1', match: 'site_id == 5' }]))).toEqual({ action: 'silenced', silenceId: 's1' });
+    expect(d.decide(siteEvent('c', 5, { severity: 'critical' }), view([key]))).toMatchObject({ action: 'queue' });
+    expect(d.decide(siteEvent('o', 6), view([key]))).toMatchObject({ action: 'queue' });
+    // The inhibiting alert never holds back itself.
+    expect(d.decide(siteEvent('r', 5, { name: 'site.offline', status: 'resolved' }), view([key]))).toMatchObject({ action: 'queue' });
+    expect(d.decide(held, view([key]), { skipInhibition: key })).toEqual({ action: 'queue', deliveries: [{ channel: 'log', groupKey: null, dueAt: 1_000 }] });
+  });
+
+  it('a source alert starts an inhibition when it fires and ends it when it resolves', () => {
+    const d = new Dispatcher(config);
+    expect(d.inhibitionChange(siteEvent('f', 9, { name: 'site.offline', status: 'firing' }))).toEqual({ start: 'site.offline:9', source: 'site.offline', siteId: 9 });
+    expect(d.inhibitionChange(siteEvent('r', 9, { name: 'site.offline', status: 'resolved' }))).toEqual({ end: 'site.offline:9', source: 'site.offline', siteId: 9 });
+    expect(d.inhibitionChange(siteEvent('b', 9))).toBeNull();
+  });
+
+  it('on release, drops an alert whose firing and resolution were both held, and keeps the rest', () => {
+    const held = [
+      { id: 'f1', rule: 'usage-over', subject: 's/1', status: 'firing' },
+      { id: 'c1', rule: 'backup-failed', subject: 's/1/b', status: null },
+      { id: 'r0', rule: 'cron-paused', subject: 's/1/c', status: 'resolved' }, // fired before: its end is sent
+      { id: 'r1', rule: 'usage-over', subject: 's/1', status: 'resolved' },
+      { id: 'f2', rule: 'usage-over', subject: 's/1', status: 'firing' }, // fired again: still firing, sent
+    ];
+    expect([...dropOnRelease(held)].sort()).toEqual(['f1', 'r1']);
   });
 });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
 import type { Config } from '../config/types.js';
 import { openStore, type Store } from '../store/db.js';
-import { DeliveryRepo } from '../store/delivery-repo.js';
+import { DeliveryRepo, type HeldView } from '../store/delivery-repo.js';
 import { EventsRepo, type DeliveryView } from '../store/events-repo.js';
 import { SilencesRepo } from '../store/silences-repo.js';
 import { RECENTLY_EXPIRED_MS } from '../server/routes/silences.js';
@@ -49,6 +49,12 @@ export function deliveryLine(d: DeliveryView): string {
   const next = d.state === 'pending' ? ` next ${new Date(d.next_attempt_at).toISOString()}` : '';
   const why = d.last_error ? `  ${d.last_error}` : '';
   return `${new Date(d.updated_at).toISOString()}  ${d.state.padEnd(9)} ${d.channel.padEnd(12)} attempts ${d.attempts}  last ${status}${next}  ${d.type} ${d.subject}  ${d.event_id} (#${d.id})${why}`;
+}
+
+/** One row of `hostwatch deliveries --held`: an event that was stored but held back, and why. */
+export function heldLine(h: HeldView): string {
+  const why = h.silenced_by ? `silenced by ${h.silenced_by}` : `${h.held_by} (${h.held_outcome ?? 'held'})`;
+  return `${new Date(h.time).toISOString()}  ${h.type} ${h.subject}  ${h.id}  ${why}`;
 }
 
 function humanMs(ms: number): string {
@@ -121,10 +127,17 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .requiredOption('-c, --config <file>', 'config file (YAML)')
     .option('--failed', 'only dead-lettered rows and rows waiting to retry')
     .option('--channel <name>', 'only this channel')
+    .option('--held', 'instead: events stored but held back (silence, maintenance window, inhibition) and what became of them')
     .option('--limit <n>', 'at most N rows', h.atLeastOne, 100)
     .option('--json', 'one JSON object per line')
-    .action(async (o: { config: string; failed?: boolean; channel?: string; limit: number; json?: boolean }) => {
+    .action(async (o: { config: string; failed?: boolean; channel?: string; held?: boolean; limit: number; json?: boolean }) => {
       await withStore(h, o.config, (store) => {
+        if (o.held) {
+          const held = new DeliveryRepo(store.sqlite).recentHeld(o.limit);
+          for (const r of held) out(o.json ? JSON.stringify(r) : heldLine(r));
+          if (held.length === 0 && !o.json) process.stderr.write('(no held events)\n');
+          return;
+        }
         const rows = new EventsRepo(store.sqlite).deliveries({ failed: o.failed === true, channel: o.channel ?? null }, o.limit);
         for (const r of rows) out(o.json ? JSON.stringify(r) : deliveryLine(r));
         for (const c of new DeliveryRepo(store.sqlite).disabledChannels()) {

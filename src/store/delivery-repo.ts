@@ -17,6 +17,17 @@ export interface HeldRow {
   held_outcome: string | null;
 }
 
+/** An event held back from delivery, as `hostwatch deliveries --held` shows it. */
+export interface HeldView {
+  time: number;
+  id: string;
+  type: string;
+  subject: string;
+  silenced_by: string | null;
+  held_by: string | null;
+  held_outcome: string | null;
+}
+
 /**
  * The delivery tables of migration 0004: groups (when each last went out), channel health,
  * inhibitions in force, and the events held back (events.held_by / held_outcome).
@@ -36,6 +47,7 @@ export class DeliveryRepo {
   private readonly outcomeStmt;
   private readonly flushStmt;
   private readonly disabledStmt;
+  private readonly recentHeldStmt;
 
   constructor(sqlite: BetterSqlite3.Database) {
     this.groupPendingStmt = prepare<{ channel: string; group_key: string }>(sqlite, (p) =>
@@ -98,6 +110,15 @@ export class DeliveryRepo {
     );
     this.outcomeStmt = prepare<{ id: string; held_outcome: string }>(sqlite, (p) =>
       qb.updateTable('events').set({ held_outcome: p.held_outcome }).where('id', '=', p.id),
+    );
+    this.recentHeldStmt = prepare<{ limit: number }>(sqlite, (p) =>
+      qb
+        .selectFrom('events')
+        .select(['time', 'id', 'type', 'subject'])
+        .select([sql<string | null>`silenced_by`.as('silenced_by'), sql<string | null>`held_by`.as('held_by'), sql<string | null>`held_outcome`.as('held_outcome')])
+        .where((eb) => eb.or([eb(sql<string | null>`silenced_by`, 'is not', null), eb(sql<string | null>`held_by`, 'is not', null)]))
+        .orderBy('seq', 'desc')
+        .limit(p.limit),
     );
     this.flushStmt = prepare<{ now: number; digest: string }>(sqlite, (p) =>
       qb
@@ -171,6 +192,11 @@ export class DeliveryRepo {
   /** Events still held by `by`, in storage order. */
   held(by: string): HeldRow[] {
     return this.heldStmt.all({ held_by: by }) as HeldRow[];
+  }
+
+  /** The latest events held back (silence, maintenance, inhibition), newest first. */
+  recentHeld(limit: number): HeldView[] {
+    return this.recentHeldStmt.all({ limit }) as HeldView[];
   }
 
   /** What became of a held event: 'released' or 'dropped'. */

@@ -121,11 +121,11 @@ export class SlackChannel implements Channel {
   private async paced(events: readonly HostwatchEvent[]): Promise<SendResult> {
     const wait = this.nextSlot - this.now();
     if (wait > 0) await this.sleep(wait);
-    try {
-      return await this.post(events);
-    } finally {
-      this.nextSlot = this.now() + this.minIntervalMs;
-    }
+    // A 429 does not stall the queue here: the other messages get their own 429 and the
+    // outbox reschedules each after Retry-After, without holding a worker slot.
+    const result = await this.post(events);
+    this.nextSlot = this.now() + this.minIntervalMs;
+    return result;
   }
 
   private async post(events: readonly HostwatchEvent[]): Promise<SendResult> {
