@@ -15,6 +15,7 @@ import { registerDeliveryCommands } from './notify/cli-commands.js';
 import { RuleErrors } from './rules/parse.js';
 import { eventType } from './events/envelope.js';
 import { EventsRepo } from './store/events-repo.js';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from './paths.js';
 import { runRuleTestFile } from './rules/rule-tests.js';
@@ -352,6 +353,10 @@ function compileRouterOrExit(config: Config): ReturnType<typeof compileRouter> {
 
 /** Open (and if needed migrate) the configured database; the daemon may be running on it. */
 function openDatabase(config: Config): Store {
+  // Reading history must not create an empty database where the user expected theirs.
+  if (config.storage.path !== ':memory:' && !existsSync(config.storage.path)) {
+    fail(`hostwatch: no database at ${config.storage.path} (storage.path); the daemon creates it on its first poll`, 1);
+  }
   try {
     return openStore(config.storage.path, Date.now);
   } catch (e) {

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore } from '../src/store/db.js';
@@ -146,6 +146,14 @@ describe('hostwatch rules backtest', () => {
     expect(all.stdout).toContain('"b.example disk at 95% (threshold 95%)"');
     const recent = await hostwatch(['rules', 'backtest', '--since', '36h', '--rule', 'site-offline', '-c', config()], { cwd: dir });
     expect(counts(recent.stdout)).toBe(['per rule:', '  (none)', 'per channel:', '  (none)', ''].join('\n'));
+  });
+
+  it('says there is no database yet instead of creating an empty one, exit 1', async () => {
+    writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
+    const r = await hostwatch(['rules', 'backtest', '-c', config()], { cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`hostwatch: no database at ${join(dir, 'hostwatch.db')} (storage.path); the daemon creates it on its first poll\n`);
+    expect(existsSync(join(dir, 'hostwatch.db'))).toBe(false);
   });
 
   it('refuses an unknown rule name with the known ones, exit 2', async () => {

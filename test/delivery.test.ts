@@ -142,7 +142,10 @@ describe('what a webhook receiver gets', () => {
 
       const alert = e.data.rule.startsWith('site-') || e.data.rule.startsWith('usage-');
       const keys = ['changes', 'domain', 'name', 'observed_at', 'rule', 'severity', 'site_id', 'summary', ...(alert ? ['status'] : [])];
-      expect(Object.keys(e.data).sort()).toEqual(keys.sort());
+      // PRODUCT.md's fields, plus only the additions of the rule language (docs/events.md).
+      const added = ['labels', 'description'];
+      expect(Object.keys(e.data).filter((k) => !added.includes(k)).sort()).toEqual(keys.sort());
+      expect(e.data['labels']).toEqual(expect.objectContaining({ category: expect.any(String) }));
       expect(e.data.observed_at).toMatch(ISO);
       expect(['info', 'warning', 'critical']).toContain(e.data.severity);
       expect(e.data.summary.length).toBeGreaterThan(0);

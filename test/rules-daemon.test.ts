@@ -2,7 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { App } from '../src/main.js';
+import { parseConfig } from '../src/config/parse.js';
+import { SOURCE_NAMES, type App } from '../src/main.js';
 import { healthSource, usageSource } from '../src/sources/registry.js';
 import { HistoryRepo } from '../src/store/history-repo.js';
 import { openStore } from '../src/store/db.js';
@@ -296,5 +297,21 @@ describe('the change log', () => {
     } finally {
       store.close();
     }
+  });
+});
+
+describe('the history config', () => {
+  it('defaults to 90 days kept and an hourly prune, and refuses a retention under an hour with file and line', () => {
+    const base = 'api:\n  base_url: https://panel.example.com\n  key: k\n';
+    const ok = parseConfig(base, 'c.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: '/' });
+    expect(ok.ok && ok.config.history).toEqual({ retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 });
+    const set = parseConfig(`${base}history:\n  retention: 30d\n`, 'c.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: '/' });
+    expect(set.ok && set.config.history.retention_ms).toBe(30 * 86_400_000);
+    const bad = parseConfig(`${base}history:\n  retention: 5m\n  prune_evry: 1h\n`, 'c.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: '/' });
+    expect(bad.ok).toBe(false);
+    expect(!bad.ok && bad.errors.map((e) => `${e.line}: ${e.path}: ${e.message}`)).toEqual([
+      '5: history.retention: must be a duration of at least 1h, like 30s, 5m, 6h (got "5m")',
+      '6: history.prune_evry: unknown key (did you mean prune_every?); allowed: retention, prune_every',
+    ]);
   });
 });

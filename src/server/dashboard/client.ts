@@ -344,7 +344,8 @@ export const DASHBOARD_JS = String.raw`
           h('td', { class: 'nowrap' },
             h('b', { text: d.name || shortType(e.type) }),
             d.status ? [' ', badge(d.status === 'firing' ? 'firing' : 'resolved', d.status)] : null,
-            state.silenced.has(e.id) ? [' ', silencedBadge(e.id)] : null),
+            state.silenced.has(e.id) ? [' ', silencedBadge(e.id)] : null,
+            d.shadow === true ? [' ', badge('shadow', 'shadow', 'Shadow rule: stored and shown, never delivered')] : null),
           h('td', { title: d.site_id !== null && d.site_id !== undefined ? 'site ' + d.site_id : null, text: d.domain || '—' }),
           h('td', { class: 'summary' }, h('span', { text: d.summary || '' }), h('div', { class: 'muted small', text: e.subject })),
         );

@@ -67,7 +67,7 @@ code { font: 12px/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; 
 .badge.firing, .badge.state-dead { color: #fff; background: var(--crit); }
 .badge.resolved, .badge.state-delivered { color: var(--ok); background: var(--ok-bg); }
 .badge.state-retrying { color: var(--warn); background: var(--warn-bg); }
-.badge.state-expired, .badge.silenced { color: var(--muted); background: var(--line); }
+.badge.state-expired, .badge.silenced, .badge.shadow { color: var(--muted); background: var(--line); }
 tr.silenced td { color: var(--muted); }
 .badge.state-active { color: #fff; background: var(--accent); }
 .badge.state-pending { color: var(--info); background: var(--info-bg); }
