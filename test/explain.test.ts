@@ -39,10 +39,11 @@ const USER_RULES = `rules:
 /**
  * One world for every question: site 1 offline (delivered), site 2 healthy then offline
  * twice (a deduplicated change), site 3 slow (pending) and frozen (shadow), and an
- * over-limit alert held back by a silence.
+ * over-limit alert held back by a silence, and site 4's integrity problems held back while
+ * it is offline (inhibition).
  */
 beforeAll(async () => {
-  world = await startWorld();
+  world = await startWorld({ sim: { sites: 4 } });
   const rules = join(world.dir, 'mine.yaml');
   writeFileSync(rules, USER_RULES);
   const overrides = { rules: [rules], channels: [{ name: 'screen', type: 'console' }] };
@@ -73,6 +74,12 @@ beforeAll(async () => {
   }
   t += MIN;
   await app.poller.poll(healthSource, app.poller.sites().find((s) => s.id === 3)!);
+  // Site 4 goes offline, then reports integrity problems: held back by the default inhibition.
+  const site4 = app.poller.sites().find((s) => s.id === 4)!;
+  for (const change of [{ status: 'offline' }, { problems: 3 }]) {
+    world.sim.world.setHealth(4, change);
+    await app.poller.poll(healthSource, site4);
+  }
   await app.worker.drain(5000);
 }, 60_000);
 afterAll(async () => {
@@ -158,10 +165,10 @@ describe('hostwatch explain --subject S --rule R says why an event did not arriv
     expect(w.lines).toContain('silenced by sil-1: stored, not delivered');
   });
 
-  it('inhibited, when the inhibition hook names a cause', () => {
-    const w = explainWhyNot({ ...deps(), inhibitedBy: (e) => (e.data.name === 'site.offline' ? 'site-removed on sites/1' : null) }, 'sites/1/health', 'site-offline');
+  it('inhibited: held back while site.offline fires for the same site', () => {
+    const w = explainWhyNot(deps(), 'sites/4/health', 'site-integrity-problems');
     expect(w.reason).toBe('inhibited');
-    expect(w.lines).toContain('inhibited by site-removed on sites/1');
+    expect(w.lines.at(-1)).toBe('inhibited while site.offline fires for site 4; held until that alert resolves: stored, not delivered');
   });
 
   it('disabled, no data, and only a baseline', () => {

@@ -11,16 +11,6 @@ import { recordVolatile } from '../pipeline/poller.js';
 import { check, holds, seenValues, type RuleInput } from './evaluate.js';
 import type { CompiledRule } from './types.js';
 
-/**
- * The hook for inhibition (another part of hostwatch decides it): given a stored event, the
- * name of what inhibited it, or null. Until inhibition exists nothing is inhibited; the
- * integrator replaces `noInhibition` with the real check, and `explain` reports it.
- */
-export type InhibitionCheck = (event: HostwatchEvent) => string | null;
-
-/** The default InhibitionCheck: nothing is inhibited. */
-export const noInhibition: InhibitionCheck = () => null;
-
 /** Why an expected event did (or did not) reach a channel. */
 export type WhyNotReason =
   | 'delivered'
@@ -33,6 +23,7 @@ export type WhyNotReason =
   | 'shadow'
   | 'silenced'
   | 'inhibited'
+  | 'maintenance'
   | 'disabled'
   | 'no_data'
   | 'baseline_only';
@@ -45,7 +36,23 @@ export interface ExplainDeps {
   events: EventsRepo;
   rules: readonly CompiledRule[];
   now: number;
-  inhibitedBy?: InhibitionCheck;
+}
+
+/**
+ * Why a stored event was held back from delivery (events.held_by, written by the notifier):
+ * an inhibition (`inhibited:<source event>:<site id>`) or a maintenance window
+ * (`maintenance:<name>`). Null when it was not held, or was held and then released.
+ */
+function holdOf(row: StoredEvent): { reason: 'inhibited' | 'maintenance'; text: string } | null {
+  if (!row.held_by || row.held_outcome === 'released') return null;
+  const [kind, ...rest] = row.held_by.split(':');
+  if (kind === 'maintenance') return { reason: 'maintenance', text: `held back by the maintenance window ${rest.join(':')}` };
+  const [source, site] = rest;
+  const what = `inhibited while ${source} fires for site ${site}`;
+  return {
+    reason: 'inhibited',
+    text: row.held_outcome === 'dropped' ? `${what}; it fired and resolved while held, so it was never sent` : `${what}; held until that alert resolves`,
+  };
 }
 
 const iso = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString());
@@ -99,8 +106,8 @@ export function explainEvent(deps: ExplainDeps, id: string): string[] | null {
 function deliveryLines(deps: ExplainDeps, row: StoredEvent, e: HostwatchEvent): string[] {
   if (e.data['shadow'] === true) return ['delivery: none (shadow rule: stored and shown, never delivered)'];
   if (row.silenced_by) return [`delivery: none (silenced by ${row.silenced_by})`];
-  const inhibited = (deps.inhibitedBy ?? noInhibition)(e);
-  if (inhibited) return [`delivery: none (inhibited by ${inhibited})`];
+  const hold = holdOf(row);
+  if (hold) return [`delivery: none (${hold.text})`];
   const out = deps.events.outboxFor(e.id);
   if (out.length === 0) return ['delivery: none (no route matched, or it was a duplicate of a stored event)'];
   return ['delivery:', ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)${o.last_error ? ` (last error: ${o.last_error})` : ''}`)];
@@ -192,8 +199,8 @@ function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: string
   const intro = `event ${e.id} ${what}`;
   if (e.data['shadow'] === true) return done('shadow', intro, 'the rule is in shadow mode: its events are stored and shown, never delivered');
   if (row.silenced_by) return done('silenced', intro, `silenced by ${row.silenced_by}: stored, not delivered`);
-  const inhibited = (deps.inhibitedBy ?? noInhibition)(e);
-  if (inhibited) return done('inhibited', intro, `inhibited by ${inhibited}`);
+  const hold = holdOf(row);
+  if (hold) return done(hold.reason, intro, `${hold.text}: stored, not delivered`);
   const out = deps.events.outboxFor(e.id);
   const delivered = out.some((o) => o.state === 'delivered');
   return done(

@@ -11,6 +11,9 @@ export interface StoredEvent {
   body: string;
   time: number;
   silenced_by: string | null;
+  /** Held back by a maintenance window or an inhibition (docs/routing.md), and what became of it. */
+  held_by: string | null;
+  held_outcome: string | null;
 }
 
 /** How many rows one prune removed, per table. */
@@ -114,13 +117,13 @@ export class HistoryRepo {
 
   /** A stored event with its silence, by id (`hostwatch explain`). */
   event(id: string): StoredEvent | undefined {
-    return this.sqlite.prepare('SELECT id, body, time, silenced_by FROM events WHERE id = ?').get(id) as StoredEvent | undefined;
+    return this.sqlite.prepare('SELECT id, body, time, silenced_by, held_by, held_outcome FROM events WHERE id = ?').get(id) as StoredEvent | undefined;
   }
 
   /** The newest stored event of a rule about a subject. */
   lastEventOf(rule: string, subject: string): StoredEvent | undefined {
     return this.sqlite
-      .prepare('SELECT id, body, time, silenced_by FROM events WHERE rule = ? AND subject = ? ORDER BY seq DESC LIMIT 1')
+      .prepare('SELECT id, body, time, silenced_by, held_by, held_outcome FROM events WHERE rule = ? AND subject = ? ORDER BY seq DESC LIMIT 1')
       .get(rule, subject) as StoredEvent | undefined;
   }
 
