@@ -416,3 +416,24 @@ afterAll(() => {
     .join('\n');
   writeFileSync(file, `${text.slice(0, i + start.length)}\n\n${body}\n${text.slice(j)}`);
 });
+
+describe('thresholds', () => {
+  it('are rule params a user file overrides by name (rank min_move 10: a move of 6 places is quiet, 12 is not)', async () => {
+    world = await startWorld();
+    const c = new Control(world.sim);
+    await c.still();
+    const s = await c.state<{ keywords: { id: number; active: boolean }[] }>('rank');
+    const k = first(s.keywords.filter((x) => x.active), 'active rank keyword');
+    await c.act('rank', 'move', { keyword_id: k.id, position: 40 });
+    writeFileSync(join(world.dir, 'mine.yaml'), 'rules:\n  - { name: rank-position-changed, params: { min_move: 10 } }\n');
+    const app = world.app({ rules: [join(world.dir, 'mine.yaml')] });
+    await app.runOnce();
+    const base = world.events.length;
+    await c.act('rank', 'move', { keyword_id: k.id, position: 34 });
+    await app.runOnce();
+    expect(names(world.events.slice(base))).toEqual([]);
+    await c.act('rank', 'move', { keyword_id: k.id, position: 22 });
+    await app.runOnce();
+    expect(names(world.events.slice(base))).toEqual(['rank.position_changed']);
+  });
+});
