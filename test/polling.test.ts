@@ -71,7 +71,13 @@ describe('conditional requests', () => {
     await app.runOnce();
     const versions = snapshotVersions(world);
     expect(await repliesWithStatus(app, 304)).toBe(0);
+    // The first poll of this process is unconditional (validators are kept in memory).
+    expect(world.sim.requests.filter((r) => r.conditional)).toEqual([]);
+    world.sim.clearRequests();
     await app.runOnce();
+    const conditional = world.sim.requests.filter((r) => r.conditional);
+    expect(conditional.length).toBeGreaterThan(20);
+    expect(conditional.filter((r) => r.status === 304).length).toBe(conditional.length);
     const notModified = await repliesWithStatus(app, 304);
     // Most resources did not move between the two polls: they came back 304.
     expect(notModified).toBeGreaterThan(20);
