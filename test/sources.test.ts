@@ -231,3 +231,19 @@ describe('the documentation', () => {
     }
   });
 });
+
+describe('source options in config', () => {
+  const parse = async (yaml: string): Promise<string[]> => {
+    const { parseConfig } = await import('../src/config/parse.js');
+    const { SOURCE_NAMES } = await import('../src/main.js');
+    const r = parseConfig(`api: { base_url: https://panel.example.com, key: k }\n${yaml}`, 'c.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: '/tmp' });
+    return r.ok ? [] : r.errors.map((e) => `${e.file}:${e.line}: ${e.path}: ${e.message}`);
+  };
+
+  it('refuse an empty files.paths and paths on another source, naming the line and key', async () => {
+    expect(await parse('sources:\n  files: { paths: [] }\n')).toEqual([
+      'c.yaml:3: sources.files.paths: must be a non-empty list of paths inside the site folder, like [.htaccess, wp-config.php] (got an empty list)',
+    ]);
+    expect(await parse('sources:\n  dns:\n    paths: [x]\n')).toEqual(['c.yaml:4: sources.dns.paths: is only for the files source (got a list)']);
+  });
+});

@@ -194,6 +194,9 @@ function tidy(errors: readonly ConfigError[], tree: YamlTree): ConfigError[] {
 
 // ---- checks across keys -------------------------------------------------------------------
 
+/** The one source that takes `paths` (the opt-in file watch). */
+const PATHS_SOURCE = 'files';
+
 /**
  * Channel names are unique and routes name defined channels. These run on the written data
  * even when other keys are invalid, so one run reports everything.
@@ -203,6 +206,15 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
   const record = (data !== null && typeof data === 'object' ? data : {}) as Record<string, unknown>;
   const channels = record['channels'] ?? [];
   const routes = record['routes'] ?? [];
+  const sources = record['sources'];
+  if (sources !== null && typeof sources === 'object') {
+    for (const [name, override] of Object.entries(sources as Record<string, unknown>)) {
+      // `paths` only means something to the file watch; elsewhere it would be silently ignored.
+      if (name !== PATHS_SOURCE && override !== null && typeof override === 'object' && 'paths' in override) {
+        errors.push(valueError(['sources', name, 'paths'], `is only for the ${PATHS_SOURCE} source`, data, tree, file));
+      }
+    }
+  }
   if (!Array.isArray(channels)) return errors;
 
   const names = new Map<string, number>();
