@@ -233,6 +233,34 @@ describe('error codes and state transitions', () => {
     expect(overview.restores.find((r: any) => r.id === id)).toMatchObject({ state: 'done', done: true, progress_pct: 100 });
   });
 
+  it('refuses backups and files by site state: 409 while not live, 402 restoring a backup of an expired plan', async () => {
+    const sim = await start();
+    const ok = (await get(sim, '/sites/2/backups')).body.data[0];
+    sim.world.setSiteState(2, 'expired');
+    const restore = await call(sim, 'POST', `/sites/2/backups/${ok.id}/restore`, { confirm: true });
+    expect(restore.status).toBe(402);
+    expect(restore.body.error.code).toBe('payment_required');
+    expect((await get(sim, '/sites/2/files')).status).toBe(409);
+    sim.world.setSiteState(2, 'reinstalling');
+    expect((await call(sim, 'POST', '/sites/2/backups')).status).toBe(409);
+    sim.world.setSiteState(2, 'live');
+    expect((await call(sim, 'POST', `/sites/2/backups/${ok.id}/restore`, { confirm: true })).status).toBe(202);
+  });
+
+  it('checks a newly added rank keyword within the hour, and lists what did not fit the plan in not_added', async () => {
+    const sim = await start();
+    await control(sim, 'PATCH', '/state/rank', { set: { 'plan.keyword_limit': (await get(sim, '/rank')).body.data.keywords.used + 1 } });
+    const added = await call(sim, 'POST', '/rank/groups/11/keywords', { keywords: ['fresh bread', 'rye loaf'] });
+    expect(added.status).toBe(201);
+    expect(added.body.data.added.map((k: any) => k.keyword)).toEqual(['fresh bread']);
+    expect(added.body.data.not_added).toMatchObject({ count: 1, keywords: ['rye loaf'] });
+    const id = added.body.data.added[0].id;
+    for (let i = 0; i < 11; i++) sim.tick();
+    expect((await get(sim, `/rank/keywords/${id}`)).body.data.checks).toBe(0);
+    sim.tick();
+    expect((await get(sim, `/rank/keywords/${id}`)).body.data.checks).toBe(1);
+  });
+
   it('spends research credits once per question and answers 402 when the credits run out', async () => {
     const sim = await start();
     const before = (await get(sim, '/research')).body.data.keyword_research.credits.used;
