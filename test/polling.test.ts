@@ -191,6 +191,24 @@ describe('the site list', () => {
   });
 });
 
+describe('a list of sites in config', () => {
+  it('polls a listed site as soon as it appears in the site list, without a restart, and no other site', async () => {
+    world = await startWorld();
+    const c = new Control(world.sim);
+    await c.still();
+    const app = world.app({ sites: [2, 4] });
+    await app.runOnce();
+    expect(world.sim.requests.some((r) => r.path.startsWith('/api/v1/sites/4/'))).toBe(false);
+    expect(world.sim.requests.some((r) => r.path.startsWith('/api/v1/sites/1/'))).toBe(false);
+    const added = (await c.call('POST', '/sites', {})) as { id: number };
+    expect(added.id).toBe(4);
+    world.sim.clearRequests();
+    await app.runOnce();
+    const perSite = new Set(world.sim.requests.map((r) => /^\/api\/v1\/sites\/(\d+)\//.exec(r.path)?.[1]).filter(Boolean));
+    expect([...perSite].sort()).toEqual(['2', '4']);
+  });
+});
+
 describe('adaptive jobs polling', () => {
   async function nextJobsPoll(running: boolean): Promise<number> {
     world = await startWorld();
