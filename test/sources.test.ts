@@ -175,6 +175,23 @@ describe('detail follow-ups', () => {
     expect(f.due(findings, ref, 0, DAY).map((t) => t.key)).toEqual(['9']);
   });
 
+  it('forgets the details of a site that left the site list', () => {
+    const jobs = src('cron_jobs');
+    const runs = src('cron_runs');
+    const sites = src('sites');
+    const f = new Followups([sites, jobs, runs]);
+    const site = entityOf(jobs, { id: 3, domain: 'x' });
+    f.observe(site, { jobs: [{ id: 7, last_run_at: 'a' }] });
+    const [t] = f.due(runs, site, 0, 1000);
+    f.done(runs, site, t!.key, t!.sig, 0);
+    f.observe(entityOf(sites, null), [{ id: 3 }]);
+    expect(f.due(runs, site, 1, 1000)).toEqual([]);
+    f.observe(entityOf(sites, null), [{ id: 4 }]);
+    expect(f.due(runs, site, 1, 1000)).toEqual([]); // nothing listed for a site that is gone
+    f.observe(site, { jobs: [{ id: 7, last_run_at: 'a' }] });
+    expect(f.due(runs, site, 1, 1000).map((x) => x.key)).toEqual(['7']); // read afresh if it comes back
+  });
+
   it('says a source with `fast` is busy while a record is in a busy state', () => {
     const jobs = src('jobs');
     const f = new Followups([jobs]);
