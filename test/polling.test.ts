@@ -63,6 +63,18 @@ describe('a full cycle', () => {
   });
 });
 
+describe('the file watch', () => {
+  it('reads the paths of every site plus each site\'s own, one files/stat each', async () => {
+    world = await startWorld({ config: { sources: { files: { paths: ['.htaccess'], site_paths: { 2: ['wp-config.php'] } } } } });
+    await new Control(world.sim).still();
+    const app = world.app();
+    world.sim.clearRequests();
+    await app.runOnce();
+    const stats = world.sim.requests.filter((r) => r.path.endsWith('/files/stat')).map((r) => `${r.path.split('/')[4]} ${r.query['path']}`);
+    expect(stats.sort()).toEqual(['1 .htaccess', '2 .htaccess', '2 wp-config.php', '3 .htaccess']);
+  });
+});
+
 describe('conditional requests', () => {
   it('send back the ETag, and a 304 is "unchanged": nothing written, no event', async () => {
     world = await startWorld();

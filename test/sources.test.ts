@@ -263,4 +263,17 @@ describe('source options in config', () => {
     ]);
     expect(await parse('sources:\n  dns:\n    paths: [x]\n')).toEqual(['c.yaml:4: sources.dns.paths: is only for the files source (got a list)']);
   });
+
+  it('take per-site paths by site id, added to the paths of every site', async () => {
+    expect(await parse('sources:\n  files:\n    site_paths: { x: [a] }\n')).toEqual([
+      'c.yaml:4: sources.files.site_paths.x: the key must be a positive integer site id, like 12: [wp-config.php] (got a list)',
+    ]);
+    const { pathsFor } = await import('../src/sources/select.js');
+    const config = configFrom('api: { base_url: https://x.example, key: k }\nsources:\n  files:\n    paths: [.htaccess]\n    site_paths: { 12: [wp-config.php, .htaccess] }\n', {}, '/tmp');
+    expect(pathsFor(config, 'files', 12)).toEqual(['.htaccess', 'wp-config.php']);
+    expect(pathsFor(config, 'files', 13)).toEqual(['.htaccess']);
+    const only = configFrom('api: { base_url: https://x.example, key: k }\nsources:\n  files:\n    site_paths: { 12: [wp-config.php] }\n', {}, '/tmp');
+    expect(enabledSources(only).map((x) => x.def.name)).toContain('files');
+    expect(pathsFor(only, 'files', 13)).toEqual([]);
+  });
 });

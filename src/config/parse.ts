@@ -210,8 +210,9 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
   if (sources !== null && typeof sources === 'object') {
     for (const [name, override] of Object.entries(sources as Record<string, unknown>)) {
       // `paths` only means something to the file watch; elsewhere it would be silently ignored.
-      if (name !== PATHS_SOURCE && override !== null && typeof override === 'object' && 'paths' in override) {
-        errors.push(valueError(['sources', name, 'paths'], `is only for the ${PATHS_SOURCE} source`, data, tree, file));
+      if (name === PATHS_SOURCE || override === null || typeof override !== 'object') continue;
+      for (const key of ['paths', 'site_paths']) {
+        if (key in override) errors.push(valueError(['sources', name, key], `is only for the ${PATHS_SOURCE} source`, data, tree, file));
       }
     }
   }
@@ -258,6 +259,9 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
   for (const [name, override] of Object.entries(written.sources ?? {})) {
     sources[name] = { enabled: override?.enabled ?? true, every_ms: override?.every ?? null };
     if (override?.paths) sources[name].paths = override.paths;
+    if (override?.site_paths) {
+      sources[name].site_paths = Object.fromEntries(Object.entries(override.site_paths).map(([id, paths]) => [Number(id), paths]));
+    }
   }
   return {
     file,

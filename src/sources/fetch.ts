@@ -8,10 +8,13 @@ import type { EntityRef } from './types.js';
 /** What one fetch gave: new data, "unchanged since last time" (304), or "does not apply" (409 off the CDN). */
 export type FetchResult = { kind: 'data'; data: unknown } | { kind: 'not_modified' } | { kind: 'not_applicable'; code: string };
 
-/** Per-source options from config that change what is fetched (`files.paths`). */
+/** Per-source options from config that change what is fetched (`files.paths`), for one site. */
 export interface SourceOptions {
   paths?: readonly string[];
 }
+
+/** The options of a source for a site (null: the account). */
+export type OptionsOf = (source: string, siteId: number | null) => SourceOptions;
 
 /**
  * Fetches entities. Remembers the ETag / Last-Modified of each entity's last good reply
@@ -28,7 +31,7 @@ export class Fetcher {
 
   constructor(
     private readonly client: ApiClient,
-    private readonly options: (source: string) => SourceOptions = () => ({}),
+    private readonly options: OptionsOf = () => ({}),
   ) {}
 
   /**
@@ -89,7 +92,7 @@ export class Fetcher {
   /** One request per configured value; `not_found` is a record saying the value does not exist. */
   private async fetchEach(ref: EntityRef, path: string): Promise<unknown[]> {
     const each = ref.source.each!;
-    const values = this.options(ref.source.name)[each.option] ?? [];
+    const values = this.options(ref.source.name, ref.siteId)[each.option] ?? [];
     const out: unknown[] = [];
     for (const value of values) {
       try {
