@@ -5,7 +5,7 @@
  */
 import { ticksFor } from '../assumptions.js';
 import type { Family } from '../resources.js';
-import { fail, find, int, invalid, ok, queryInt, reqStr, requireConfirm, str, strings, type Ctx } from '../routes.js';
+import { fail, find, int, invalid, ok, omit, queryInt, reqStr, requireConfirm, str, strings, type Ctx } from '../routes.js';
 import { DAY_MS, KEYWORD_WORDS, LANGUAGES, LOCATIONS, dateOf, isoAgo, locationOf, mean } from './common.js';
 
 const PLANS_URL = 'https://panel.example.com/rank/plans';
@@ -80,9 +80,7 @@ function domainView(s: RankState, d: TrackedDomain): Record<string, unknown> {
 }
 
 function groupView(g: Group): Omit<Group, 'domain_id'> {
-  const { domain_id, ...rest } = g;
-  void domain_id;
-  return rest;
+  return omit(g, 'domain_id');
 }
 
 function makeGroup(id: number, domainId: number, code: number, lang: string, device: 'desktop' | 'mobile', name?: string): Group {
