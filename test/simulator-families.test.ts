@@ -306,6 +306,71 @@ describe('error codes and state transitions', () => {
   });
 });
 
+describe('more writes and their rules', () => {
+  it('releases a blocked held update once with try-again, and refuses it while it cannot be tried again', async () => {
+    const sim = await start();
+    const held = (await control(sim, 'POST', '/do/updates/hold', { site_id: 2, plugin: 'seo-helper' })).body.data;
+    expect((await call(sim, 'POST', `/plugin-updates/held/${held.id}/try-again`)).status).toBe(409);
+    await control(sim, 'POST', '/do/updates/block', { hold_id: held.id });
+    expect((await get(sim, '/sites/2/plugin-updates/held')).body.data.find((h: any) => h.id === held.id)).toMatchObject({ state: 'blocked', can_try_again: true, times_it_broke: 2 });
+    const released = await call(sim, 'POST', `/plugin-updates/held/${held.id}/try-again`);
+    expect(released.body.data).toMatchObject({ state: 'released', can_try_again: false });
+    expect((await get(sim, '/plugin-updates/held?site_id=2')).body.data.map((h: any) => h.id)).toContain(held.id);
+    expect((await call(sim, 'POST', '/plugin-updates/held/999999/try-again')).status).toBe(404);
+  });
+
+  it('watches a new business: candidates arrive on the next tick, confirming one reads the profile', async () => {
+    const sim = await start();
+    const created = await call(sim, 'POST', '/reputation/businesses', { name: 'Corner Cafe', country: 2840 });
+    expect(created.status).toBe(201);
+    const id = created.body.data.id;
+    sim.tick();
+    const detail = (await get(sim, `/reputation/businesses/${id}`)).body.data;
+    expect(detail.waiting_for_confirmation).toBe(true);
+    const candidate = detail.platforms.find((p: any) => p.platform === 'platform_a').candidates[0];
+    const block = await call(sim, 'POST', `/reputation/businesses/${id}/profiles`, { platform: 'platform_a', candidate: candidate.id });
+    expect(block.body.data).toMatchObject({ platform: 'platform_a', profile: { name: 'Corner Cafe', rating: null } });
+    expect((await call(sim, 'POST', '/reputation/businesses', { name: 'Too Many', country: 2840 })).status).toBe(201);
+    const full = await call(sim, 'POST', '/reputation/businesses', { name: 'Over', country: 2840 });
+    expect(full.status).toBe(402);
+    expect(full.body.error.details.plans_url).toMatch(/^https:/);
+  });
+
+  it('adds AI prompts up to the plan and lists the rest in not_added', async () => {
+    const sim = await start();
+    await control(sim, 'PATCH', '/state/aivis', { set: { 'plan.prompt_limit': 4 } });
+    const res = await call(sim, 'POST', '/ai-visibility/brands/1/prompts', { prompts: 'Which bakery is best?\nWhere to buy rye?', engines: ['assistant_c', 'nope'] });
+    expect(res.status).toBe(201);
+    expect(res.body.data.added).toHaveLength(1);
+    expect(res.body.data.added[0].engines).toEqual(['assistant_c']);
+    expect(res.body.data.not_added).toMatchObject({ count: 1, prompts: ['Where to buy rye?'], limit: 4 });
+    expect((await call(sim, 'POST', '/ai-visibility/brands/1/prompts', { prompts: ['short'] })).status).toBe(422);
+  });
+
+  it('uploads a file as multipart and as raw bytes', async () => {
+    const sim = await start();
+    const form = new FormData();
+    form.append('file', new Blob(['<?php echo 1;']), 'x.php');
+    const multipart = await fetch(`${sim.url}/api/v1/sites/1/files/content?path=up/x.php`, { method: 'PUT', headers: { authorization: 'Bearer sim-key' }, body: form });
+    expect(multipart.status).toBe(201);
+    expect((await multipart.json()).data).toMatchObject({ written: 13, size: 13 });
+    const raw = await fetch(`${sim.url}/api/v1/sites/1/files/content?path=up/y.bin&mkdirs=false`, { method: 'PUT', headers: { authorization: 'Bearer sim-key', 'content-type': 'application/octet-stream' }, body: new Uint8Array([1, 2, 3]) });
+    expect(raw.status).toBe(201);
+    expect((await get(sim, '/sites/1/files?path=up')).body.data.items.map((i: any) => i.name)).toEqual(['x.php', 'y.bin']);
+    expect((await call(sim, 'PUT', '/sites/1/files/content?path=nowhere/z.txt&mkdirs=false', { content: 'z' })).status).toBe(404);
+  });
+
+  it('switches the families\' drift off and on through /_sim/drift', async () => {
+    const sim = await start({ familyDrift: true });
+    await control(sim, 'POST', '/drift', { enabled: false });
+    for (let i = 0; i < 30; i++) sim.tick();
+    expect(sim.world.history.filter((h) => h.kind.includes('.'))).toEqual([]);
+    await control(sim, 'POST', '/drift', { enabled: true });
+    for (let i = 0; i < 30; i++) sim.tick();
+    expect(sim.world.history.filter((h) => h.kind.includes('.')).length).toBeGreaterThan(0);
+  });
+});
+
 describe('conditional requests', () => {
   it('serves an ETag on GETs and answers 304 to a matching If-None-Match until the resource changes', async () => {
     const sim = await start();
