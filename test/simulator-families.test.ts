@@ -360,6 +360,17 @@ describe('more writes and their rules', () => {
     expect((await call(sim, 'PUT', '/sites/1/files/content?path=nowhere/z.txt&mkdirs=false', { content: 'z' })).status).toBe(404);
   });
 
+  it('switches Under Attack off by itself at its auto-off time (1h = 12 ticks), not earlier', async () => {
+    const sim = await start();
+    const on = await call(sim, 'PUT', '/sites/1/security/under-attack', { on: true, auto_off: '1h' });
+    expect(on.body.data).toMatchObject({ on: true, enabled_at: '2026-01-15T12:00:00Z', auto_off_at: '2026-01-15T13:00:00Z' });
+    for (let i = 0; i < 11; i++) sim.tick();
+    expect((await get(sim, '/sites/1/security')).body.data.under_attack.on).toBe(true);
+    sim.tick();
+    expect((await get(sim, '/sites/1/security')).body.data.under_attack).toMatchObject({ on: false, auto_off_at: null });
+    expect((await call(sim, 'PUT', '/sites/1/security/under-attack', { on: true, auto_off: 'soon' })).status).toBe(422);
+  });
+
   it('switches the families\' drift off and on through /_sim/drift', async () => {
     const sim = await start({ familyDrift: true });
     await control(sim, 'POST', '/drift', { enabled: false });

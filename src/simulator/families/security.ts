@@ -3,6 +3,7 @@
  * `security` and `botcheck`. Both need the site's DNS on the CDN provider: security answers
  * 409 otherwise; bot check reads `available: false` and refuses to switch on.
  */
+import { ticksFor } from '../assumptions.js';
 import type { Family } from '../resources.js';
 import { bool, fail, int, invalid, ok, reqStr, requireConfirm, str, strings, type Ctx } from '../routes.js';
 import { displayUtc as displayUtcOf } from '../time.js';
@@ -120,6 +121,12 @@ export const securityFamily: Family<SecurityState> = {
     };
   },
   actions: {
+    /** Timer: Under Attack reaches its auto-off time (only if it was not switched since: args.enabled_at). */
+    auto_off: (s, args, a) => {
+      if (!s.under_attack.on || s.under_attack.enabled_at !== args.enabled_at) return;
+      s.under_attack = { ...s.under_attack, on: false, enabled_at: null, auto_off_at: null };
+      a.record('under_attack', { on: false, auto: true });
+    },
     /** Under Attack switches on (args.on false: off; args.external: switched at the CDN, not here). */
     under_attack: (s, args, a) => {
       const on = args.on !== false;
@@ -162,6 +169,7 @@ export const securityFamily: Family<SecurityState> = {
         const now = c.world.time();
         const ms = AUTO_OFF[autoOff];
         s.under_attack = { ...s.under_attack, on, external: false, enabled_at: on ? isoUtc(now) : null, auto_off_at: on && ms ? isoIn(now, ms) : null };
+        if (on && ms) c.res.actCtx('security', c.siteId).later(ticksFor(ms / 60_000), 'auto_off', { enabled_at: s.under_attack.enabled_at });
         c.world.note('security.under_attack', c.siteId, { on });
         return ok(s.under_attack);
       },
