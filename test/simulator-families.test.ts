@@ -453,6 +453,20 @@ describe('a world that moves in time from a seed', () => {
     }
   });
 
+  it('moves its clock 5 minutes per tick with advanceClock, so throttles expire and new records are dated by the tick', async () => {
+    const sim = await start({ advanceClock: true });
+    const site = 1;
+    await control(sim, 'PATCH', `/sites/${site}/state/hourly`, { set: { active: true } });
+    expect((await call(sim, 'POST', `/sites/${site}/hourly-backups/now`)).status).toBe(202);
+    expect((await call(sim, 'POST', `/sites/${site}/hourly-backups/now`)).status).toBe(429);
+    sim.tick();
+    sim.tick();
+    expect((await call(sim, 'POST', `/sites/${site}/hourly-backups/now`)).status).toBe(202);
+    const run = (await control(sim, 'POST', '/do/cron/run', { job_id: (await get(sim, '/cron-jobs')).body.data.jobs[0].id, status: 'ok' })).body.data.runs[0];
+    expect(run.finished_at).toBe('2026-01-15T12:10:00Z');
+    expect(sim.world.time().toISOString()).toBe('2026-01-15T12:10:00.000Z');
+  });
+
   it('is the same world for the same seed and clock, and differs for another seed', () => {
     const make = (seed: number): World => new World({ seed, sites: 10, now: fixedNow });
     const [a, b, c] = [make(5), make(5), make(6)];
