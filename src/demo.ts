@@ -5,7 +5,21 @@ import { timingSafeEqual } from 'node:crypto';
 import { parseConfig } from './config/parse.js';
 import { createApp, SOURCE_NAMES, type App } from './main.js';
 import { signWebhook } from './notify/channels/webhook.js';
+import type { CronState } from './simulator/families/cron.js';
+import type { RankState } from './simulator/families/rank.js';
 import { startSimulator, type Simulator } from './simulator/index.js';
+
+/**
+ * Every source polled every 10 s (the site list every 30 s), so the whole simulated API
+ * shows up within a minute; the opt-in file watch is on for `.htaccess` and `config.php`.
+ */
+function demoSources(): string {
+  return SOURCE_NAMES.map((name) => {
+    if (name === 'sites') return '  sites: { every: 30s }';
+    if (name === 'files') return '  files: { every: 10s, paths: [.htaccess, config.php] }';
+    return `  ${name}: { every: 10s }`;
+  }).join('\n');
+}
 
 /** The demo's embedded config: the simulator, a local webhook receiver and the console. */
 const DEMO_CONFIG = `
@@ -17,11 +31,7 @@ api:
 storage:
   path: \${DEMO_DB}
 sources:
-  sites: { every: 30s }
-  jobs: { every: 10s }
-  health: { every: 10s }
-  usage: { every: 10s }
-  backups: { every: 10s }
+\${DEMO_SOURCES}
 channels:
   - { name: console, type: console }
   - { name: demo-webhook, type: webhook, url: "\${HOOK_URL}", secret: whsec_ZGVtby1zZWNyZXQtZm9yLWhvc3R3YXRjaA== }
@@ -78,7 +88,7 @@ export async function runDemo(opts: DemoOptions): Promise<Demo> {
   const db = join(opts.dataDir ?? 'data', 'demo.db');
   for (const f of [db, `${db}-wal`, `${db}-shm`]) rmSync(f, { force: true });
   const build = (listen: string): App => {
-    const parsed = parseConfig(DEMO_CONFIG, '<demo>', { SIM_URL: sim.url, HOOK_URL: hook.url, DEMO_DB: db, DEMO_LISTEN: listen }, {
+    const parsed = parseConfig(DEMO_CONFIG.replace('${DEMO_SOURCES}', demoSources()), '<demo>', { SIM_URL: sim.url, HOOK_URL: hook.url, DEMO_DB: db, DEMO_LISTEN: listen }, {
       sourceNames: SOURCE_NAMES,
       baseDir: process.cwd(),
     });
@@ -154,6 +164,32 @@ export async function runDemo(opts: DemoOptions): Promise<Demo> {
     at(46, () => {
       say(`simulator: ${domain(4)} frees disk space`);
       sim.world.setUsage(4, { diskUsedMib: 100 });
+    });
+    // The rest of the API, through the same family actions the simulator's drift uses.
+    const act = (family: string, siteId: number | null, action: string, args: Record<string, unknown> = {}): unknown => sim.world.resources.act(family, siteId, action, args);
+    at(16, () => {
+      say(`simulator: the DNS provider refuses a record of ${domain(5)}`);
+      act('dns', 5, 'refuse', { error: 'provider rejected the record: invalid target' });
+    });
+    at(30, () => {
+      say('simulator: a 1-star review arrives for a watched business');
+      act('reputation', null, 'review', { business_id: 1, rating: 1 });
+    });
+    at(38, () => {
+      const job = sim.world.resources.account<CronState>('cron').jobs[0];
+      if (!job) return;
+      say(`simulator: cron job ${job.id} of ${domain(job.site_id)} times out 3 times in a row and is paused`);
+      act('cron', null, 'run', { job_id: job.id, status: 'timeout', count: 3 });
+    });
+    at(42, () => {
+      say(`simulator: someone edits .htaccess on ${domain(1)}`);
+      act('files', 1, 'touch', { path: '.htaccess' });
+    });
+    at(52, () => {
+      const kw = sim.world.resources.account<RankState>('rank').keywords.find((k) => k.position !== null && k.position <= 10);
+      if (!kw) return;
+      say(`simulator: the keyword "${kw.keyword}" falls from ${kw.position} to 25`);
+      act('rank', null, 'move', { keyword_id: kw.id, position: 25 });
     });
   };
   if (opts.script !== false) story();

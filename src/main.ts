@@ -34,7 +34,7 @@ import { silencesRoutes } from './server/routes/silences.js';
 import { startServer } from './server/server.js';
 import { Fetcher } from './sources/fetch.js';
 import { SOURCES } from './sources/registry.js';
-import { enabledSources } from './sources/select.js';
+import { enabledSources, pathsFor } from './sources/select.js';
 import { Followups } from './scheduler/followups.js';
 import { AlertsRepo } from './store/alerts-repo.js';
 import { openStore, type Store } from './store/db.js';
@@ -186,7 +186,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const scheduled: ScheduledSource[] = enabledSources(config);
   const followups = new Followups(scheduled.map((s) => s.def));
   const poller = new Poller({
-    fetcher: new Fetcher(client, (name) => ({ paths: config.sources[name]?.paths ?? [] })),
+    fetcher: new Fetcher(client, (name, siteId) => ({ paths: pathsFor(config, name, siteId) })),
     sources: scheduled.map((s) => s.def),
     onFetched: (ref, data) => followups.observe(ref, data),
     instance: config.name,

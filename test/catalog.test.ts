@@ -54,6 +54,13 @@ async function cronJob(c: Control): Promise<Json> {
   return { job: job.id, site: job.site_id };
 }
 
+/** A watched business with a confirmed profile, and that profile's platform. */
+async function reputationProfile(c: Control): Promise<Json> {
+  const s = await c.state<{ businesses: { id: number }[]; profiles: Record<string, Record<string, unknown>> }>('reputation');
+  const b = first(s.businesses.filter((x) => Object.keys(s.profiles[x.id] ?? {}).length > 0), 'business with a profile');
+  return { business: b.id, platform: Object.keys(s.profiles[b.id]!)[0] };
+}
+
 const CASES: Case[] = [
   {
     event: 'hourly_backup.failed',
@@ -223,27 +230,20 @@ const CASES: Case[] = [
     event: 'reputation.poor_review',
     // A new 1-star review also lowers the profile's average: that event has its own case.
     rules: 'rules:\n  - { name: reputation-rating-dropped, enabled: false }\n',
-    before: async (c) => {
-      const s = await c.state<{ businesses: { id: number }[]; profiles: Record<string, Record<string, unknown>> }>('reputation');
-      const b = first(s.businesses.filter((x) => Object.keys(s.profiles[x.id] ?? {}).length > 0), 'business with a profile');
-      return { business: b.id, platform: Object.keys(s.profiles[b.id]!)[0] };
-    },
+    before: reputationProfile,
     change: async (c, ctx) => {
       const r = await c.act<{ url: string }>('reputation', 'review', { business_id: ctx['business'], platform: ctx['platform'], rating: 1 });
       return { url: r.url };
     },
-    subject: (ctx) => `reputation/businesses/${ctx['business']}/reviews/${encodeURIComponent(String(ctx['url']))}`,
+    // The review's url is its key, as it is (a subject is a name, not an address).
+    subject: (ctx) => `reputation/businesses/${ctx['business']}/reviews/${ctx['url']}`,
     site: null,
     check: (e, ctx) =>
       expect(e.data.changes).toEqual([{ path: `[url=${ctx['url']}]`, before: null, after: expect.objectContaining({ rating: 1, poor: true, replied: false }) }]),
   },
   {
     event: 'reputation.rating_dropped',
-    before: async (c) => {
-      const s = await c.state<{ businesses: { id: number }[]; profiles: Record<string, Record<string, unknown>> }>('reputation');
-      const b = first(s.businesses.filter((x) => Object.keys(s.profiles[x.id] ?? {}).length > 0), 'business with a profile');
-      return { business: b.id, platform: Object.keys(s.profiles[b.id]!)[0] };
-    },
+    before: reputationProfile,
     // A replied 1-star review: the average drops, the business list does not move, so the
     // slow schedule of the detail (2 h) is what reads it.
     change: (c, ctx) => c.act('reputation', 'review', { business_id: ctx['business'], platform: ctx['platform'], rating: 1, replied: true }).then(() => undefined),
@@ -415,4 +415,25 @@ afterAll(() => {
     .map((name) => `### \`${name}\`\n\n\`\`\`json\n${JSON.stringify(examples.get(name), null, 2)}\n\`\`\`\n`)
     .join('\n');
   writeFileSync(file, `${text.slice(0, i + start.length)}\n\n${body}\n${text.slice(j)}`);
+});
+
+describe('thresholds', () => {
+  it('are rule params a user file overrides by name (rank min_move 10: a move of 6 places is quiet, 12 is not)', async () => {
+    world = await startWorld();
+    const c = new Control(world.sim);
+    await c.still();
+    const s = await c.state<{ keywords: { id: number; active: boolean }[] }>('rank');
+    const k = first(s.keywords.filter((x) => x.active), 'active rank keyword');
+    await c.act('rank', 'move', { keyword_id: k.id, position: 40 });
+    writeFileSync(join(world.dir, 'mine.yaml'), 'rules:\n  - { name: rank-position-changed, params: { min_move: 10 } }\n');
+    const app = world.app({ rules: [join(world.dir, 'mine.yaml')] });
+    await app.runOnce();
+    const base = world.events.length;
+    await c.act('rank', 'move', { keyword_id: k.id, position: 34 });
+    await app.runOnce();
+    expect(names(world.events.slice(base))).toEqual([]);
+    await c.act('rank', 'move', { keyword_id: k.id, position: 22 });
+    await app.runOnce();
+    expect(names(world.events.slice(base))).toEqual(['rank.position_changed']);
+  });
 });

@@ -391,7 +391,7 @@ describe('GET /api/sources', () => {
       per: 'account',
       scope: 'account:read',
       enabled: true,
-      every_ms: 120_000,
+      every_ms: 300_000,
       last_success_at: null,
       consecutive_failures: 1,
       last_error_code: 'internal_error',

@@ -63,6 +63,18 @@ describe('a full cycle', () => {
   });
 });
 
+describe('the file watch', () => {
+  it('reads the paths of every site plus each site\'s own, one files/stat each', async () => {
+    world = await startWorld({ config: { sources: { files: { paths: ['.htaccess'], site_paths: { 2: ['wp-config.php'] } } } } });
+    await new Control(world.sim).still();
+    const app = world.app();
+    world.sim.clearRequests();
+    await app.runOnce();
+    const stats = world.sim.requests.filter((r) => r.path.endsWith('/files/stat')).map((r) => `${r.path.split('/')[4]} ${r.query['path']}`);
+    expect(stats.sort()).toEqual(['1 .htaccess', '2 .htaccess', '2 wp-config.php', '3 .htaccess']);
+  });
+});
+
 describe('conditional requests', () => {
   it('send back the ETag, and a 304 is "unchanged": nothing written, no event', async () => {
     world = await startWorld();
@@ -71,7 +83,13 @@ describe('conditional requests', () => {
     await app.runOnce();
     const versions = snapshotVersions(world);
     expect(await repliesWithStatus(app, 304)).toBe(0);
+    // The first poll of this process is unconditional (validators are kept in memory).
+    expect(world.sim.requests.filter((r) => r.conditional)).toEqual([]);
+    world.sim.clearRequests();
     await app.runOnce();
+    const conditional = world.sim.requests.filter((r) => r.conditional);
+    expect(conditional.length).toBeGreaterThan(20);
+    expect(conditional.filter((r) => r.status === 304).length).toBe(conditional.length);
     const notModified = await repliesWithStatus(app, 304);
     // Most resources did not move between the two polls: they came back 304.
     expect(notModified).toBeGreaterThan(20);
@@ -182,6 +200,24 @@ describe('the site list', () => {
     await app.runOnce();
     expect(world.sim.requests.some((r) => r.path.startsWith('/api/v1/sites/2/'))).toBe(false);
     expect(names(world.events).filter((n) => n.startsWith('site.'))).toEqual(['site.added', 'site.removed']);
+  });
+});
+
+describe('a list of sites in config', () => {
+  it('polls a listed site as soon as it appears in the site list, without a restart, and no other site', async () => {
+    world = await startWorld();
+    const c = new Control(world.sim);
+    await c.still();
+    const app = world.app({ sites: [2, 4] });
+    await app.runOnce();
+    expect(world.sim.requests.some((r) => r.path.startsWith('/api/v1/sites/4/'))).toBe(false);
+    expect(world.sim.requests.some((r) => r.path.startsWith('/api/v1/sites/1/'))).toBe(false);
+    const added = (await c.call('POST', '/sites', {})) as { id: number };
+    expect(added.id).toBe(4);
+    world.sim.clearRequests();
+    await app.runOnce();
+    const perSite = new Set(world.sim.requests.map((r) => /^\/api\/v1\/sites\/(\d+)\//.exec(r.path)?.[1]).filter(Boolean));
+    expect([...perSite].sort()).toEqual(['2', '4']);
   });
 });
 

@@ -233,6 +233,34 @@ describe('error codes and state transitions', () => {
     expect(overview.restores.find((r: any) => r.id === id)).toMatchObject({ state: 'done', done: true, progress_pct: 100 });
   });
 
+  it('refuses backups and files by site state: 409 while not live, 402 restoring a backup of an expired plan', async () => {
+    const sim = await start();
+    const ok = (await get(sim, '/sites/2/backups')).body.data[0];
+    sim.world.setSiteState(2, 'expired');
+    const restore = await call(sim, 'POST', `/sites/2/backups/${ok.id}/restore`, { confirm: true });
+    expect(restore.status).toBe(402);
+    expect(restore.body.error.code).toBe('payment_required');
+    expect((await get(sim, '/sites/2/files')).status).toBe(409);
+    sim.world.setSiteState(2, 'reinstalling');
+    expect((await call(sim, 'POST', '/sites/2/backups')).status).toBe(409);
+    sim.world.setSiteState(2, 'live');
+    expect((await call(sim, 'POST', `/sites/2/backups/${ok.id}/restore`, { confirm: true })).status).toBe(202);
+  });
+
+  it('checks a newly added rank keyword within the hour, and lists what did not fit the plan in not_added', async () => {
+    const sim = await start();
+    await control(sim, 'PATCH', '/state/rank', { set: { 'plan.keyword_limit': (await get(sim, '/rank')).body.data.keywords.used + 1 } });
+    const added = await call(sim, 'POST', '/rank/groups/11/keywords', { keywords: ['fresh bread', 'rye loaf'] });
+    expect(added.status).toBe(201);
+    expect(added.body.data.added.map((k: any) => k.keyword)).toEqual(['fresh bread']);
+    expect(added.body.data.not_added).toMatchObject({ count: 1, keywords: ['rye loaf'] });
+    const id = added.body.data.added[0].id;
+    for (let i = 0; i < 11; i++) sim.tick();
+    expect((await get(sim, `/rank/keywords/${id}`)).body.data.checks).toBe(0);
+    sim.tick();
+    expect((await get(sim, `/rank/keywords/${id}`)).body.data.checks).toBe(1);
+  });
+
   it('spends research credits once per question and answers 402 when the credits run out', async () => {
     const sim = await start();
     const before = (await get(sim, '/research')).body.data.keyword_research.credits.used;
@@ -275,6 +303,82 @@ describe('error codes and state transitions', () => {
     expect((await call(sim, 'DELETE', `/sites/2/dns/${created.body.data.id}`)).body.data).toEqual({ deleted: true, id: created.body.data.id });
     expect((await call(sim, 'DELETE', `/sites/2/dns/${created.body.data.id}`)).status).toBe(404);
     expect((await get(sim, '/jobs')).body.data.filter((j: any) => j.type === 'dns_publish')).toHaveLength(2);
+  });
+});
+
+describe('more writes and their rules', () => {
+  it('releases a blocked held update once with try-again, and refuses it while it cannot be tried again', async () => {
+    const sim = await start();
+    const held = (await control(sim, 'POST', '/do/updates/hold', { site_id: 2, plugin: 'seo-helper' })).body.data;
+    expect((await call(sim, 'POST', `/plugin-updates/held/${held.id}/try-again`)).status).toBe(409);
+    await control(sim, 'POST', '/do/updates/block', { hold_id: held.id });
+    expect((await get(sim, '/sites/2/plugin-updates/held')).body.data.find((h: any) => h.id === held.id)).toMatchObject({ state: 'blocked', can_try_again: true, times_it_broke: 2 });
+    const released = await call(sim, 'POST', `/plugin-updates/held/${held.id}/try-again`);
+    expect(released.body.data).toMatchObject({ state: 'released', can_try_again: false });
+    expect((await get(sim, '/plugin-updates/held?site_id=2')).body.data.map((h: any) => h.id)).toContain(held.id);
+    expect((await call(sim, 'POST', '/plugin-updates/held/999999/try-again')).status).toBe(404);
+  });
+
+  it('watches a new business: candidates arrive on the next tick, confirming one reads the profile', async () => {
+    const sim = await start();
+    const created = await call(sim, 'POST', '/reputation/businesses', { name: 'Corner Cafe', country: 2840 });
+    expect(created.status).toBe(201);
+    const id = created.body.data.id;
+    sim.tick();
+    const detail = (await get(sim, `/reputation/businesses/${id}`)).body.data;
+    expect(detail.waiting_for_confirmation).toBe(true);
+    const candidate = detail.platforms.find((p: any) => p.platform === 'platform_a').candidates[0];
+    const block = await call(sim, 'POST', `/reputation/businesses/${id}/profiles`, { platform: 'platform_a', candidate: candidate.id });
+    expect(block.body.data).toMatchObject({ platform: 'platform_a', profile: { name: 'Corner Cafe', rating: null } });
+    expect((await call(sim, 'POST', '/reputation/businesses', { name: 'Too Many', country: 2840 })).status).toBe(201);
+    const full = await call(sim, 'POST', '/reputation/businesses', { name: 'Over', country: 2840 });
+    expect(full.status).toBe(402);
+    expect(full.body.error.details.plans_url).toMatch(/^https:/);
+  });
+
+  it('adds AI prompts up to the plan and lists the rest in not_added', async () => {
+    const sim = await start();
+    await control(sim, 'PATCH', '/state/aivis', { set: { 'plan.prompt_limit': 4 } });
+    const res = await call(sim, 'POST', '/ai-visibility/brands/1/prompts', { prompts: 'Which bakery is best?\nWhere to buy rye?', engines: ['assistant_c', 'nope'] });
+    expect(res.status).toBe(201);
+    expect(res.body.data.added).toHaveLength(1);
+    expect(res.body.data.added[0].engines).toEqual(['assistant_c']);
+    expect(res.body.data.not_added).toMatchObject({ count: 1, prompts: ['Where to buy rye?'], limit: 4 });
+    expect((await call(sim, 'POST', '/ai-visibility/brands/1/prompts', { prompts: ['short'] })).status).toBe(422);
+  });
+
+  it('uploads a file as multipart and as raw bytes', async () => {
+    const sim = await start();
+    const form = new FormData();
+    form.append('file', new Blob(['<?php echo 1;']), 'x.php');
+    const multipart = await fetch(`${sim.url}/api/v1/sites/1/files/content?path=up/x.php`, { method: 'PUT', headers: { authorization: 'Bearer sim-key' }, body: form });
+    expect(multipart.status).toBe(201);
+    expect((await multipart.json()).data).toMatchObject({ written: 13, size: 13 });
+    const raw = await fetch(`${sim.url}/api/v1/sites/1/files/content?path=up/y.bin&mkdirs=false`, { method: 'PUT', headers: { authorization: 'Bearer sim-key', 'content-type': 'application/octet-stream' }, body: new Uint8Array([1, 2, 3]) });
+    expect(raw.status).toBe(201);
+    expect((await get(sim, '/sites/1/files?path=up')).body.data.items.map((i: any) => i.name)).toEqual(['x.php', 'y.bin']);
+    expect((await call(sim, 'PUT', '/sites/1/files/content?path=nowhere/z.txt&mkdirs=false', { content: 'z' })).status).toBe(404);
+  });
+
+  it('switches Under Attack off by itself at its auto-off time (1h = 12 ticks), not earlier', async () => {
+    const sim = await start();
+    const on = await call(sim, 'PUT', '/sites/1/security/under-attack', { on: true, auto_off: '1h' });
+    expect(on.body.data).toMatchObject({ on: true, enabled_at: '2026-01-15T12:00:00Z', auto_off_at: '2026-01-15T13:00:00Z' });
+    for (let i = 0; i < 11; i++) sim.tick();
+    expect((await get(sim, '/sites/1/security')).body.data.under_attack.on).toBe(true);
+    sim.tick();
+    expect((await get(sim, '/sites/1/security')).body.data.under_attack).toMatchObject({ on: false, auto_off_at: null });
+    expect((await call(sim, 'PUT', '/sites/1/security/under-attack', { on: true, auto_off: 'soon' })).status).toBe(422);
+  });
+
+  it('switches the families\' drift off and on through /_sim/drift', async () => {
+    const sim = await start({ familyDrift: true });
+    await control(sim, 'POST', '/drift', { enabled: false });
+    for (let i = 0; i < 30; i++) sim.tick();
+    expect(sim.world.history.filter((h) => h.kind.includes('.'))).toEqual([]);
+    await control(sim, 'POST', '/drift', { enabled: true });
+    for (let i = 0; i < 30; i++) sim.tick();
+    expect(sim.world.history.filter((h) => h.kind.includes('.')).length).toBeGreaterThan(0);
   });
 });
 
@@ -347,6 +451,20 @@ describe('a world that moves in time from a seed', () => {
     for (const kind of ['rank.moved', 'reputation.review', 'dns.refused', 'footprint.report', 'cron.run', 'research.credits_used', 'local.moved', 'competitors.reading', 'aivis.checked', 'seo.reading', 'reports.created', 'hourly.run']) {
       expect(kinds, kind).toContain(kind);
     }
+  });
+
+  it('moves its clock 5 minutes per tick with advanceClock, so throttles expire and new records are dated by the tick', async () => {
+    const sim = await start({ advanceClock: true });
+    const site = 1;
+    await control(sim, 'PATCH', `/sites/${site}/state/hourly`, { set: { active: true } });
+    expect((await call(sim, 'POST', `/sites/${site}/hourly-backups/now`)).status).toBe(202);
+    expect((await call(sim, 'POST', `/sites/${site}/hourly-backups/now`)).status).toBe(429);
+    sim.tick();
+    sim.tick();
+    expect((await call(sim, 'POST', `/sites/${site}/hourly-backups/now`)).status).toBe(202);
+    const run = (await control(sim, 'POST', '/do/cron/run', { job_id: (await get(sim, '/cron-jobs')).body.data.jobs[0].id, status: 'ok' })).body.data.runs[0];
+    expect(run.finished_at).toBe('2026-01-15T12:10:00Z');
+    expect(sim.world.time().toISOString()).toBe('2026-01-15T12:10:00.000Z');
   });
 
   it('is the same world for the same seed and clock, and differs for another seed', () => {

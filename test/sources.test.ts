@@ -175,6 +175,23 @@ describe('detail follow-ups', () => {
     expect(f.due(findings, ref, 0, DAY).map((t) => t.key)).toEqual(['9']);
   });
 
+  it('forgets the details of a site that left the site list', () => {
+    const jobs = src('cron_jobs');
+    const runs = src('cron_runs');
+    const sites = src('sites');
+    const f = new Followups([sites, jobs, runs]);
+    const site = entityOf(jobs, { id: 3, domain: 'x' });
+    f.observe(site, { jobs: [{ id: 7, last_run_at: 'a' }] });
+    const [t] = f.due(runs, site, 0, 1000);
+    f.done(runs, site, t!.key, t!.sig, 0);
+    f.observe(entityOf(sites, null), [{ id: 3 }]);
+    expect(f.due(runs, site, 1, 1000)).toEqual([]);
+    f.observe(entityOf(sites, null), [{ id: 4 }]);
+    expect(f.due(runs, site, 1, 1000)).toEqual([]); // nothing listed for a site that is gone
+    f.observe(site, { jobs: [{ id: 7, last_run_at: 'a' }] });
+    expect(f.due(runs, site, 1, 1000).map((x) => x.key)).toEqual(['7']); // read afresh if it comes back
+  });
+
   it('says a source with `fast` is busy while a record is in a busy state', () => {
     const jobs = src('jobs');
     const f = new Followups([jobs]);
@@ -229,5 +246,34 @@ describe('the documentation', () => {
     for (const r of rulesFor(configFrom('api: { base_url: https://x.example, key: k }\n', {}, '/tmp'))) {
       expect(events, r.event).toContain(`| \`${r.event}\` |`);
     }
+  });
+});
+
+describe('source options in config', () => {
+  const parse = async (yaml: string): Promise<string[]> => {
+    const { parseConfig } = await import('../src/config/parse.js');
+    const { SOURCE_NAMES } = await import('../src/main.js');
+    const r = parseConfig(`api: { base_url: https://panel.example.com, key: k }\n${yaml}`, 'c.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: '/tmp' });
+    return r.ok ? [] : r.errors.map((e) => `${e.file}:${e.line}: ${e.path}: ${e.message}`);
+  };
+
+  it('refuse an empty files.paths and paths on another source, naming the line and key', async () => {
+    expect(await parse('sources:\n  files: { paths: [] }\n')).toEqual([
+      'c.yaml:3: sources.files.paths: must be a non-empty list of paths inside the site folder, like [.htaccess, wp-config.php] (got an empty list)',
+    ]);
+    expect(await parse('sources:\n  dns:\n    paths: [x]\n')).toEqual(['c.yaml:4: sources.dns.paths: is only for the files source (got a list)']);
+  });
+
+  it('take per-site paths by site id, added to the paths of every site', async () => {
+    expect(await parse('sources:\n  files:\n    site_paths: { x: [a] }\n')).toEqual([
+      'c.yaml:4: sources.files.site_paths.x: the key must be a positive integer site id, like 12: [wp-config.php] (got a list)',
+    ]);
+    const { pathsFor } = await import('../src/sources/select.js');
+    const config = configFrom('api: { base_url: https://x.example, key: k }\nsources:\n  files:\n    paths: [.htaccess]\n    site_paths: { 12: [wp-config.php, .htaccess] }\n', {}, '/tmp');
+    expect(pathsFor(config, 'files', 12)).toEqual(['.htaccess', 'wp-config.php']);
+    expect(pathsFor(config, 'files', 13)).toEqual(['.htaccess']);
+    const only = configFrom('api: { base_url: https://x.example, key: k }\nsources:\n  files:\n    site_paths: { 12: [wp-config.php] }\n', {}, '/tmp');
+    expect(enabledSources(only).map((x) => x.def.name)).toContain('files');
+    expect(pathsFor(only, 'files', 13)).toEqual([]);
   });
 });

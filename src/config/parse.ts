@@ -201,6 +201,9 @@ function tidy(errors: readonly ConfigError[], tree: YamlTree): ConfigError[] {
 
 // ---- checks across keys -------------------------------------------------------------------
 
+/** The one source that takes `paths` (the opt-in file watch). */
+const PATHS_SOURCE = 'files';
+
 /**
  * Channel names are unique and routes name defined channels. These run on the written data
  * even when other keys are invalid, so one run reports everything.
@@ -210,6 +213,16 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
   const record = (data !== null && typeof data === 'object' ? data : {}) as Record<string, unknown>;
   const channels = record['channels'] ?? [];
   const routes = record['routes'] ?? [];
+  const sources = record['sources'];
+  if (sources !== null && typeof sources === 'object') {
+    for (const [name, override] of Object.entries(sources as Record<string, unknown>)) {
+      // `paths` only means something to the file watch; elsewhere it would be silently ignored.
+      if (name === PATHS_SOURCE || override === null || typeof override !== 'object') continue;
+      for (const key of ['paths', 'site_paths']) {
+        if (key in override) errors.push(valueError(['sources', name, key], `is only for the ${PATHS_SOURCE} source`, data, tree, file));
+      }
+    }
+  }
   if (!Array.isArray(channels)) return errors;
 
   const names = new Map<string, number>();
@@ -268,6 +281,9 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
   for (const [name, override] of Object.entries(written.sources ?? {})) {
     sources[name] = { enabled: override?.enabled ?? true, every_ms: override?.every ?? null };
     if (override?.paths) sources[name].paths = override.paths;
+    if (override?.site_paths) {
+      sources[name].site_paths = Object.fromEntries(Object.entries(override.site_paths).map(([id, paths]) => [Number(id), paths]));
+    }
   }
   return {
     file,

@@ -204,6 +204,14 @@ const sourceOverride = section({
   enabled: bool().optional(),
   every: duration(10_000).optional(),
   paths: z.array(text(filePaths), filePaths).min(1, filePaths).optional(),
+  site_paths: z
+    .record(z.string(), z.array(text(filePaths), filePaths).min(1, filePaths), 'must be a map of site ids to lists of paths, like { 12: [wp-config.php] }')
+    .superRefine((map, ctx) => {
+      for (const key of Object.keys(map)) {
+        if (!/^[1-9]\d*$/.test(key)) ctx.addIssue({ code: 'custom', path: [key], message: 'the key must be a positive integer site id, like 12: [wp-config.php]' });
+      }
+    })
+    .optional(),
 });
 
 function sourcesSection(sourceNames: readonly string[]) {

@@ -45,8 +45,10 @@ export interface ApiConfig {
 export interface SourceOverride {
   enabled: boolean;
   every_ms: number | null;
-  /** `files`: the paths (relative to each site's folder) whose stat is watched. */
+  /** `files`: the paths (relative to each site's folder) whose stat is watched on every site. */
   paths?: string[];
+  /** `files`: more paths for single sites, by site id. */
+  site_paths?: Record<number, string[]>;
 }
 
 export type ChannelConfig = WebhookChannelConfig | ConsoleChannelConfig | SlackChannelConfig | EmailChannelConfig;

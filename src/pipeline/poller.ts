@@ -402,6 +402,7 @@ export class Poller {
     this.scopeMissing.delete(scopeSubject);
     this.failing.delete(key);
     for (const id of removedSites) {
+      this.fetcher.forgetSite(id);
       const mark = `\u0000sites/${id}/`;
       for (const k of [...this.failing]) if (k.includes(mark)) this.failing.delete(k);
       for (const k of [...this.heads.keys()]) if (k.includes(mark)) this.heads.delete(k);

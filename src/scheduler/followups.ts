@@ -1,6 +1,6 @@
 import { contentHash } from '../diff/index.js';
 import { recordsAt, recordVolatile } from '../sources/records.js';
-import { childrenOf, entityOf } from '../sources/registry.js';
+import { childrenOf, entityOf, sitesSource } from '../sources/registry.js';
 import type { EntityRef, SourceDef } from '../sources/types.js';
 
 /** One detail to read: the parent record's key and whether the record is new since the last look. */
@@ -48,6 +48,7 @@ export class Followups {
   /** Take note of a fetched value of any source. */
   observe(ref: EntityRef, data: unknown): void {
     const { source } = ref;
+    if (source.name === sitesSource.name) this.keepSites(recordsAt(source, data));
     if (source.fast) {
       const { field, values } = source.fast;
       this.busy.set(source.name, recordsAt(source, data).some((r) => values.includes(String((r as Record<string, unknown>)?.[field]))));
@@ -102,6 +103,16 @@ export class Followups {
   done(child: SourceDef, parentRef: EntityRef, key: string, sig: string, now: number): void {
     this.fetched.set(`${child.name}\u0000${entityOf(child, siteOf(parentRef), key).entity}`, { sig, at: now });
     this.fresh.get(`${child.name}\u0000${parentRef.entity}`)?.delete(key);
+  }
+
+  /** Forget what was kept for sites gone from the site list, so memory follows the list. */
+  private keepSites(sites: unknown[]): void {
+    const live = new Set(sites.map((r) => String((r as Record<string, unknown>)?.['id'])));
+    const gone = (key: string): boolean => {
+      const m = /\u0000sites\/(\d+)\//.exec(key);
+      return m !== null && !live.has(m[1]!);
+    };
+    for (const map of [this.parents, this.fresh, this.fetched]) for (const key of [...map.keys()]) if (gone(key)) map.delete(key);
   }
 
   /** True while the source's last reply had a record in a "busy" state (`fast`). */

@@ -81,6 +81,8 @@ export const IDS_NOT_REUSED = true;
  *     10 minutes, health recheck 10 per hour, reputation search 3 per business per day; all 429 `rate_limited`.
  * S18 `GET /archive` `restores` is the list of Restore records; free site slots = 100 - sites.
  * S19 a PUT mail-sending whose secret contains "invalid" ends in `error` (the provider refuses the key).
+ * S22 site states beyond `live`: `installing`, `expired` (plan expired: backup restore answers 402),
+ *     `suspended`; files answer 409 in those, writes that need a live site answer 409 otherwise.
  * S20 jobs the simulator adds (JOB_TYPES) finish `done` after a tick or two; `job_id` is added to the
  *     202/200 replies of php-version, health recheck and backup restore so a client can follow them.
  */

@@ -39,6 +39,8 @@ export interface SimulatorOptions {
   maxRequests?: number;
   /** Seeded drift of the resource families (DNS refusals, rank moves, reviews, ...) on tick; default true. */
   familyDrift?: boolean;
+  /** Each tick moves the clock on by 5 simulated minutes (default false). */
+  advanceClock?: boolean;
 }
 
 export interface Simulator {
@@ -62,7 +64,7 @@ export interface Simulator {
 /** Starts a simulator on loopback and resolves once it is listening. */
 export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
   const now = opts.now ?? (() => new Date());
-  const world = new World({ seed: opts.seed ?? 1, sites: opts.sites ?? 5, now, familyDrift: opts.familyDrift });
+  const world = new World({ seed: opts.seed ?? 1, sites: opts.sites ?? 5, now, familyDrift: opts.familyDrift, advanceClock: opts.advanceClock });
   const faults = new Faults();
   const requests: RequestRecord[] = [];
   const tick = (): void => world.tick();
@@ -72,7 +74,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     faults,
     requests,
     tick,
-    now,
+    now: () => world.time(),
     api,
     maxRequests: opts.maxRequests ?? 100_000,
   });

@@ -9,7 +9,8 @@ import { lowerBound } from './paging.js';
 import { Random } from './random.js';
 import { Resources } from './resources.js';
 import { backupSize, onlineLabel, recomputeUsage, seedBackups, seedHealth, seedSite, seedUsage } from './seed.js';
-import { displayUtc, isoUtc } from './time.js';
+import { MINUTES_PER_TICK } from './assumptions.js';
+import { MINUTE_MS, displayUtc, isoUtc } from './time.js';
 import {
   BACKUP_STATES,
   JOB_STATES,
@@ -49,6 +50,8 @@ export interface WorldOptions {
   now?: () => Date;
   /** Seeded drift of the resource families on tick (default true); timers run regardless. */
   familyDrift?: boolean;
+  /** Each tick moves the world's clock on by MINUTES_PER_TICK (S1), so throttles expire and timestamps advance with ticks; default false (the clock is `now` alone). */
+  advanceClock?: boolean;
 }
 
 export interface HealthChange {
@@ -103,7 +106,8 @@ export class World {
 
   constructor(opts: WorldOptions = {}) {
     this.seed = opts.seed ?? 1;
-    this.now = opts.now ?? (() => new Date());
+    const clock = opts.now ?? (() => new Date());
+    this.now = opts.advanceClock ? () => new Date(clock().getTime() + this.tickCount * MINUTES_PER_TICK * MINUTE_MS) : clock;
     this.rng = new Random(this.seed);
     this.drift = new Drift(this, this.rng);
     this.epoch = this.now();

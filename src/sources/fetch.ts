@@ -8,10 +8,13 @@ import type { EntityRef } from './types.js';
 /** What one fetch gave: new data, "unchanged since last time" (304), or "does not apply" (409 off the CDN). */
 export type FetchResult = { kind: 'data'; data: unknown } | { kind: 'not_modified' } | { kind: 'not_applicable'; code: string };
 
-/** Per-source options from config that change what is fetched (`files.paths`). */
+/** Per-source options from config that change what is fetched (`files.paths`), for one site. */
 export interface SourceOptions {
   paths?: readonly string[];
 }
+
+/** The options of a source for a site (null: the account). */
+export type OptionsOf = (source: string, siteId: number | null) => SourceOptions;
 
 /**
  * Fetches entities. Remembers the ETag / Last-Modified of each entity's last good reply
@@ -19,11 +22,16 @@ export interface SourceOptions {
  * an unchanged resource costs the server a 304 and costs us no parsing.
  */
 export class Fetcher {
-  private readonly validators = new Map<string, Validators>();
+  /**
+   * Per source: the validators of each entity, packed as `etag\nlast-modified` and keyed by
+   * site id where one entity per site (or the entity name): with 10,000 sites × every
+   * per-site source this stays small (docs/benchmarks.md).
+   */
+  private readonly validators = new Map<string, Map<number | string, string>>();
 
   constructor(
     private readonly client: ApiClient,
-    private readonly options: (source: string) => SourceOptions = () => ({}),
+    private readonly options: OptionsOf = () => ({}),
   ) {}
 
   /**
@@ -34,17 +42,15 @@ export class Fetcher {
   async fetch(ref: EntityRef): Promise<FetchResult> {
     const { source } = ref;
     const path = pathOf(source, ref.siteId, ref.recordKey);
-    const key = `${source.name}\u0000${ref.entity}`;
     try {
       if (source.each) return { kind: 'data', data: checkShape(ref, path, await this.fetchEach(ref, path)) };
-      const prev = this.validators.get(key);
+      const prev = this.recall(ref);
       const r = source.paged
         ? await this.client.listIfChanged(path, source.query, source.pageSize, prev)
         : await this.client.getIfChanged(path, source.query, prev);
       if (r.notModified) return { kind: 'not_modified' };
       const data = checkShape(ref, path, r.data);
-      if (r.validators.etag || r.validators.lastModified) this.validators.set(key, r.validators);
-      else this.validators.delete(key);
+      this.remember(ref, r.validators);
       return { kind: 'data', data };
     } catch (e) {
       if (e instanceof ApiError && source.notApplicable?.includes(e.code)) return { kind: 'not_applicable', code: e.code };
@@ -54,13 +60,39 @@ export class Fetcher {
 
   /** Forget the validators of an entity (its snapshot was not written, so a 304 would lie). */
   forget(ref: EntityRef): void {
-    this.validators.delete(`${ref.source.name}\u0000${ref.entity}`);
+    this.validators.get(ref.source.name)?.delete(slotOf(ref));
+  }
+
+  /** Drop what is kept for a site that left the site list. */
+  forgetSite(siteId: number): void {
+    const mark = `sites/${siteId}/`;
+    for (const bySource of this.validators.values()) {
+      bySource.delete(siteId);
+      for (const k of bySource.keys()) if (typeof k === 'string' && k.startsWith(mark)) bySource.delete(k);
+    }
+  }
+
+  private recall(ref: EntityRef): Validators | undefined {
+    const packed = this.validators.get(ref.source.name)?.get(slotOf(ref));
+    if (packed === undefined) return undefined;
+    const [etag, lastModified] = packed.split('\n');
+    return { ...(etag ? { etag } : {}), ...(lastModified ? { lastModified } : {}) };
+  }
+
+  private remember(ref: EntityRef, v: Validators): void {
+    let bySource = this.validators.get(ref.source.name);
+    if (!v.etag && !v.lastModified) {
+      bySource?.delete(slotOf(ref));
+      return;
+    }
+    if (!bySource) this.validators.set(ref.source.name, (bySource = new Map()));
+    bySource.set(slotOf(ref), `${v.etag ?? ''}\n${v.lastModified ?? ''}`);
   }
 
   /** One request per configured value; `not_found` is a record saying the value does not exist. */
   private async fetchEach(ref: EntityRef, path: string): Promise<unknown[]> {
     const each = ref.source.each!;
-    const values = this.options(ref.source.name)[each.option] ?? [];
+    const values = this.options(ref.source.name, ref.siteId)[each.option] ?? [];
     const out: unknown[] = [];
     for (const value of values) {
       try {
@@ -75,6 +107,11 @@ export class Fetcher {
     }
     return out;
   }
+}
+
+/** The key of an entity within its source: the site id when that names it, else the entity. */
+function slotOf(ref: EntityRef): number | string {
+  return ref.siteId !== null && ref.recordKey === undefined ? ref.siteId : ref.entity;
 }
 
 /** Validate a reply against the source's expectations; returns the snapshot value. */

@@ -19,7 +19,7 @@ export function enabledSources(config: Config): EnabledSource[] {
   for (const def of SOURCES) {
     const o = config.sources[def.name];
     let enabled = o ? o.enabled : (def.defaultEnabled ?? true);
-    if (def.each && (o?.paths ?? []).length === 0) enabled = false;
+    if (def.each && (o?.paths ?? []).length === 0 && Object.keys(o?.site_paths ?? {}).length === 0) enabled = false;
     const upstream = def.from ?? def.parent;
     if (upstream !== undefined && on.get(upstream) !== true) enabled = false;
     if (def.name === sitesSource.name) enabled = true;
@@ -29,6 +29,13 @@ export function enabledSources(config: Config): EnabledSource[] {
     def,
     everyMs: config.sources[def.name]?.every_ms ?? def.defaultEveryMs,
   }));
+}
+
+/** The `files` paths of a site: those for every site, then the site's own (no repeats). */
+export function pathsFor(config: Config, source: string, siteId: number | null): string[] {
+  const o = config.sources[source];
+  const own = siteId === null ? [] : (o?.site_paths?.[siteId] ?? []);
+  return [...new Set([...(o?.paths ?? []), ...own])];
 }
 
 /** The scopes a read-only key needs for these sources, each with the sources that need it, sorted. */

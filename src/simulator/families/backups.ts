@@ -129,7 +129,15 @@ export const hourlyFamily: Family<HourlyState> = {
       },
     },
     { method: 'GET', path: '/sites/{site_id}/backups/{backup_id}', scope: 'backups:read', handler: (c) => ok(backupOf(c)) },
-    { method: 'POST', path: '/sites/{site_id}/backups', scope: 'backups:write', handler: (c) => ok(c.world.startBackup(c.siteId, 'Manual').backup, 202) },
+    {
+      method: 'POST',
+      path: '/sites/{site_id}/backups',
+      scope: 'backups:write',
+      handler: (c) => {
+        if (c.world.getSite(c.siteId)?.state !== 'live') fail('conflict', 'the site is busy or switched off');
+        return ok(c.world.startBackup(c.siteId, 'Manual').backup, 202);
+      },
+    },
     {
       method: 'POST',
       path: '/sites/{site_id}/backups/{backup_id}/download-link',
@@ -148,7 +156,10 @@ export const hourlyFamily: Family<HourlyState> = {
         requireConfirm(c);
         const b = backupOf(c);
         if (b.state !== 'Ok') fail('conflict', `backup ${b.id} is ${b.state}, not Ok`);
-        if (c.world.getSite(c.siteId)?.state !== 'live') fail('conflict', 'the site is busy or switched off');
+        const siteState = c.world.getSite(c.siteId)?.state;
+        // S22: a site whose plan expired has the state string `expired`.
+        if (siteState === 'expired') fail('payment_required', 'the plan of this site expired; renew it first', { checkout_url: `https://panel.example.com/sites/${c.siteId}/renew` });
+        if (siteState !== 'live') fail('conflict', 'the site is busy or switched off');
         const job = c.world.addJob({ type: 'backup_restore', site_id: c.siteId, state: 'running' });
         c.res.actCtx('hourly', c.siteId).later(2, 'restored', { job: job.id });
         return ok({ restoring: true, job_id: job.id }, 202);

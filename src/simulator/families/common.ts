@@ -21,11 +21,14 @@ export function dateOf(d: Date, days = 0): string {
 }
 
 /** A copy without the `_`-prefixed bookkeeping keys, which the API never shows. */
-export function visible<T extends object>(obj: T): T {
+export function visible<T extends object>(obj: T): Visible<T> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(obj)) if (!k.startsWith('_')) out[k] = v;
-  return out as T;
+  return out as Visible<T>;
 }
+
+/** T without its `_`-prefixed keys. */
+export type Visible<T> = { [K in keyof T as K extends `_${string}` ? never : K]: T[K] };
 
 /** "some_state" -> "Some state". */
 export function label(s: string): string {

@@ -306,7 +306,8 @@ export const cronFamily: Family<CronState> = {
   actions: {
     /** A run of a job (args.job_id, default a random enabled one; args.status, default drawn; args.count, default 1). */
     run: (s, args, a) => {
-      const job = typeof args.job_id === 'number' ? s.jobs.find((j) => j.id === args.job_id) : a.rng.pick(s.jobs.filter((j) => j.enabled).concat());
+      const enabled = s.jobs.filter((j) => j.enabled);
+      const job = typeof args.job_id === 'number' ? s.jobs.find((j) => j.id === args.job_id) : enabled.length > 0 ? a.rng.pick(enabled) : undefined;
       if (!job) return undefined;
       if (args.status !== undefined && !RUN_STATUSES.includes(args.status as (typeof RUN_STATUSES)[number])) {
         fail('validation_failed', `status must be one of ${RUN_STATUSES.join(', ')}`);

@@ -28,7 +28,12 @@ export interface FilesState {
   entries: Record<string, FileNode>;
 }
 
-const files = (c: Ctx): FilesState => c.res.site<FilesState>('files', c.siteId);
+/** The File Manager rule: the site is installed, its plan active, not suspended (S22: site states `installing`, `expired`, `suspended`). */
+const files = (c: Ctx): FilesState => {
+  const state = c.world.getSite(c.siteId)?.state;
+  if (state === 'installing' || state === 'expired' || state === 'suspended') fail('conflict', `files are not available while the site is ${state}`);
+  return c.res.site<FilesState>('files', c.siteId);
+};
 
 /** '' for the site folder; no leading or trailing slash; `..` refused. */
 function norm(raw: string | null | undefined): string {

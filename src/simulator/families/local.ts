@@ -5,7 +5,7 @@
  */
 import { PAGING } from '../assumptions.js';
 import type { Family } from '../resources.js';
-import { fail, find, int, invalid, ok, paged, queryInt, str, type Ctx } from '../routes.js';
+import { fail, find, int, invalid, ok, omit, paged, queryInt, str, type Ctx } from '../routes.js';
 import { DAY_MS, KEYWORD_WORDS, dateOf, isoAgo, mean, requireRoom } from './common.js';
 
 const PRICE_FROM = '12.00';
@@ -62,10 +62,7 @@ function businessView(s: LocalState, b: Business): Record<string, unknown> {
 }
 
 function keywordView(k: LocalKeyword): Record<string, unknown> {
-  const { business_id, town_id, ...rest } = k;
-  void business_id;
-  void town_id;
-  return rest;
+  return omit(k, 'business_id', 'town_id');
 }
 
 /** A check of one local keyword; leaving or entering the pack is a recent change of the business. */
@@ -130,9 +127,8 @@ export const localFamily: Family<LocalState> = {
       scope: 'local:read',
       handler: (c) => {
         const s = local(c);
-        const { keyword_limit, ...plan } = s.plan;
-        void keyword_limit;
-        return ok({ ...plan, businesses: s.businesses.length, keywords: s.keywords.length, in_map_pack: s.keywords.filter((k) => inPack(k.map_position)).length, average_map_position: mean(s.keywords.map((k) => k.map_position)), price_from: PRICE_FROM });
+        const { plan, unlimited, paid_until, checks_used, checks_included } = s.plan;
+        return ok({ plan, unlimited, paid_until, checks_used, checks_included, businesses: s.businesses.length, keywords: s.keywords.length, in_map_pack: s.keywords.filter((k) => inPack(k.map_position)).length, average_map_position: mean(s.keywords.map((k) => k.map_position)), price_from: PRICE_FROM });
       },
     },
     { method: 'GET', path: '/local-rankings/businesses', scope: 'local:read', handler: (c) => ok(local(c).businesses.map((b) => businessView(local(c), b))) },

@@ -6,7 +6,7 @@
 import { LIMITS } from '../assumptions.js';
 import type { Family } from '../resources.js';
 import { bool, fail, int, invalid, ok, queryBool, reqStr, str, type Ctx } from '../routes.js';
-import { MINUTE_MS, isoUtc, msBetween } from './common.js';
+import { MINUTE_MS, isoUtc, msBetween, visible, type Visible } from './common.js';
 
 export const MAIL_PROVIDERS = [
   { key: 'keyonly_1', name: 'Key-only provider 1', host: 'smtp.keyonly1.example', ports: [465, 587], default_port: 587, asks_user: false, asks_host: false, user_label: '', secret_label: 'API key', regions: null, docs: 'https://docs.example.com/mail/keyonly_1' },
@@ -44,11 +44,8 @@ export interface MailState {
 
 const mail = (c: Ctx): MailState => c.res.site<MailState>('mail', c.siteId);
 
-function view(s: MailState): Record<string, unknown> {
-  const { _secret_ok, _tests, ...rest } = s;
-  void _secret_ok;
-  void _tests;
-  return rest;
+function view(s: MailState): Visible<MailState> {
+  return visible(s);
 }
 
 export const mailFamily: Family<MailState> = {

@@ -3,8 +3,9 @@
  * (keywords, avg_position, top10, top3) and plan usage are derived from the keywords when
  * served, so a control patch of one position is reflected everywhere. Drift moves positions.
  */
+import { ticksFor } from '../assumptions.js';
 import type { Family } from '../resources.js';
-import { fail, find, int, invalid, ok, queryInt, reqStr, requireConfirm, str, strings, type Ctx } from '../routes.js';
+import { fail, find, int, invalid, ok, omit, queryInt, reqStr, requireConfirm, str, strings, type Ctx } from '../routes.js';
 import { DAY_MS, KEYWORD_WORDS, LANGUAGES, LOCATIONS, dateOf, isoAgo, locationOf, mean } from './common.js';
 
 const PLANS_URL = 'https://panel.example.com/rank/plans';
@@ -79,9 +80,7 @@ function domainView(s: RankState, d: TrackedDomain): Record<string, unknown> {
 }
 
 function groupView(g: Group): Omit<Group, 'domain_id'> {
-  const { domain_id, ...rest } = g;
-  void domain_id;
-  return rest;
+  return omit(g, 'domain_id');
 }
 
 function makeGroup(id: number, domainId: number, code: number, lang: string, device: 'desktop' | 'mobile', name?: string): Group {
@@ -296,6 +295,8 @@ export const rankFamily: Family<RankState> = {
         const domain = s.domains.find((d) => d.id === g.domain_id)?.domain ?? '';
         const added = fresh.slice(0, room).map((w) => makeKeyword(c.res.nextId('rank'), w, g, null, null, domain));
         s.keywords.push(...added);
+        // First check within the hour (spec, States).
+        for (const k of added) c.res.actCtx('rank', null).later(ticksFor(60), 'move', { keyword_id: k.id });
         const rest = fresh.slice(room);
         return ok({ added, skipped, not_added: { count: rest.length, keywords: rest, limit: s.plan.keyword_limit, plans_url: PLANS_URL } }, 201);
       },

@@ -4,7 +4,7 @@
  */
 import { PAGING } from '../assumptions.js';
 import type { ActCtx, Family } from '../resources.js';
-import { bool, fail, find, int, ok, paged, type Ctx } from '../routes.js';
+import { bool, fail, find, int, ok, omit, paged, type Ctx } from '../routes.js';
 import { DAY_MS, dateOf, isoAgo, isoIn, requireRoom } from './common.js';
 
 const PLANS_URL = 'https://panel.example.com/client-reports/plans';
@@ -127,9 +127,7 @@ export const reportsFamily: Family<ReportsState> = {
       path: '/client-reports/reports/{report_id}',
       scope: 'reports:read',
       handler: (c) => {
-        const { client_id, ...r } = find(reports(c).reports, c.params.report_id as number, 'report');
-        void client_id;
-        return ok(r);
+        return ok(omit(find(reports(c).reports, c.params.report_id as number, 'report'), 'client_id'));
       },
     },
     {
@@ -143,9 +141,7 @@ export const reportsFamily: Family<ReportsState> = {
         if (!s.clients.some((x) => x.id === clientId)) fail('validation_failed', `client_id ${clientId} is not one of your clients`, { field: 'client_id', value: clientId });
         requireRoom(s.plan.reports_used, 1, s.plan.reports_included, s.plan.unlimited, PLANS_URL, 'reports this month');
         const r = create(s, c.res.actCtx('reports', null), clientId) as Report;
-        const { client_id, ...full } = r;
-        void client_id;
-        return ok({ ...full, sent: send }, 201);
+        return ok({ ...omit(r, 'client_id'), sent: send }, 201);
       },
     },
     {

@@ -65,10 +65,9 @@ function market(c: Ctx): { location_code: number; language_code: string } {
   return { location_code: code, language_code: lang };
 }
 
-function domainOf(c: Ctx, field: string, raw: string): string {
+function domainOf(field: string, raw: string): string {
   const d = raw.replace(/^https?:\/\//, '').replace(/^www\./, '').replace(/\/.*$/, '').toLowerCase();
   if (!/^[a-z0-9-]+(\.[a-z0-9-]+)+$/.test(d)) invalid(field, 'is not a domain name', raw);
-  void c;
   return d;
 }
 
@@ -128,7 +127,7 @@ export const researchFamily: Family<ResearchState> = {
       path: '/domain-overview',
       scope: 'research:run',
       handler: (c) => {
-        const domain = domainOf(c, 'domain', reqStr(c, 'domain'));
+        const domain = domainOf('domain', reqStr(c, 'domain'));
         const m = market(c);
         const used = spend(c, research(c).domain_overview, `do:${domain}:${m.location_code}:${m.language_code}`, 14, 1);
         const kws = KEYWORD_WORDS.map((w, i) => ({ ...metrics(c.world.seed, `${domain.split('.')[0]} ${w}`), position: i + 1, url: `https://${domain}/`, traffic: 100 - i * 5 }));
@@ -140,8 +139,8 @@ export const researchFamily: Family<ResearchState> = {
       path: '/domain-overview/gap',
       scope: 'research:run',
       handler: (c) => {
-        const domain = domainOf(c, 'domain', reqStr(c, 'domain'));
-        const competitors = (strings(c, 'competitors', { required: true, min: 1, max: 3 }) as string[]).map((d) => domainOf(c, 'competitors', d));
+        const domain = domainOf('domain', reqStr(c, 'domain'));
+        const competitors = (strings(c, 'competitors', { required: true, min: 1, max: 3 }) as string[]).map((d) => domainOf('competitors', d));
         const m = market(c);
         let used = 0;
         for (const comp of competitors) used += spend(c, research(c).domain_overview, `gap:${domain}:${comp}:${m.location_code}:${m.language_code}`, 14, 1);

@@ -3,10 +3,11 @@
  * `security` and `botcheck`. Both need the site's DNS on the CDN provider: security answers
  * 409 otherwise; bot check reads `available: false` and refuses to switch on.
  */
+import { ticksFor } from '../assumptions.js';
 import type { Family } from '../resources.js';
 import { bool, fail, int, invalid, ok, reqStr, requireConfirm, str, strings, type Ctx } from '../routes.js';
 import { displayUtc as displayUtcOf } from '../time.js';
-import { DAY_MS, HOUR_MS, isoAgo, isoIn, isoUtc, label } from './common.js';
+import { DAY_MS, HOUR_MS, isoAgo, isoIn, isoUtc, label, visible } from './common.js';
 import { onCdn, requireCdn, type DnsState } from './dns.js';
 import type { SiteTools } from './sites.js';
 
@@ -49,9 +50,7 @@ const security = (c: Ctx): SecurityState => {
 };
 
 function view(s: SecurityState): Record<string, unknown> {
-  const { _external, ...rest } = s;
-  void _external;
-  return { ...rest, auto_off_choices: Object.keys(AUTO_OFF), fields: FIELDS, ratelimit_fields: ['ip.src', 'http.request.uri.path'], actions: ACTIONS };
+  return { ...visible(s), auto_off_choices: Object.keys(AUTO_OFF), fields: FIELDS, ratelimit_fields: ['ip.src', 'http.request.uri.path'], actions: ACTIONS };
 }
 
 /** Reads the `rule` object of a create/change body into a Rule and its phase. */
@@ -93,11 +92,10 @@ function locate(s: SecurityState, id: string): { list: Rule[]; index: number } {
   return fail('not_found', `no rule ${id}`);
 }
 
-function editable(c: Ctx, s: SecurityState, id: string): { list: Rule[]; index: number } {
+function editable(s: SecurityState, id: string): { list: Rule[]; index: number } {
   const at = locate(s, id);
   if (s._external.includes(id)) invalid('rule_id', 'names a rule made outside this dashboard; only rules made here can be changed', id);
   if (s.changes_paused) fail('unavailable', 'rule changes are paused for this site');
-  void c;
   return at;
 }
 
@@ -123,6 +121,12 @@ export const securityFamily: Family<SecurityState> = {
     };
   },
   actions: {
+    /** Timer: Under Attack reaches its auto-off time (only if it was not switched since: args.enabled_at). */
+    auto_off: (s, args, a) => {
+      if (!s.under_attack.on || s.under_attack.enabled_at !== args.enabled_at) return;
+      s.under_attack = { ...s.under_attack, on: false, enabled_at: null, auto_off_at: null };
+      a.record('under_attack', { on: false, auto: true });
+    },
     /** Under Attack switches on (args.on false: off; args.external: switched at the CDN, not here). */
     under_attack: (s, args, a) => {
       const on = args.on !== false;
@@ -165,6 +169,7 @@ export const securityFamily: Family<SecurityState> = {
         const now = c.world.time();
         const ms = AUTO_OFF[autoOff];
         s.under_attack = { ...s.under_attack, on, external: false, enabled_at: on ? isoUtc(now) : null, auto_off_at: on && ms ? isoIn(now, ms) : null };
+        if (on && ms) c.res.actCtx('security', c.siteId).later(ticksFor(ms / 60_000), 'auto_off', { enabled_at: s.under_attack.enabled_at });
         c.world.note('security.under_attack', c.siteId, { on });
         return ok(s.under_attack);
       },
@@ -203,7 +208,7 @@ export const securityFamily: Family<SecurityState> = {
       handler: (c) => {
         const s = security(c);
         const id = String(c.params.rule_id);
-        const at = editable(c, s, id);
+        const at = editable(s, id);
         const { rule } = ruleInput(c, id);
         at.list[at.index] = rule;
         return rulesChanged(c, s, 'changed', id);
@@ -218,7 +223,7 @@ export const securityFamily: Family<SecurityState> = {
         const id = String(c.params.rule_id);
         const action = String(c.params.action);
         if (!['enable', 'disable', 'up', 'down'].includes(action)) invalid('action', 'must be one of enable, disable, up, down', action);
-        const { list, index } = editable(c, s, id);
+        const { list, index } = editable(s, id);
         const rule = list[index] as Rule;
         if (action === 'enable' || action === 'disable') rule.enabled = action === 'enable';
         else {
@@ -235,7 +240,7 @@ export const securityFamily: Family<SecurityState> = {
       handler: (c) => {
         const s = security(c);
         const id = String(c.params.rule_id);
-        const { list, index } = editable(c, s, id);
+        const { list, index } = editable(s, id);
         list.splice(index, 1);
         return rulesChanged(c, s, 'deleted', id);
       },
@@ -267,8 +272,7 @@ function eligible(c: Ctx): boolean {
 }
 
 function botcheckView(c: Ctx, s: BotcheckState): Record<string, unknown> {
-  const { _room, ...rest } = s;
-  void _room;
+  const rest = visible(s);
   const domain = c.world.getSite(c.siteId)?.domain ?? '';
   return {
     available: eligible(c),

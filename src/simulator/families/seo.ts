@@ -4,7 +4,7 @@
  * reading before when served.
  */
 import type { Family } from '../resources.js';
-import { find, ok, queryInt, requireConfirm, str, type Ctx } from '../routes.js';
+import { fail, find, ok, queryInt, requireConfirm, str, type Ctx } from '../routes.js';
 import { DAY_MS, isoAgo } from './common.js';
 
 const METRICS = ['trust_flow', 'citation_flow', 'backlinks', 'referring_domains'] as const;
@@ -118,7 +118,7 @@ function linkOf(c: Ctx): { d: BacklinkDomain; l: BacklinkLink } {
     const l = d.links.find((x) => x.id === c.params.anchor_id);
     if (l) return { d, l };
   }
-  return { d: undefined as never, l: find([] as BacklinkLink[], c.params.anchor_id as number, 'link') };
+  return fail('not_found', `no link ${c.params.anchor_id}`);
 }
 
 /** One link_edit job per site carrying the link (spec: "one job per site"). */
