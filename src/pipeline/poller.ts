@@ -146,11 +146,22 @@ export class Poller {
       const err = e instanceof ApiError ? e : new ApiError({ code: 'bad_response', endpoint: ref.entity, message: String(e) });
       return this.failed(ref, err, started);
     }
+    if (got.kind === 'not_modified') {
+      // A 304 is "unchanged"; but where an alert timer runs (for, keep_firing_for, repeat),
+      // time alone can fire, resolve or re-send, so those entities (and views of the same
+      // reply) are planned again on their stored snapshot.
+      const outcome = this.unchanged(ref, started, opts);
+      for (const view of viewsOf(source, this.deps.sources ?? [])) {
+        const viewRef = entityOf(view, site, recordKey);
+        this.observed(viewRef, this.unchanged(viewRef, started, opts));
+      }
+      outcome.durationMs = this.deps.now() - started;
+      return this.observed(ref, outcome);
+    }
     if (got.kind !== 'data') {
-      // 304, or "not applicable here": a success that changes nothing and writes no snapshot.
+      // "Not applicable here": a success that changes nothing and writes no snapshot.
       this.recordSuccess(ref, started, false, null, [], []);
-      const status = got.kind === 'not_modified' ? 'unchanged' : 'not_applicable';
-      return this.observed(ref, { entity: ref.entity, status, events: 0, durationMs: this.deps.now() - started });
+      return this.observed(ref, { entity: ref.entity, status: 'not_applicable', events: 0, durationMs: this.deps.now() - started });
     }
     let outcome: PollOutcome;
     try {
@@ -164,6 +175,14 @@ export class Poller {
     }
     outcome.durationMs = this.deps.now() - started;
     return this.observed(ref, outcome);
+  }
+
+  /** An entity the server said is unchanged (304): replanned on its stored snapshot if a timer runs. */
+  private unchanged(ref: EntityRef, started: number, opts: PollOptions): PollOutcome {
+    const stored = this.timed.has(`${ref.source.name}\u0000${ref.entity}`) ? this.deps.snapshots.get(ref.source.name, ref.entity) : undefined;
+    if (stored) return this.ingest(ref, JSON.parse(stored.body), started, opts);
+    this.recordSuccess(ref, started, false, null, [], []);
+    return { entity: ref.entity, status: 'unchanged', events: 0 };
   }
 
   /** A view re-reads its origin's reply as its own entity (own key, own volatile fields, own rules). */
