@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { packageRoot } from './paths.js';
 import { runRuleTestFile } from './rules/rule-tests.js';
 import { backtest, formatBacktest } from './rules/backtest.js';
-import { explainEvent, explainWhyNot, type ExplainDeps } from './rules/explain.js';
+import { explainEvent, explainWhyNot, unknownRule, type ExplainDeps } from './rules/explain.js';
 import { openStore, type Store } from './store/db.js';
 import { HistoryRepo } from './store/history-repo.js';
 import { AlertsRepo } from './store/alerts-repo.js';
@@ -273,7 +273,7 @@ rulesCmd
     let rules = loadRulesOrExit(config);
     if (o.rule !== undefined) {
       const one = rules.find((r) => r.name === o.rule);
-      if (!one) fail(`hostwatch rules backtest: no rule named "${o.rule}"; known: ${rules.map((r) => r.name).join(', ')}`, EXIT_CONFIG);
+      if (!one) fail(`hostwatch rules backtest: ${unknownRule(o.rule!, rules)}`, EXIT_CONFIG);
       rules = [{ ...one, enabled: true }];
     }
     const router = compileRouterOrExit(config);
@@ -325,7 +325,7 @@ program
         if (!lines) fail(`hostwatch explain: no event with id ${id} in ${config.storage.path}`, 1);
         for (const line of lines) process.stdout.write(`${line}\n`);
       } else {
-        if (!rules.some((r) => r.name === o.rule)) fail(`hostwatch explain: no rule named "${o.rule}"; known: ${rules.map((r) => r.name).join(', ')}`, EXIT_CONFIG);
+        if (!rules.some((r) => r.name === o.rule)) fail(`hostwatch explain: ${unknownRule(o.rule!, rules)}`, EXIT_CONFIG);
         for (const line of explainWhyNot(deps, o.subject!, o.rule!).lines) process.stdout.write(`${line}\n`);
       }
     } finally {

@@ -5,6 +5,13 @@ import { openStore } from '../src/store/db.js';
 import { HistoryRepo } from '../src/store/history-repo.js';
 import { SnapshotsRepo } from '../src/store/snapshots-repo.js';
 import { tempDir } from './harness.js';
+import { loadRules } from '../src/rules/parse.js';
+import { SOURCE_NAMES } from '../src/main.js';
+
+/** The built-in rules, in load order (what the CLI lists). */
+function builtInRuleNames(): string[] {
+  return loadRules(join(process.cwd(), 'rules'), [], { sourceNames: SOURCE_NAMES, cwd: process.cwd() }).map((r) => r.name);
+}
 import { hostwatch } from './run-cli.js';
 
 const MIN = 60_000;
@@ -93,7 +100,7 @@ describe('hostwatch rules backtest', () => {
     const r = await hostwatch(['rules', 'backtest', '--since', '7d', '-c', config()], { cwd: dir });
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^backtest since \S+: 12 rules, 3 entities, 11 snapshots replayed, 7 events$/m);
+    expect(r.stdout).toMatch(new RegExp(`^backtest since \\S+: ${builtInRuleNames().length} rules, 3 entities, 11 snapshots replayed, 7 events$`, 'm'));
     const events = r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l)).map((l) => l.replace(/^\S+\s+/, ''));
     expect(events).toEqual([
       'site.offline:firing sites/1/health "a.example is offline"  -> oncall',
@@ -162,7 +169,7 @@ describe('hostwatch rules backtest', () => {
     const r = await hostwatch(['rules', 'backtest', '--rule', 'site-ofline', '-c', config()], { cwd: dir });
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(
-      'hostwatch rules backtest: no rule named "site-ofline"; known: backup-completed, backup-failed, site-offline, site-slow, site-integrity-problems, job-completed, job-failed, site-added, site-removed, site-frozen, usage-over-limit, usage-disk-high\n',
+      `hostwatch rules backtest: no rule named "site-ofline" (did you mean site-offline?); known: ${builtInRuleNames().join(', ')}\n`,
     );
   });
 });

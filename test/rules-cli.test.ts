@@ -1,6 +1,7 @@
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SOURCE_NAMES } from '../src/main.js';
 import { tempDir } from './harness.js';
 import { hostwatch } from './run-cli.js';
 
@@ -46,7 +47,7 @@ describe('hostwatch rules test', () => {
       const r = await hostwatch(['rules', 'test', file], { cwd: dir });
       expect(r.code).toBe(2);
       expect(r.stderr).toBe(
-        'bad.test.yaml:3: tests[0].source: must be one of sites, jobs, health, usage, backups (got "healt")\n' +
+        `bad.test.yaml:3: tests[0].source: must be one of ${SOURCE_NAMES.join(', ')} (got "healt")\n` +
           'bad.test.yaml:9: tests[1].steps[0].patch: a patch needs a snapshot in an earlier step\n',
       );
     } finally {

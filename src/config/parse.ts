@@ -143,7 +143,7 @@ function showValue(value: unknown): string {
 }
 
 /** The allowed word nearest to a misspelt one, if it is near enough to be the likely intent. */
-function closest(word: string, allowed: readonly string[]): string | null {
+export function closest(word: string, allowed: readonly string[]): string | null {
   let best: string | null = null;
   let bestDistance = Infinity;
   for (const candidate of allowed) {

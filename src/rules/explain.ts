@@ -6,6 +6,7 @@ import type { AlertsRepo } from '../store/alerts-repo.js';
 import type { EventsRepo } from '../store/events-repo.js';
 import type { HistoryRepo, StoredEvent } from '../store/history-repo.js';
 import type { SnapshotsRepo } from '../store/snapshots-repo.js';
+import { closest } from '../config/parse.js';
 import { compileDiffOptions } from '../diff/index.js';
 import { recordVolatile } from '../pipeline/poller.js';
 import { check, holds, seenValues, type RuleInput } from './evaluate.js';
@@ -53,6 +54,13 @@ function holdOf(row: StoredEvent): { reason: 'inhibited' | 'maintenance'; text: 
     reason: 'inhibited',
     text: row.held_outcome === 'dropped' ? `${what}; it fired and resolved while held, so it was never sent` : `${what}; held until that alert resolves`,
   };
+}
+
+/** "no rule named X (did you mean Y?); known: …": the message for a rule name that does not exist. */
+export function unknownRule(name: string, rules: readonly CompiledRule[]): string {
+  const known = rules.map((r) => r.name);
+  const near = closest(name, known);
+  return `no rule named "${name}"${near ? ` (did you mean ${near}?)` : ''}; known: ${known.join(', ')}`;
 }
 
 const iso = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString());
@@ -122,7 +130,7 @@ export interface WhyNot {
 /** Why rule `ruleName` did or did not send an event about `subject` (throws on an unknown rule). */
 export function explainWhyNot(deps: ExplainDeps, subject: string, ruleName: string): WhyNot {
   const rule = deps.rules.find((r) => r.name === ruleName);
-  if (!rule) throw new Error(`no rule named "${ruleName}"; known: ${deps.rules.map((r) => r.name).join(', ')}`);
+  if (!rule) throw new Error(unknownRule(ruleName, deps.rules));
   const head = [`rule ${rule.name} (${rule.origin}), kind ${rule.kind}, mode ${rule.mode}, about ${subject}`];
   const done = (reason: WhyNotReason, ...lines: string[]): WhyNot => ({ reason, lines: [...head, `why: ${reason}`, ...lines] });
   if (!rule.enabled) return done('disabled', 'the rule is switched off (enabled: false)');
