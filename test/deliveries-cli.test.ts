@@ -3,27 +3,17 @@
  * the built CLI against the database a daemon wrote; a daemon started afterwards sends
  * what the CLI queued, with the same event id.
  */
-import BetterSqlite3 from 'better-sqlite3';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hostwatch } from './cli-run.js';
-import { startWorld, TEST_KEY, type World } from './harness.js';
+import { startWorld, TEST_KEY, type World, rows } from './harness.js';
 import { startReceiver, TEST_SECRET, type Answer, type Receiver } from './receiver.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
   await Promise.allSettled(cleanups.splice(0).map((c) => c()));
 });
-
-function rows<T>(w: World, sql: string): T[] {
-  const db = new BetterSqlite3(w.dbPath, { readonly: true });
-  try {
-    return db.prepare(sql).all() as T[];
-  } finally {
-    db.close();
-  }
-}
 
 const lines = (text: string): string[] => text.split('\n').filter(Boolean);
 

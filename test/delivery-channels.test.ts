@@ -3,11 +3,10 @@
  * honoured, secret rotation (every secret signs; receivers on the old or the new one
  * verify with standardwebhooks), and CloudEvents binary mode (validated by the SDK).
  */
-import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { siteEvent } from './events-fixture.js';
-import { startWorld, type World } from './harness.js';
+import { startWorld, type World, rows } from './harness.js';
 import { startReceiver, TEST_SECRET, type Answer, type Received, type Receiver } from './receiver.js';
 
 const NEW_SECRET = `whsec_${Buffer.from('the-new-secret-after-rotation-32').toString('base64')}`;
@@ -27,15 +26,6 @@ async function receiver(opts: { secret?: string; answer?: (r: Received) => Answe
   const r = await startReceiver(opts);
   cleanups.push(() => r.close());
   return r;
-}
-
-function rows<T>(w: World, sql: string): T[] {
-  const db = new BetterSqlite3(w.dbPath, { readonly: true });
-  try {
-    return db.prepare(sql).all() as T[];
-  } finally {
-    db.close();
-  }
 }
 
 describe('webhook channel', () => {

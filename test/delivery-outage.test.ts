@@ -5,7 +5,6 @@
  * enough to be disabled. The webhook signs with the wall clock (the receiver checks the
  * signature's age against it); everything that schedules reads the test clock.
  */
-import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WebhookChannelConfig } from '../src/config/types.js';
 import type { HostwatchEvent } from '../src/events/types.js';
@@ -15,7 +14,7 @@ import { DEFAULT_RETRY_SCHEDULE_MS } from '../src/notify/retry.js';
 import { mulberry32 } from '../src/simulator/random.js';
 import { testClock, type TestClock } from './clock.js';
 import { siteEvent } from './events-fixture.js';
-import { startWorld, type World } from './harness.js';
+import { startWorld, type World, rows } from './harness.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -25,15 +24,6 @@ afterEach(async () => {
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
-
-function rows<T>(w: World, sql: string): T[] {
-  const db = new BetterSqlite3(w.dbPath, { readonly: true });
-  try {
-    return db.prepare(sql).all() as T[];
-  } finally {
-    db.close();
-  }
-}
 
 async function setup(down: { value: boolean }, config: Record<string, unknown> = {}): Promise<{ w: World; hook: Receiver; clock: TestClock; app: () => App }> {
   const hook = await startReceiver({ answer: () => (down.value ? { status: 503, body: 'maintenance' } : { status: 204 }) });

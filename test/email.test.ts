@@ -4,12 +4,11 @@
  * 550 dead-lettered at once with the server's words, 451 retried, a burst of 200 events
  * for 50 sites as one message per site.
  */
-import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { App } from '../src/main.js';
 import { testClock, type TestClock } from './clock.js';
 import { siteEvent } from './events-fixture.js';
-import { startWorld, type World } from './harness.js';
+import { startWorld, type World, rows } from './harness.js';
 import { startSmtp, type SmtpReceiver, type SmtpReply } from './smtp.js';
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -31,15 +30,6 @@ async function setup(opts: { answer?: (n: number) => SmtpReply | null; route?: R
     { now: clock.now },
   );
   return { w, app, smtp, clock };
-}
-
-function rows<T>(w: World, sql: string): T[] {
-  const db = new BetterSqlite3(w.dbPath, { readonly: true });
-  try {
-    return db.prepare(sql).all() as T[];
-  } finally {
-    db.close();
-  }
 }
 
 describe('the e-mail channel', () => {

@@ -1,3 +1,4 @@
+import BetterSqlite3 from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -128,4 +129,14 @@ export async function startWorld(
 /** The catalog names of events, in order — the usual thing a test compares. */
 export function names(events: readonly HostwatchEvent[]): string[] {
   return events.map((e) => (e.data.status ? `${e.data.name}:${e.data.status}` : e.data.name));
+}
+
+/** Rows of a query on the world's database, read on a separate read-only connection. */
+export function rows<T>(w: { dbPath: string }, sql: string): T[] {
+  const db = new BetterSqlite3(w.dbPath, { readonly: true });
+  try {
+    return db.prepare(sql).all() as T[];
+  } finally {
+    db.close();
+  }
 }

@@ -4,27 +4,17 @@
  * resolves they are released, except an alert that fired and resolved meanwhile, which is
  * dropped (both ends). Other sites are not affected.
  */
-import BetterSqlite3 from 'better-sqlite3';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hostwatch } from './cli-run.js';
-import { names, startWorld, TEST_KEY, type World } from './harness.js';
+import { names, startWorld, TEST_KEY, type World, rows } from './harness.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
   await Promise.allSettled(cleanups.splice(0).map((c) => c()));
 });
-
-function rows<T>(w: World, sql: string): T[] {
-  const db = new BetterSqlite3(w.dbPath, { readonly: true });
-  try {
-    return db.prepare(sql).all() as T[];
-  } finally {
-    db.close();
-  }
-}
 
 const delivered = (hook: Receiver): string[] =>
   hook.accepted().map((r) => `${r.event!.data.site_id}:${r.event!.data.name}${r.event!.data.status ? `:${r.event!.data.status}` : ''}`);

@@ -3,7 +3,6 @@
  * for hooks.slack.com: escaping (injection strings show literally), Block Kit limits,
  * pacing, 429 Retry-After, Slack's named permanent errors and the request timeout.
  */
-import BetterSqlite3 from 'better-sqlite3';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -12,7 +11,7 @@ import type { App } from '../src/main.js';
 import { SLACK_MAX_BLOCKS, SLACK_SECTION_MAX, slackMessage } from '../src/notify/channels/slack.js';
 import { testClock, type TestClock } from './clock.js';
 import { siteEvent } from './events-fixture.js';
-import { startWorld, type World } from './harness.js';
+import { startWorld, type World, rows } from './harness.js';
 
 interface SlackPost {
   body: string;
@@ -81,15 +80,6 @@ async function setup(
     { now: clock.now, sleep: async (ms) => void sleeps.push(ms), consoleWrite: () => undefined },
   );
   return { w, app, slack, clock, sleeps };
-}
-
-function rows<T>(w: World, sql: string): T[] {
-  const db = new BetterSqlite3(w.dbPath, { readonly: true });
-  try {
-    return db.prepare(sql).all() as T[];
-  } finally {
-    db.close();
-  }
 }
 
 /** Every mrkdwn text of a message: the fallback, the sections and the context lines. */
