@@ -12,7 +12,7 @@ import type { CompiledRule, RuleError } from './types.js';
 
 /** Keys an expected event may give; each one given must equal the actual event's. */
 const EXPECT_KEYS = ['event', 'status', 'subject', 'summary', 'severity', 'labels', 'description', 'repeat', 'shadow'] as const;
-const TEST_KEYS = ['name', 'source', 'site', 'entity', 'interval', 'rules', 'steps'];
+const TEST_KEYS = ['name', 'source', 'site', 'record', 'entity', 'interval', 'rules', 'steps'];
 const STEP_KEYS = ['at', 'snapshot', 'patch', 'expect'];
 const DEFAULT_INTERVAL = 60_000;
 
@@ -189,8 +189,18 @@ function parseTestFile(text: string, file: string, dir: string, opts: LoadRulesO
       if (!isRecord(s) || typeof s['id'] !== 'number') return err(p('site'), 'must be a map like { id: 1, domain: a.example }');
       site = { id: s['id'], domain: typeof s['domain'] === 'string' ? s['domain'] : `site-${s['id']}` };
     }
-    if (source.per !== 'account' && site === null) return err(p('site'), `source ${source.name} is per site: give site: { id: 1, domain: a.example }`);
-    const ref = entityOf(source, site);
+    // A detail source reads one record of its parent list: per site when its parent is.
+    const parent = source.per === 'record' && source.parent !== undefined ? sourceByName(source.parent) : undefined;
+    const perSite = source.per === 'site' || parent?.per === 'site';
+    if (perSite && site === null) return err(p('site'), `source ${source.name} is per site: give site: { id: 1, domain: a.example }`);
+    const record = raw['record'];
+    const needsRecord = (source.entity ?? '').includes('{id}');
+    if (needsRecord && (typeof record !== 'string' && typeof record !== 'number')) {
+      return err(p('record'), `source ${source.name} reads one record of ${source.parent ?? 'its parent'}: give that record's key, like record: 12`);
+    }
+    if (!needsRecord && record !== undefined) return err(p('record'), `source ${source.name} is not a per-record source: leave record out`);
+    // On an account-wide source, `site` only names a site its records may point to (site_id).
+    const ref = entityOf(source, perSite ? site : null, needsRecord ? String(record) : undefined);
     const interval = raw['interval'] === undefined ? DEFAULT_INTERVAL : parseDuration(String(raw['interval']));
     if (interval === null || interval <= 0) return err(p('interval'), `must be a duration like 1m (got ${JSON.stringify(raw['interval'])})`);
     const rules = raw['rules'] ?? null;
