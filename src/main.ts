@@ -135,6 +135,12 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     opts.onEvents?.(added);
   };
   const notifier = new Notifier({ store, events, delivery, silences: new SilencesRepo(store.sqlite), dispatcher, log, now });
+  notifier.resumeInhibitions(
+    alerts.firing().flatMap((a) => {
+      const row = a.site_id === null || a.last_event_id === null ? undefined : history.event(a.last_event_id);
+      return row ? [JSON.parse(row.body) as HostwatchEvent] : [];
+    }),
+  );
   const worker = new OutboxWorker({
     store,
     events,

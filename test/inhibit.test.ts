@@ -20,6 +20,28 @@ const delivered = (hook: Receiver): string[] =>
   hook.accepted().map((r) => `${r.event!.data.site_id}:${r.event!.data.name}${r.event!.data.status ? `:${r.event!.data.status}` : ''}`);
 
 describe('inhibition', () => {
+  it('a site.offline already firing when the daemon starts with inhibition configured holds back that site\'s other events', async () => {
+    const w = await startWorld();
+    const hook = await startReceiver();
+    cleanups.push(() => w.close(), () => hook.close());
+    const channels = [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }];
+    const before = w.app({ channels, inhibit: [] });
+    const sim = w.sim.world;
+    await before.runOnce(); // baseline
+    sim.setHealth(1, { status: 'offline' });
+    await before.runOnce();
+    await before.stop();
+    expect(rows(w, 'SELECT * FROM inhibitions')).toEqual([]);
+
+    const after = w.app({ channels }); // the default: site.offline inhibits
+    sim.addBackup(1, { state: 'Error' });
+    await after.runOnce();
+    expect(delivered(hook)).toEqual(['1:site.offline:firing']);
+    expect(rows(w, "SELECT json_extract(body, '$.data.name') AS name, held_by FROM events WHERE held_by IS NOT NULL")).toEqual([
+      { name: 'backup.failed', held_by: 'inhibited:site.offline:1' },
+    ]);
+  });
+
   it('holds a site\'s other events while site.offline fires, releases them when it resolves, and drops an alert that fired and resolved meanwhile', async () => {
     const w = await startWorld();
     const hook = await startReceiver();

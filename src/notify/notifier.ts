@@ -41,6 +41,22 @@ export class Notifier {
     }
   }
 
+  /**
+   * Inhibit for alerts that were already firing when this process started (an upgrade to a
+   * version with inhibition, or an `inhibit:` pair added to the config): each firing event
+   * starts the inhibition it would have started. Idempotent; one transaction.
+   */
+  resumeInhibitions(firing: readonly HostwatchEvent[]): void {
+    const d = this.deps;
+    const now = d.now();
+    d.store.sqlite.transaction(() => {
+      for (const e of firing) {
+        const change = d.dispatcher.inhibitionChange(e);
+        if (change && 'start' in change) d.delivery.startInhibition({ source: change.source, site_id: change.siteId, event_id: e.id, since: now });
+      }
+    })();
+  }
+
   /** Store an event of hostwatch's own (an operator event) and dispatch it, in one transaction. False if it was stored already. */
   publish(e: HostwatchEvent): boolean {
     const now = this.deps.now();
