@@ -181,4 +181,21 @@ describe('the dispatch decision (pure)', async () => {
     ];
     expect([...dropOnRelease(held)].sort()).toEqual(['f1', 'r1']);
   });
+
+  it('on release, pairs a resolution with its firing, not with a re-send (repeat) of it', () => {
+    // Fired, re-sent and resolved while held: all three are dropped.
+    const whole = [
+      { id: 'f', rule: 'slow', subject: 's/1', status: 'firing' },
+      { id: 'x', rule: 'slow', subject: 's/1', status: 'firing', repeat: true },
+      { id: 'r', rule: 'slow', subject: 's/1', status: 'resolved' },
+    ];
+    expect([...dropOnRelease(whole)].sort()).toEqual(['f', 'r', 'x']);
+    // Fired before the inhibition (sent), re-sent and resolved while held: the re-send is
+    // dropped and the resolution is sent, so the receiver hears that it ended.
+    const ended = [
+      { id: 'x', rule: 'slow', subject: 's/1', status: 'firing', repeat: true },
+      { id: 'r', rule: 'slow', subject: 's/1', status: 'resolved' },
+    ];
+    expect([...dropOnRelease(ended)]).toEqual(['x']);
+  });
 });

@@ -193,6 +193,14 @@ describe('rate of change over a window in the daemon', () => {
     expect(growth.map((e) => [e.time, e.data.summary])).toEqual([
       ['2026-11-21T11:30:00.000Z', `${growth[0]?.data.domain} disk grew from ${used + 60} to ${used + 160} MiB in an hour`],
     ]);
+    // The disk stays where it is (no new snapshot; the poll may be a 304). An hour on, the
+    // growth is out of the window: the alert resolves on time alone.
+    c.set(START + 160 * MIN);
+    await app.poller.poll(usageSource, site);
+    expect(world.events.filter((e) => e.data.name === 'usage.disk_growth').map((e) => [e.time, e.data.status])).toEqual([
+      ['2026-11-21T11:30:00.000Z', 'firing'],
+      ['2026-11-21T12:40:00.000Z', 'resolved'],
+    ]);
   });
 });
 

@@ -135,26 +135,37 @@ export interface HeldEvent {
   rule: string;
   subject: string;
   status: string | null;
+  /** A re-send of a still-firing alert (`repeat`), not its firing. */
+  repeat?: boolean;
 }
 
 /**
  * Which held events to drop when an inhibition ends: an alert that fired and resolved
- * while held (both ends held) is over, so neither end is sent. Everything else is released.
- * `held` is in storage order. Pure.
+ * while held (both ends held) is over, so neither end, nor any re-send (`repeat`) between
+ * them, is sent. A re-send of an alert whose firing went out before the inhibition is
+ * dropped too (receivers know it fires), but its resolution is sent. Everything else is
+ * released. `held` is in storage order. Pure.
  */
 export function dropOnRelease(held: readonly HeldEvent[]): Set<string> {
   const drop = new Set<string>();
-  const openFiring = new Map<string, string>();
+  // Per alert: the held firing and its held re-sends, or only re-sends (firing sent before).
+  const open = new Map<string, { fired: boolean; ids: string[] }>();
   for (const h of held) {
     const alert = `${h.rule}\u0000${h.subject}`;
-    if (h.status === 'firing') openFiring.set(alert, h.id);
-    else if (h.status === 'resolved') {
-      const fired = openFiring.get(alert);
-      if (fired !== undefined) {
-        drop.add(fired);
-        drop.add(h.id);
-        openFiring.delete(alert);
+    if (h.status === 'firing') {
+      const cur = open.get(alert);
+      if (h.repeat) {
+        if (cur) cur.ids.push(h.id);
+        else open.set(alert, { fired: false, ids: [h.id] });
+      } else {
+        open.set(alert, { fired: true, ids: [h.id] });
       }
+    } else if (h.status === 'resolved') {
+      const cur = open.get(alert);
+      if (cur === undefined) continue;
+      for (const id of cur.ids) drop.add(id);
+      if (cur.fired) drop.add(h.id);
+      open.delete(alert);
     }
   }
   return drop;

@@ -116,7 +116,7 @@ export class Notifier {
   private release(key: string, view: DispatchView): void {
     const by = `inhibited:${key}`;
     const held = this.deps.delivery.held(by);
-    const drop = dropOnRelease(held);
+    const drop = dropOnRelease(held.map((h) => ({ ...h, repeat: ((JSON.parse(h.body) as HostwatchEvent).data['repeat'] ?? 0) !== 0 })));
     for (const h of held) {
       if (drop.has(h.id)) {
         this.deps.delivery.setHeldOutcome(h.id, 'dropped');

@@ -37,7 +37,8 @@ export function sourceRules(rules: readonly CompiledRule[], source: string): Sou
   return {
     change: mine.filter((r) => r.kind === 'change'),
     alert,
-    timed: alert.some((r) => r.forMs > 0 || r.keepFiringForMs > 0 || r.repeatMs !== null),
+    // A `window` condition reads the past, which moves with time even when the data does not.
+    timed: alert.some((r) => r.forMs > 0 || r.keepFiringForMs > 0 || r.repeatMs !== null || r.windowMs !== null),
   };
 }
 
@@ -208,7 +209,7 @@ function applyAlertRules(input: PlanInput, rec: RecordView, out: PlanOutput): vo
     }
     // A record that is gone resolves what fired about it, at once.
     const step = stepAlert(rule, gone ? false : h!.holds, cur, now, gone);
-    if (hasTimer(rule, step.state)) out.timed = true;
+    if (rule.windowMs !== null || hasTimer(rule, step.state)) out.timed = true;
     if (!step.changed) continue;
     let id: string | null = row?.last_event_id ?? null;
     if (step.emit !== null) {
