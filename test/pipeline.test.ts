@@ -1,5 +1,6 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { entityOf, sitesSource, sourceByName } from '../src/sources/registry.js';
 import { enabledSources } from '../src/sources/select.js';
 import { configFrom, names, startWorld, TEST_KEY, type World } from './harness.js';
 
@@ -277,6 +278,32 @@ describe('the site list', () => {
     expect(names(world.events)).toEqual(['source.degraded:firing', 'site.removed', 'source.degraded:resolved']);
     expect(count(world, 'SELECT count(*) n FROM snapshots WHERE site_id = 3')).toBe(0);
     expect(count(world, 'SELECT count(*) n FROM poll_state WHERE site_id = 3')).toBe(0);
+  });
+
+  it('a site that leaves the list and comes back goes on with its version numbers, so a later change is a new event, not a stored id', async () => {
+    world = await startWorld();
+    const app = world.app();
+    await app.runOnce();
+    const site3 = app.poller.sites().find((s) => s.id === 3)!;
+    const hourly = sourceByName('hourly_backups')!;
+    const ref = entityOf(hourly, site3);
+    const reply = (lastError: string): Record<string, unknown> => ({ enabled: true, last_run_at: '2026-11-21T10:00:00Z', last_error: lastError });
+    const sitesRef = entityOf(sitesSource, null);
+    const siteList = [...world.sim.world.sites];
+    app.poller.ingest(ref, reply(''), 0); // version 2 (after the cycle's baseline)
+    app.poller.ingest(ref, reply('disk full'), 0); // version 3: hourly_backup.failed
+    app.poller.ingest(sitesRef, siteList.filter((s) => s.id !== 3), 0); // site 3 leaves: its snapshots go
+    app.poller.ingest(sitesRef, siteList, 0); // and comes back
+    app.poller.ingest(ref, reply(''), 0); // a new baseline
+    app.poller.ingest(ref, reply('quota'), 0); // another failure
+    app.poller.ingest(ref, reply('disk full'), 0); // the first failure again, as many changes later
+    const failed = world.events.filter((e) => e.data.name === 'hourly_backup.failed');
+    expect(failed.map((e) => e.data.summary)).toEqual([
+      'Hourly backup of site-3.example.com failed: disk full',
+      'Hourly backup of site-3.example.com failed: quota',
+      'Hourly backup of site-3.example.com failed: disk full',
+    ].map((t) => t.replace('site-3.example.com', site3.domain)));
+    expect(new Set(failed.map((e) => e.id)).size).toBe(3);
   });
 
   it('with `sites: [ids]` only those sites are polled, and events about others are not sent', async () => {

@@ -225,7 +225,9 @@ export class Poller {
     const fromEmpty = head === undefined && opts.fromEmpty === true && ref.source.key !== undefined;
     const before =
       head === undefined ? (fromEmpty ? emptyOf(ref.source) : null) : unchanged ? data : JSON.parse(this.deps.snapshots.get(ref.source.name, ref.entity)!.body);
-    const version = unchanged ? head.version : (head?.version ?? 0) + 1;
+    // A baseline goes on from the change log's last version: a site that left the list and
+    // came back must not reuse the ids (rule, subject, version) of its earlier change events.
+    const version = unchanged ? head.version : (head?.version ?? this.deps.history.lastVersion(ref.source.name, ref.entity) ?? 0) + 1;
     const now = new Date(this.deps.now());
     const pastCache = new Map<number, unknown>();
     const plan = planEvents({

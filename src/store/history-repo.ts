@@ -34,6 +34,7 @@ export class HistoryRepo {
   private readonly pruneLog;
   private readonly pruneEvidence;
   private readonly entityStmt;
+  private readonly lastVersionStmt;
 
   constructor(private readonly sqlite: BetterSqlite3.Database) {
     this.addStmt = prepare<ChangeLogRow>(sqlite, (p) => qb.insertInto('change_log').values(pick(p, COLUMNS.change_log)));
@@ -57,6 +58,7 @@ export class HistoryRepo {
         .orderBy('at')
         .orderBy('id'),
     );
+    this.lastVersionStmt = sqlite.prepare('SELECT max(version) AS v FROM change_log WHERE source = ? AND entity = ?');
     this.evidencePut = prepare<EvidenceRow>(sqlite, (p) =>
       qb
         .insertInto('event_evidence')
@@ -118,6 +120,15 @@ export class HistoryRepo {
   /** A stored event with its silence, by id (`hostwatch explain`). */
   event(id: string): StoredEvent | undefined {
     return this.sqlite.prepare('SELECT id, body, time, silenced_by, held_by, held_outcome FROM events WHERE id = ?').get(id) as StoredEvent | undefined;
+  }
+
+  /**
+   * The highest version the change log holds for an entity (null: never stored). A site that
+   * leaves the site list loses its snapshots; when it comes back its versions go on from
+   * here, so change-event ids (rule, subject, version) are never reused.
+   */
+  lastVersion(source: string, entity: string): number | null {
+    return (this.lastVersionStmt.get(source, entity) as { v: number | null }).v;
   }
 
   /** The newest stored event of a rule about a subject. */
