@@ -124,6 +124,16 @@ describe('the Slack channel', () => {
     expect(slackMessage(events.slice(0, 49)).blocks).toHaveLength(50);
   });
 
+  it('keeps a section within 3000 characters when the domain or subject itself is huge, and never ends on half an emoji', () => {
+    const huge = siteEvent('h1', 1, { domain: `${'d'.repeat(4_000)}.example`, summary: `${'s'.repeat(2_998)}😀 tail` });
+    const m = slackMessage([huge, { ...huge, id: 'h2', subject: `sites/1/files/${'p'.repeat(5_000)}`, data: { ...huge.data, domain: null } }]);
+    for (const b of m.blocks) {
+      if (b.type !== 'section') continue;
+      expect(b.text.text.length).toBeLessThanOrEqual(SLACK_SECTION_MAX);
+      expect(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/.test(b.text.text)).toBe(false);
+    }
+  });
+
   it('sends one message per group, paced to one a second per webhook', async () => {
     const { app, slack, sleeps } = await setup(undefined, { route: { group_by: ['site_id'] } });
     for (let site = 1; site <= 3; site++) for (let i = 0; i < 3; i++) app.notifier.publish(siteEvent(`p${site}-${i}`, site));

@@ -13,7 +13,9 @@ export const SLACK_MIN_INTERVAL_MS = 1000;
 
 /**
  * Answers of Slack's incoming webhooks that no retry fixes: the webhook or its channel is
- * gone or refuses us. The channel is disabled with an operator event.
+ * gone or refuses us. The channel is marked misconfigured (disabled, with an operator
+ * event), as issue 5 asks, `invalid_payload` included: the messages are built within
+ * Slack's limits, so a refused payload means a broken setup, not one odd event.
  */
 export const SLACK_PERMANENT_ERRORS = new Set([
   'invalid_payload',
@@ -38,12 +40,16 @@ export function escapeMrkdwn(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
-/** Escaped text cut to `max` characters without splitting an entity. */
+/** Escaped text cut to `max` characters without splitting an entity or a surrogate pair. */
 function escapedCut(text: string, max: number): string {
   const escaped = escapeMrkdwn(text);
   if (escaped.length <= max) return escaped;
-  return `${escaped.slice(0, max - 1).replace(/&[a-z]{0,4}$/, '')}…`;
+  return `${escaped.slice(0, Math.max(0, max - 1)).replace(/&[a-z]{0,4}$/, '').replace(/[\uD800-\uDBFF]$/, '')}…`;
 }
+
+/** The most characters of an event's title and of its place (a domain or subject) in a section. */
+const TITLE_MAX = 200;
+const WHERE_MAX = 300;
 
 type Block = { type: 'section'; text: { type: 'mrkdwn'; text: string } } | { type: 'context'; elements: Array<{ type: 'mrkdwn'; text: string }> };
 
@@ -59,7 +65,7 @@ export function slackMessage(events: readonly HostwatchEvent[]): { text: string;
   const shown = items.length <= SLACK_MAX_BLOCKS - 1 ? items : items.slice(0, room);
   const blocks: Block[] = [{ type: 'section', text: { type: 'mrkdwn', text: `*hostwatch*: ${escapedCut(heading, SLACK_SECTION_MAX - 20)}` } }];
   for (const i of shown) {
-    const head = `${i.icon} *${escapeMrkdwn(i.title)}*  ·  ${escapeMrkdwn(i.where)}\n`;
+    const head = `${i.icon} *${escapedCut(i.title, TITLE_MAX)}*  ·  ${escapedCut(i.where, WHERE_MAX)}\n`;
     const tail = `\n_${escapeMrkdwn(i.time)}_`;
     blocks.push({ type: 'section', text: { type: 'mrkdwn', text: head + escapedCut(i.summary, SLACK_SECTION_MAX - head.length - tail.length) + tail } });
   }
