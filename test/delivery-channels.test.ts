@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
+import { cloudEventRequest } from '../src/notify/channels/webhook.js';
 import { siteEvent } from './events-fixture.js';
 import { startWorld, type World, rows } from './harness.js';
 import { startReceiver, TEST_SECRET, type Answer, type Received, type Receiver } from './receiver.js';
@@ -93,6 +94,14 @@ describe('webhook channel', () => {
     app2.notifier.publish(siteEvent('rot2', 2));
     await app2.worker.deliverDue();
     expect(stranger.requests[0]!.signatureError).not.toBeNull();
+  });
+
+  it('in binary mode percent-encodes ce-* header values, so a subject with spaces, quotes, % or non-Latin-1 text can be sent', () => {
+    const e = siteEvent('enc', 2, { subject: 'sites/2/files/wp-content/日本 "a" 100%.php' });
+    const { headers } = cloudEventRequest(e, JSON.stringify(e), 'binary');
+    expect(headers['ce-subject']).toBe('sites/2/files/wp-content/%E6%97%A5%E6%9C%AC%20%22a%22%20100%25.php');
+    expect(decodeURIComponent(headers['ce-subject']!)).toBe(e.subject);
+    expect(headers['ce-type']).toBe(e.type); // printable ASCII stays as it is
   });
 
   it('in binary mode sends data as the body and the attributes as ce-* headers: a valid CloudEvent, signed over the body sent', async () => {

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { hostwatch } from './cli-run.js';
 import { names, startWorld, TEST_KEY, type World, rows } from './harness.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
+import { SilencesRepo } from '../src/store/silences-repo.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -20,6 +21,30 @@ const delivered = (hook: Receiver): string[] =>
   hook.accepted().map((r) => `${r.event!.data.site_id}:${r.event!.data.name}${r.event!.data.status ? `:${r.event!.data.status}` : ''}`);
 
 describe('inhibition', () => {
+  it('an event released by an inhibition into a silence is not sent, and is not called released', async () => {
+    const w = await startWorld();
+    const hook = await startReceiver();
+    cleanups.push(() => w.close(), () => hook.close());
+    const app = w.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    const sim = w.sim.world;
+    await app.runOnce(); // baseline
+    sim.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    sim.addBackup(1, { state: 'Error' });
+    await app.runOnce(); // backup.failed held by the inhibition
+    const now = Date.now();
+    new SilencesRepo(app.store.sqlite).add({
+      id: 'sil-backups', match: "name == 'backup.failed'", starts_at: now - 1000, ends_at: now + 3_600_000,
+      comment: 'backups are being moved', created_by: 'test', created_at: now, expired_at: null,
+    });
+    sim.setHealth(1, { status: 'online' });
+    await app.runOnce(); // the inhibition ends; the backup event now meets the silence
+    expect(delivered(hook).sort()).toEqual(['1:site.offline:firing', '1:site.offline:resolved']);
+    expect(rows(w, "SELECT json_extract(body, '$.data.name') AS name, held_outcome, silenced_by FROM events WHERE held_by IS NOT NULL")).toEqual([
+      { name: 'backup.failed', held_outcome: 'suppressed', silenced_by: 'sil-backups' },
+    ]);
+  });
+
   it('a site.offline already firing when the daemon starts with inhibition configured holds back that site\'s other events', async () => {
     const w = await startWorld();
     const hook = await startReceiver();

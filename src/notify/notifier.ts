@@ -125,8 +125,10 @@ export class Notifier {
       const e = JSON.parse(h.body) as HostwatchEvent;
       const decision = this.deps.dispatcher.decide(e, view, { skipInhibition: key });
       this.apply(e, decision, view.now);
-      // Held again by another inhibition: it waits for that one instead.
-      if (decision.action !== 'inhibited') this.deps.delivery.setHeldOutcome(h.id, 'released');
+      // Held again by another inhibition: it waits for that one instead. Silenced or in a
+      // maintenance window now: not sent, so not "released" (apply() marked the maintenance hold).
+      if (decision.action === 'queue') this.deps.delivery.setHeldOutcome(h.id, 'released');
+      else if (decision.action === 'silenced') this.deps.delivery.setHeldOutcome(h.id, 'suppressed');
     }
     if (held.length > 0) this.deps.log.info({ inhibition: key, released: held.length - drop.size, dropped: drop.size }, 'inhibition ended: held events released');
   }

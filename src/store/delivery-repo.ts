@@ -200,7 +200,7 @@ export class DeliveryRepo {
   }
 
   /** What became of a held event: 'released' or 'dropped'. */
-  setHeldOutcome(eventId: string, outcome: 'released' | 'dropped'): void {
+  setHeldOutcome(eventId: string, outcome: 'released' | 'dropped' | 'suppressed'): void {
     this.outcomeStmt.run({ id: eventId, held_outcome: outcome });
   }
 }

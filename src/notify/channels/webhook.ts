@@ -33,14 +33,24 @@ export function cloudEventRequest(event: HostwatchEvent, stored: string, mode: '
     body: JSON.stringify(event.data),
     headers: {
       'content-type': 'application/json; charset=utf-8',
-      'ce-specversion': event.specversion,
-      'ce-id': event.id,
-      'ce-source': event.source,
-      'ce-type': event.type,
-      'ce-subject': event.subject,
-      'ce-time': event.time,
+      'ce-specversion': ceHeader(event.specversion),
+      'ce-id': ceHeader(event.id),
+      'ce-source': ceHeader(event.source),
+      'ce-type': ceHeader(event.type),
+      'ce-subject': ceHeader(event.subject),
+      'ce-time': ceHeader(event.time),
     },
   };
+}
+
+/**
+ * A ce-* header value as the CloudEvents HTTP binding (3.1.3.2) wants it: space, `"`, `%`
+ * and everything outside printable ASCII percent-encoded as UTF-8. A subject can hold an
+ * API-supplied key (a file path, a review url); raw, a non-Latin-1 character or a line
+ * break makes the request impossible to send, and it would be retried for days.
+ */
+export function ceHeader(value: string): string {
+  return value.replace(/[^\u0021-\u007E]|["%]/gu, (c) => encodeURIComponent(c).replace(/"/g, '%22'));
 }
 
 /**
