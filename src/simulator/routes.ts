@@ -159,6 +159,14 @@ export function queryInt(c: Ctx, name: string, fallback: number, min: number, ma
   return n;
 }
 
+/** An optional integer id query parameter (a filter): undefined when absent, validation_failed unless all digits. */
+export function queryId(c: Ctx, name: string): number | undefined {
+  const raw = c.query.get(name);
+  if (raw === null) return undefined;
+  if (!/^\d+$/.test(raw)) invalid(name, 'must be an integer', raw);
+  return Number(raw);
+}
+
 /** A boolean query parameter (`true`/`false`/`1`/`0`). */
 export function queryBool(c: Ctx, name: string, fallback: boolean): boolean {
   const raw = c.query.get(name);
@@ -194,6 +202,13 @@ export function paged<T extends { id: number }>(
 export function find<T extends { id: number | string }>(items: readonly T[], id: number | string, what: string): T {
   const item = items.find((x) => x.id === id);
   if (!item) fail('not_found', `no ${what} ${id}`);
+  return item;
+}
+
+/** The record with this id in an account-level list keyed by site, or 404 when it is missing or belongs to another site. */
+export function findOnSite<T extends { id: number; site_id: number }>(items: readonly T[], id: number, siteId: number, what: string): T {
+  const item = find(items, id, what);
+  if (item.site_id !== siteId) fail('not_found', `site ${siteId} has no ${what} ${item.id}`);
   return item;
 }
 

@@ -5,7 +5,7 @@
  */
 import type { Family } from '../resources.js';
 import { fail, find, int, invalid, ok, queryInt, reqStr, requireConfirm, str, strings, type Ctx } from '../routes.js';
-import { DAY_MS, LANGUAGES, dateOf, isoAgo, locationOf, nudge, round } from './common.js';
+import { DAY_MS, LANGUAGES, byIdOrRandom, dateOf, isoAgo, locationOf, nudge, round } from './common.js';
 
 const PLANS_URL = 'https://panel.example.com/ai-visibility/plans';
 const ENGINES = [
@@ -161,7 +161,7 @@ export const aivisFamily: Family<AivisState> = {
   actions: {
     /** A round of checks for a brand (args.brand_id, default random; args.visibility: the new percentage). */
     move: (s, args, a) => {
-      const brand = typeof args.brand_id === 'number' ? s.brands.find((b) => b.id === args.brand_id) : s.brands.length > 0 ? a.rng.pick(s.brands) : undefined;
+      const brand = byIdOrRandom(s.brands, args.brand_id, a.rng);
       if (!brand) return undefined;
       const visibility = typeof args.visibility === 'number' ? args.visibility : nudge(a.rng, brand.visibility ?? 30, 15, 0, 100, 1);
       checkBrand(s, brand, visibility, a.iso(), () => a.rng.float());

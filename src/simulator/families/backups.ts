@@ -5,7 +5,7 @@
 import { gzipSync } from 'node:zlib';
 import { LIMITS, PAGING, ticksFor } from '../assumptions.js';
 import type { Family } from '../resources.js';
-import { fail, find, ok, paged, requireConfirm, str, type Ctx } from '../routes.js';
+import { fail, find, invalid, ok, paged, requireConfirm, str, type Ctx } from '../routes.js';
 import { BACKUP_STATES, type BackupState } from '../types.js';
 import { HOUR_MS, MINUTE_MS, dateOf, isoAgo, isoIn, isoUtc, msBetween, visible } from './common.js';
 
@@ -123,7 +123,7 @@ export const hourlyFamily: Family<HourlyState> = {
       handler: (c) => {
         const state = c.query.get('state');
         if (state !== null && !BACKUP_STATES.includes(state as BackupState)) {
-          fail('validation_failed', `state must be one of ${BACKUP_STATES.join(', ')}`, { field: 'state', value: state });
+          invalid('state', `must be one of ${BACKUP_STATES.join(', ')}`, state);
         }
         return paged(c, c.world.getBackups(c.siteId) ?? [], { ...PAGING.backups, order: 'desc', filter: state === null ? undefined : (b) => b.state === state });
       },

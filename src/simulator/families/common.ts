@@ -67,6 +67,12 @@ export function mean(values: readonly (number | null)[]): number | null {
   return xs.length === 0 ? null : round(xs.reduce((a, b) => a + b, 0) / xs.length, 1);
 }
 
+/** The record with id `id` when `id` is a number (undefined when none has it), else a random one (undefined when there are none): the target of an action's `args`. */
+export function byIdOrRandom<T extends { id: number }>(items: readonly T[], id: unknown, rng: Random): T | undefined {
+  if (typeof id === 'number') return items.find((x) => x.id === id);
+  return items.length > 0 ? rng.pick(items) : undefined;
+}
+
 /** Search locations (rank, AI visibility, local volumes): countries and a few cities. */
 export const LOCATIONS = [
   { code: 2840, name: 'United States', type: 'Country', country: 'US' },

@@ -5,7 +5,7 @@
  */
 import type { Family } from '../resources.js';
 import { fail, find, ok, reqStr, str, type Ctx } from '../routes.js';
-import { DAY_MS, dateOf, isoAgo } from './common.js';
+import { DAY_MS, byIdOrRandom, dateOf, isoAgo } from './common.js';
 
 const COUNTRIES = ['US', 'GB', 'DE', 'FR', 'ES', 'IT', 'CA', 'AU'] as const;
 
@@ -72,7 +72,7 @@ export const competitorsFamily: Family<CompetitorsState> = {
   actions: {
     /** A reading of a watched domain (args.watch_id, default random; args.keywords/traffic/domain_rank/referring_domains). */
     move: (s, args, a) => {
-      const d = typeof args.watch_id === 'number' ? s.domains.find((x) => x.id === args.watch_id) : s.domains.length ? a.rng.pick(s.domains) : undefined;
+      const d = byIdOrRandom(s.domains, args.watch_id, a.rng);
       if (!d) return undefined;
       read(s, d, a.iso(), (n) => a.rng.int(-n * 3, n * 3), args);
       a.record('reading', { watch_id: d.id, traffic: d.traffic, keywords: d.keywords, domain_rank: d.domain_rank });

@@ -13,7 +13,7 @@ import {
   CRON_TIMEOUTS_TO_PAUSE,
 } from '../assumptions.js';
 import type { ActCtx, Family } from '../resources.js';
-import { bool, fail, find, int, invalid, ok, queryInt, reqStr, str, type Ctx } from '../routes.js';
+import { bool, fail, findOnSite, int, invalid, ok, queryInt, reqStr, str, type Ctx } from '../routes.js';
 import type { SiteTools } from './sites.js';
 import { DAY_MS, MINUTE_MS, isoAgo, isoUtc } from './common.js';
 
@@ -483,8 +483,6 @@ export const cronFamily: Family<CronState> = {
 };
 
 function jobOf(c: Ctx, s: CronState): CronJob {
-  const job = find(s.jobs, c.params.cron_id as number, 'cron job');
-  if (job.site_id !== c.siteId) fail('not_found', `site ${c.siteId} has no cron job ${job.id}`);
-  return job;
+  return findOnSite(s.jobs, c.params.cron_id as number, c.siteId, 'cron job');
 }
 

@@ -4,9 +4,9 @@
  * provider refuses the record; drift makes the provider refuse (and later accept) records.
  */
 import { CDN_PROVIDER } from '../assumptions.js';
-import type { ActCtx, Family } from '../resources.js';
+import type { Family } from '../resources.js';
 import { bool, fail, find, int, invalid, ok, reqStr, str, type Ctx } from '../routes.js';
-import { DAY_MS, HOUR_MS, isoAgo, visible } from './common.js';
+import { DAY_MS, HOUR_MS, byIdOrRandom, isoAgo, visible } from './common.js';
 
 export const DNS_TYPES = ['A', 'AAAA', 'CNAME', 'TXT', 'MX', 'SRV', 'CAA', 'NS'] as const;
 const CDN_NS = ['ns1.cdn-dns.example', 'ns2.cdn-dns.example'];
@@ -99,11 +99,6 @@ function schedulePublish(c: Ctx): number {
   return job.id;
 }
 
-function pickRecord(s: DnsState, a: ActCtx, id: unknown): DnsRecord | undefined {
-  if (typeof id === 'number') return s.records.find((r) => r.id === id);
-  return s.records.length > 0 ? a.rng.pick(s.records) : undefined;
-}
-
 export const dnsFamily: Family<DnsState> = {
   name: 'dns',
   per: 'site',
@@ -148,7 +143,7 @@ export const dnsFamily: Family<DnsState> = {
     },
     /** The provider refuses a record (args.record_id, default a random one; args.error). */
     refuse: (s, args, a) => {
-      const r = pickRecord(s, a, args.record_id);
+      const r = byIdOrRandom(s.records, args.record_id, a.rng);
       if (!r) return undefined;
       const error = typeof args.error === 'string' ? args.error : a.rng.pick(['record conflicts with an existing CNAME', 'TXT value too long for the provider', 'provider rejected the record: invalid target']);
       const entry = { record_id: r.id, name: r.name, type: r.type, error };

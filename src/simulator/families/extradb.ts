@@ -3,8 +3,8 @@
  * one answers 402 `payment_required` unless the account gets them free (`free`, patchable).
  */
 import type { Family } from '../resources.js';
-import { bool, fail, find, ok, reqStr, requireConfirm, type Ctx } from '../routes.js';
-import { DAY_MS, dateOf, isoAgo, isoUtc } from './common.js';
+import { bool, fail, findOnSite, invalid, ok, reqStr, requireConfirm, type Ctx } from '../routes.js';
+import { DAY_MS, dateOf, isoAgo, isoUtc, label } from './common.js';
 
 const PRICE = '5.00';
 const VAT = 21;
@@ -44,19 +44,17 @@ export interface ExtradbState {
 const state = (c: Ctx): ExtradbState => c.res.account<ExtradbState>('extradb');
 
 function dbOf(c: Ctx, s: ExtradbState): ExtraDb {
-  const db = find(s.databases, c.params.db_id as number, 'extra database');
-  if (db.site_id !== c.siteId) fail('not_found', `site ${c.siteId} has no extra database ${db.id}`);
-  return db;
+  return findOnSite(s.databases, c.params.db_id as number, c.siteId, 'extra database');
 }
 
 function requireName(c: Ctx, db: ExtraDb): void {
   const name = reqStr(c, 'name');
-  if (name !== db.name) fail('validation_failed', `name must be exactly ${db.name}`, { field: 'name', value: name });
+  if (name !== db.name) invalid('name', `must be exactly ${db.name}`, name);
 }
 
 function setState(db: ExtraDb, st: string): void {
   db.state = st;
-  db.state_label = st.charAt(0).toUpperCase() + st.slice(1);
+  db.state_label = label(st);
 }
 
 function points(epoch: Date, id: number, bytes: number): { id: string; taken_at: number; bytes: number }[] {

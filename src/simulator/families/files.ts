@@ -4,7 +4,7 @@
  * integrity watch has something to see.
  */
 import type { Family } from '../resources.js';
-import { bool, fail, ok, queryBool, reqStr, type Ctx } from '../routes.js';
+import { bool, fail, invalid, ok, queryBool, reqStr, type Ctx } from '../routes.js';
 import { DAY_MS, isoAgo, isoUtc } from './common.js';
 
 const MAX_LIST = 5000;
@@ -38,7 +38,7 @@ const files = (c: Ctx): FilesState => {
 /** '' for the site folder; no leading or trailing slash; `..` refused. */
 function norm(raw: string | null | undefined): string {
   const p = (raw ?? '').replace(/^\/+|\/+$/g, '');
-  if (p.split('/').includes('..')) fail('validation_failed', 'path must stay inside the site folder', { field: 'path', value: raw });
+  if (p.split('/').includes('..')) invalid('path', 'must stay inside the site folder', raw);
   return p;
 }
 
@@ -148,7 +148,7 @@ export const filesFamily: Family<FilesState> = {
       path: '/sites/{site_id}/files/stat',
       scope: 'files:read',
       handler: (c) => {
-        if (c.query.get('path') === null) fail('validation_failed', 'path is required', { field: 'path' });
+        if (c.query.get('path') === null) invalid('path', 'is required');
         const path = norm(c.query.get('path'));
         return ok(entryOf(path, nodeAt(files(c), path)));
       },
@@ -159,9 +159,9 @@ export const filesFamily: Family<FilesState> = {
       scope: 'files:read',
       handler: (c) => {
         const path = norm(c.query.get('path'));
-        if (path === '') fail('validation_failed', 'path is required', { field: 'path' });
+        if (path === '') invalid('path', 'is required');
         const encoding = c.query.get('encoding') ?? 'base64';
-        if (!['base64', 'text', 'raw'].includes(encoding)) fail('validation_failed', 'encoding must be one of base64, text, raw', { field: 'encoding', value: encoding });
+        if (!['base64', 'text', 'raw'].includes(encoding)) invalid('encoding', 'must be one of base64, text, raw', encoding);
         const n = nodeAt(files(c), path);
         if (n.type !== 'file') fail('conflict', `${path} is a ${n.type}, not a file`);
         const bytes = Buffer.from(n.content ?? '', 'base64');
@@ -178,7 +178,7 @@ export const filesFamily: Family<FilesState> = {
       handler: (c) => {
         const s = files(c);
         const path = norm(c.query.get('path'));
-        if (path === '') fail('validation_failed', 'path is required', { field: 'path' });
+        if (path === '') invalid('path', 'is required');
         const overwrite = queryBool(c, 'overwrite', false);
         const makeDirs = queryBool(c, 'mkdirs', true);
         let bytes: Buffer;
@@ -244,7 +244,7 @@ export const filesFamily: Family<FilesState> = {
       handler: (c) => {
         const s = files(c);
         const path = norm(c.query.get('path'));
-        if (path === '') fail('validation_failed', 'path is required and cannot be the site folder', { field: 'path' });
+        if (path === '') invalid('path', 'is required and cannot be the site folder');
         const recursive = queryBool(c, 'recursive', false);
         const node = nodeAt(s, path);
         const inside = Object.keys(s.entries).filter((p) => p.startsWith(`${path}/`));

@@ -6,7 +6,7 @@
 import { PAGING } from '../assumptions.js';
 import type { Family } from '../resources.js';
 import { fail, find, int, invalid, ok, omit, paged, queryInt, str, type Ctx } from '../routes.js';
-import { DAY_MS, KEYWORD_WORDS, dateOf, isoAgo, mean, requireRoom } from './common.js';
+import { DAY_MS, KEYWORD_WORDS, byIdOrRandom, dateOf, isoAgo, mean, requireRoom } from './common.js';
 
 const PRICE_FROM = '12.00';
 const PLANS_URL = 'https://panel.example.com/local/plans';
@@ -109,7 +109,7 @@ export const localFamily: Family<LocalState> = {
   actions: {
     /** A check of a keyword (args.keyword_id, default random; args.map_position / organic_position to set). */
     move: (s, args, a) => {
-      const k = typeof args.keyword_id === 'number' ? s.keywords.find((x) => x.id === args.keyword_id) : s.keywords.length ? a.rng.pick(s.keywords) : undefined;
+      const k = byIdOrRandom(s.keywords, args.keyword_id, a.rng);
       if (!k) return undefined;
       const map = 'map_position' in args ? (args.map_position as number | null) : k.map_position === null ? a.rng.int(5, 20) : Math.max(1, k.map_position + a.rng.int(-3, 3));
       const organic = 'organic_position' in args ? (args.organic_position as number | null) : k.organic_position === null ? null : Math.max(1, k.organic_position + a.rng.int(-4, 4));

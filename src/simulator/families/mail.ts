@@ -6,7 +6,7 @@
 import { LIMITS } from '../assumptions.js';
 import type { Family } from '../resources.js';
 import { bool, fail, int, invalid, ok, queryBool, reqStr, str, type Ctx } from '../routes.js';
-import { MINUTE_MS, isoUtc, msBetween, visible, type Visible } from './common.js';
+import { DAY_MS, MINUTE_MS, isoAgo, isoUtc, msBetween, visible, type Visible } from './common.js';
 
 export const MAIL_PROVIDERS = [
   { key: 'keyonly_1', name: 'Key-only provider 1', host: 'smtp.keyonly1.example', ports: [465, 587], default_port: 587, asks_user: false, asks_host: false, user_label: '', secret_label: 'API key', regions: null, docs: 'https://docs.example.com/mail/keyonly_1' },
@@ -68,7 +68,7 @@ export const mailFamily: Family<MailState> = {
       locked_by_staff: false,
       state: 'active',
       state_note: '',
-      confirmed_at: own ? isoUtc(new Date(epoch.getTime() - 86_400_000 * rng.int(3, 90))) : null,
+      confirmed_at: own ? isoAgo(epoch, rng.int(3, 90) * DAY_MS) : null,
       last_test: null,
       last_send: null,
       updated_at: isoUtc(epoch),

@@ -4,7 +4,7 @@
  */
 import { PAGING } from '../assumptions.js';
 import type { ActCtx, Family } from '../resources.js';
-import { bool, fail, find, int, ok, omit, paged, type Ctx } from '../routes.js';
+import { bool, fail, find, int, ok, omit, paged, queryId, type Ctx } from '../routes.js';
 import { DAY_MS, dateOf, isoAgo, isoIn, requireRoom } from './common.js';
 
 const PLANS_URL = 'https://panel.example.com/client-reports/plans';
@@ -117,9 +117,8 @@ export const reportsFamily: Family<ReportsState> = {
       path: '/client-reports/reports',
       scope: 'reports:read',
       handler: (c) => {
-        const raw = c.query.get('client_id');
-        if (raw !== null && !/^\d+$/.test(raw)) fail('validation_failed', 'client_id must be an integer', { field: 'client_id', value: raw });
-        return paged(c, reports(c).reports, { ...PAGING.reports, order: 'desc', filter: raw === null ? undefined : (r) => r.client_id === Number(raw), map: summaryOf });
+        const clientId = queryId(c, 'client_id');
+        return paged(c, reports(c).reports, { ...PAGING.reports, order: 'desc', filter: clientId === undefined ? undefined : (r) => r.client_id === clientId, map: summaryOf });
       },
     },
     {

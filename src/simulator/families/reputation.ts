@@ -5,7 +5,7 @@
  */
 import type { ActCtx, Family } from '../resources.js';
 import { fail, find, int, invalid, ok, reqStr, str, type Ctx } from '../routes.js';
-import { DAY_MS, HOUR_MS, dateOf, isoAgo, msBetween, round } from './common.js';
+import { DAY_MS, HOUR_MS, byIdOrRandom, dateOf, isoAgo, msBetween, round } from './common.js';
 
 const PLATFORMS = { platform_a: 'Review platform A', platform_b: 'Review platform B', platform_c: 'Search platform C' } as const;
 type Platform = keyof typeof PLATFORMS;
@@ -122,7 +122,7 @@ function makeReview(rating: number, at: string, n: number, pick: <T>(xs: readonl
 
 /** A new review on a confirmed profile (args.business_id, args.platform, args.rating 1-5, args.replied). */
 function addReview(s: ReputationState, args: Record<string, unknown>, a: ActCtx): Review | undefined {
-  const b = typeof args.business_id === 'number' ? s.businesses.find((x) => x.id === args.business_id) : s.businesses.length ? a.rng.pick(s.businesses) : undefined;
+  const b = byIdOrRandom(s.businesses, args.business_id, a.rng);
   if (!b) return undefined;
   const confirmed = (Object.keys(s.profiles[b.id] ?? {}) as Platform[]).filter((p) => s.profiles[b.id]?.[p]);
   const platform = (typeof args.platform === 'string' ? args.platform : confirmed.length ? a.rng.pick(confirmed) : undefined) as Platform | undefined;

@@ -3,7 +3,7 @@
  * Drift holds an update now and then, or blocks one that broke the site again.
  */
 import type { Family } from '../resources.js';
-import { fail, find, ok, type Ctx } from '../routes.js';
+import { fail, find, ok, queryId, type Ctx } from '../routes.js';
 import { DAY_MS, isoAgo } from './common.js';
 
 const PLUGINS = [
@@ -89,9 +89,8 @@ export const updatesFamily: Family<UpdatesState> = {
       path: '/plugin-updates/held',
       scope: 'updates:read',
       handler: (c) => {
-        const raw = c.query.get('site_id');
-        if (raw !== null && !/^\d+$/.test(raw)) fail('validation_failed', 'site_id must be an integer', { field: 'site_id', value: raw });
-        return ok(state(c).held.filter((h) => raw === null || h.site_id === Number(raw)));
+        const siteId = queryId(c, 'site_id');
+        return ok(state(c).held.filter((h) => siteId === undefined || h.site_id === siteId));
       },
     },
     { method: 'GET', path: '/sites/{site_id}/plugin-updates/held', scope: 'updates:read', handler: (c) => ok(state(c).held.filter((h) => h.site_id === c.siteId)) },
