@@ -214,7 +214,7 @@ export class ApiClient {
 }
 
 /** Build an ApiError from a non-2xx reply (A1: `{error: {code, message, details}}`, tolerant). */
-export function errorFromReply(
+function errorFromReply(
   endpoint: string,
   status: number,
   text: string,
@@ -288,7 +288,7 @@ function toQueryString(q: Query): string {
 
 
 /** Spaces requests at least 1/rate apart (a leaky bucket), fair in arrival order. */
-export class RateLimiter {
+class RateLimiter {
   private nextSlot = 0;
   private readonly interval: number;
   constructor(rate: number, private readonly now: () => number, private readonly sleep: (ms: number) => Promise<void>) {
@@ -304,7 +304,7 @@ export class RateLimiter {
 }
 
 /** A counting semaphore: at most `size` holders at once. */
-export class Semaphore {
+class Semaphore {
   private free: number;
   private readonly waiting: Array<() => void> = [];
   constructor(size: number) {

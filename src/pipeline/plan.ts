@@ -98,6 +98,8 @@ interface RecordView {
  */
 export function planEvents(input: PlanInput): PlanOutput {
   const out: PlanOutput = { events: [], alerts: [], evidence: [], timed: false, problems: [] };
+  // No rules and no removed-site resolutions to make: nothing to diff per record.
+  if (input.rules.change.length === 0 && input.rules.alert.length === 0 && input.source.name !== 'sites') return out;
   for (const rec of records(input)) {
     if (rec.changed && !input.baseline && !input.alertsOnly) applyChangeRules(input, rec, out);
     applyAlertRules(input, rec, out);

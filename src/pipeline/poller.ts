@@ -48,7 +48,7 @@ export interface PollerDeps {
   fetcher?: Fetcher;
   /** The enabled sources; views among them are ingested from their origin's fetch. Default: none. */
   sources?: readonly SourceDef[];
-  /** Called with every fetched value that passed its shape check (detail follow-ups, adaptive polling). */
+  /** Called with every fetched value once it is committed (detail follow-ups, adaptive polling). */
   onFetched?: (ref: EntityRef, data: unknown) => void;
   /** Called after a commit that added events (wakes the outbox worker, feeds the demo). */
   onEvents?: (events: HostwatchEvent[]) => void;
@@ -87,6 +87,8 @@ interface PreparedSource {
   rules: SourceRules;
   whole: CompiledDiffOptions;
   record: CompiledDiffOptions;
+  /** The enabled views that re-read this source's reply. */
+  views: readonly SourceDef[];
 }
 
 /**
@@ -151,7 +153,7 @@ export class Poller {
       // time alone can fire, resolve or re-send, so those entities (and views of the same
       // reply) are planned again on their stored snapshot.
       const outcome = this.unchanged(ref, started, opts);
-      for (const view of viewsOf(source, this.deps.sources ?? [])) {
+      for (const view of this.prepare(source).views) {
         const viewRef = entityOf(view, site, recordKey);
         this.observed(viewRef, this.unchanged(viewRef, started, opts));
       }
@@ -165,9 +167,11 @@ export class Poller {
     }
     let outcome: PollOutcome;
     try {
-      this.deps.onFetched?.(ref, got.data);
       outcome = this.ingest(ref, got.data, started, opts);
-      for (const view of viewsOf(source, this.deps.sources ?? [])) this.ingestView(view, site, recordKey, got.data, started, opts);
+      const endpoint = pathOf(source, ref.siteId, recordKey);
+      for (const view of this.prepare(source).views) this.ingestView(view, site, recordKey, endpoint, got.data, started, opts);
+      // Detail follow-ups and adaptive polling see a reply only once it is committed.
+      this.deps.onFetched?.(ref, got.data);
     } catch (e) {
       // Nothing was committed for this reply: a later 304 must not stand for it.
       this.fetcher.forget(ref);
@@ -186,10 +190,11 @@ export class Poller {
   }
 
   /** A view re-reads its origin's reply as its own entity (own key, own volatile fields, own rules). */
-  private ingestView(view: SourceDef, site: SiteInfo | null, recordKey: string | undefined, data: unknown, started: number, opts: PollOptions): void {
+  private ingestView(view: SourceDef, site: SiteInfo | null, recordKey: string | undefined, endpoint: string, data: unknown, started: number, opts: PollOptions): void {
     const ref = entityOf(view, site, recordKey);
     try {
-      checkShape(ref, pathOf(view, ref.siteId, recordKey) || ref.entity, data);
+      // A view has no request of its own: a bad reply is named by its origin's endpoint.
+      checkShape(ref, endpoint, data);
     } catch (e) {
       this.failed(ref, e as ApiError, started);
       return;
@@ -422,12 +427,17 @@ export class Poller {
     });
     this.scopeMissing.delete(scopeSubject);
     this.failing.delete(key);
-    for (const id of removedSites) {
-      this.fetcher.forgetSite(id);
-      const mark = `\u0000sites/${id}/`;
-      for (const k of [...this.failing]) if (k.includes(mark)) this.failing.delete(k);
-      for (const k of [...this.heads.keys()]) if (k.includes(mark)) this.heads.delete(k);
-      for (const k of [...this.timed]) if (k.includes(mark)) this.timed.delete(k);
+    if (removedSites.length > 0) {
+      for (const id of removedSites) this.fetcher.forgetSite(id);
+      // One pass over the in-memory state for all removed sites (not one per site).
+      const gone = new Set(removedSites.map(String));
+      const isGone = (key: string): boolean => {
+        const m = /\u0000sites\/(\d+)\//.exec(key);
+        return m !== null && gone.has(m[1]!);
+      };
+      for (const k of [...this.failing]) if (isGone(k)) this.failing.delete(k);
+      for (const k of [...this.heads.keys()]) if (isGone(k)) this.heads.delete(k);
+      for (const k of [...this.timed]) if (isGone(k)) this.timed.delete(k);
     }
   }
 
@@ -499,6 +509,7 @@ export class Poller {
         rules: sourceRules(this.deps.rules, def.name),
         whole: compileDiffOptions({ key: def.key ?? 'id', volatile: def.volatile }),
         record: compileDiffOptions({ key: 'id', volatile: recordVolatile(def) }),
+        views: viewsOf(def, this.deps.sources ?? []),
       };
       this.prepared.set(def.name, p);
     }

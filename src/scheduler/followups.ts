@@ -1,4 +1,4 @@
-import { contentHash } from '../diff/index.js';
+import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
 import { recordsAt, recordVolatile } from '../sources/records.js';
 import { childrenOf, entityOf, sitesSource } from '../sources/registry.js';
 import type { EntityRef, SourceDef } from '../sources/types.js';
@@ -24,6 +24,8 @@ interface ParentView {
  */
 export class Followups {
   private readonly children = new Map<string, SourceDef[]>();
+  /** Per parent source: its record-level volatile fields, compiled once (signatures of unwatched children). */
+  private readonly recordOptions = new Map<string, CompiledDiffOptions>();
   /** `${child}\0${parentEntity}` → what the parent's last reply listed. */
   private readonly parents = new Map<string, ParentView>();
   /** `${child}\0${childEntity}` → signature and time of the last successful detail read. */
@@ -36,7 +38,9 @@ export class Followups {
   constructor(enabled: readonly SourceDef[]) {
     for (const s of enabled) {
       const kids = childrenOf(s, enabled);
-      if (kids.length > 0) this.children.set(s.name, kids);
+      if (kids.length === 0) continue;
+      this.children.set(s.name, kids);
+      this.recordOptions.set(s.name, compileDiffOptions({ key: s.key ?? 'id', volatile: recordVolatile(s) }));
     }
   }
 
@@ -48,19 +52,21 @@ export class Followups {
   /** Take note of a fetched value of any source. */
   observe(ref: EntityRef, data: unknown): void {
     const { source } = ref;
-    if (source.name === sitesSource.name) this.keepSites(recordsAt(source, data));
+    const kids = this.childrenOf(source);
+    if (source.name !== sitesSource.name && !source.fast && kids.length === 0) return;
+    const all = recordsAt(source, data) as Record<string, unknown>[];
+    if (source.name === sitesSource.name) this.keepSites(all);
     if (source.fast) {
       const { field, values } = source.fast;
-      this.busy.set(source.name, recordsAt(source, data).some((r) => values.includes(String((r as Record<string, unknown>)?.[field]))));
+      this.busy.set(source.name, all.some((r) => values.includes(String(r?.[field]))));
     }
-    for (const child of this.childrenOf(source)) {
-      let list = recordsAt(source, data) as Record<string, unknown>[];
-      if (child.pick === 'first') list = list.slice(0, 1);
+    for (const child of kids) {
+      const list = child.pick === 'first' ? all.slice(0, 1) : all;
       const records = new Map<string, string>();
-      const volatile = child.watch ? null : { key: source.key ?? 'id', volatile: recordVolatile(source) };
+      const volatile = this.recordOptions.get(source.name)!;
       for (const rec of list) {
         const key = String(rec[source.key ?? 'id']);
-        const sig = child.watch ? JSON.stringify(child.watch.map((f) => rec[f] ?? null)) : contentHash(rec, volatile!);
+        const sig = child.watch ? JSON.stringify(child.watch.map((f) => rec[f] ?? null)) : contentHash(rec, volatile);
         records.set(key, sig);
       }
       const slot = `${child.name}\u0000${ref.entity}`;

@@ -3,14 +3,12 @@ import cron, { type ScheduledTask } from 'node-cron';
 import type { Logger } from 'pino';
 import type { PollOutcome, Poller } from '../pipeline/poller.js';
 import { entityOf, isTopLevel, sitesSource } from '../sources/registry.js';
+import type { EnabledSource } from '../sources/select.js';
 import type { SiteInfo, SourceDef } from '../sources/types.js';
 import { Followups } from './followups.js';
 
-/** A source with its effective interval. */
-export interface ScheduledSource {
-  def: SourceDef;
-  everyMs: number;
-}
+/** A source with its effective interval (what `enabledSources` gives). */
+export type ScheduledSource = EnabledSource;
 
 export interface CycleSummary {
   source: string;

@@ -2,7 +2,7 @@ import { isRecord } from '../is-record.js';
 import type { SourceDef } from './types.js';
 
 /** The `listField` paths of a source (none: the value itself is the list). */
-export function listPaths(source: SourceDef): readonly string[] | null {
+function listPaths(source: SourceDef): readonly string[] | null {
   const lf = source.listField;
   if (lf === undefined) return null;
   return typeof lf === 'string' ? [lf] : lf;

@@ -1,4 +1,5 @@
 import { cronJobsSource, cronRunsSource } from './families/cron.js';
+import { site } from './families/define.js';
 import { filesSource } from './families/files.js';
 import * as hosting from './families/hosting.js';
 import { MINUTE } from './families/time.js';
@@ -34,40 +35,22 @@ export const jobsSource: SourceDef = {
 };
 
 /** Site health: online status and application integrity. */
-export const healthSource: SourceDef = {
-  name: 'health',
-  scope: 'sites:read',
-  per: 'site',
-  path: '/sites/{site_id}/health',
-  paged: false,
+export const healthSource = site('health', 'sites:read', '/sites/{site_id}/health', 5 * MINUTE, {
   // `checked` is a display string that moves on every integrity run without meaning a change.
   volatile: ['integrity.checked'],
-  defaultEveryMs: 5 * MINUTE,
-};
+});
 
 /** Site usage: disk, database, inodes, frozen state. Measured every few hours upstream. */
-export const usageSource: SourceDef = {
-  name: 'usage',
-  scope: 'sites:read',
-  per: 'site',
-  path: '/sites/{site_id}/usage',
-  paged: false,
+export const usageSource = site('usage', 'sites:read', '/sites/{site_id}/usage', 30 * MINUTE, {
   volatile: ['disk.measured_at', 'busy'],
-  defaultEveryMs: 30 * MINUTE,
-};
+});
 
 /** Backups of a site, newest first (paged, limit up to 200). */
-export const backupsSource: SourceDef = {
-  name: 'backups',
-  scope: 'backups:read',
-  per: 'site',
-  path: '/sites/{site_id}/backups',
+export const backupsSource = site('backups', 'backups:read', '/sites/{site_id}/backups', 15 * MINUTE, {
   paged: true,
   pageSize: 200,
   key: 'id',
-  volatile: [],
-  defaultEveryMs: 15 * MINUTE,
-};
+});
 
 /**
  * Every source hostwatch knows, in the order a full cycle runs them (the site list first).

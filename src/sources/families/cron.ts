@@ -4,15 +4,11 @@
  * job list itself is cheap and polled every 5 minutes. The interval math is in docs/events.md.
  */
 import type { SourceDef } from '../types.js';
+import { site } from './define.js';
 import { HOUR, MINUTE } from './time.js';
 
 /** Cron jobs of a site; `paused_reason` is the alert. */
-export const cronJobsSource: SourceDef = {
-  name: 'cron_jobs',
-  scope: 'cron:read',
-  per: 'site',
-  path: '/sites/{site_id}/cron-jobs',
-  paged: false,
+export const cronJobsSource = site('cron_jobs', 'cron:read', '/sites/{site_id}/cron-jobs', 5 * MINUTE, {
   key: 'id',
   listField: 'jobs',
   // These move on every run; the runs themselves are the `cron_runs` source.
@@ -27,8 +23,7 @@ export const cronJobsSource: SourceDef = {
     'limits.site_count',
     'limits.account_count',
   ],
-  defaultEveryMs: 5 * MINUTE,
-};
+});
 
 /** The kept runs of one cron job (detail of a `cron_jobs` record), fetched when it ran. */
 export const cronRunsSource: SourceDef = {

@@ -3,19 +3,12 @@
  * site. A path that does not exist is a record with `exists: false`, so a file appearing
  * or disappearing is a change like any other.
  */
-import type { SourceDef } from '../types.js';
+import { site } from './define.js';
 import { MINUTE } from './time.js';
 
 /** One record per configured path: `size`, `modified`, `mode`, `type`. */
-export const filesSource: SourceDef = {
-  name: 'files',
-  scope: 'files:read',
-  per: 'site',
-  path: '/sites/{site_id}/files/stat',
-  paged: false,
+export const filesSource = site('files', 'files:read', '/sites/{site_id}/files/stat', 15 * MINUTE, {
   key: 'path',
   each: { option: 'paths', param: 'path' },
-  volatile: [],
   defaultEnabled: false,
-  defaultEveryMs: 15 * MINUTE,
-};
+});

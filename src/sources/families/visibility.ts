@@ -6,33 +6,8 @@
  * slow schedule (`defaultEveryMs`).
  */
 import type { SourceDef } from '../types.js';
+import { detail, list, plan } from './define.js';
 import { DAY, HOUR, MINUTE } from './time.js';
-
-/** A plan/usage endpoint: one whole object per account. */
-function plan(name: string, scope: string, path: string, everyMs: number, volatile: string[] = []): SourceDef {
-  return { name, scope, per: 'account', path, paged: false, volatile, defaultEveryMs: everyMs };
-}
-
-/** An account-wide list of records keyed by `id`, its entity named like its path. */
-function list(name: string, scope: string, path: string, everyMs: number, extra: Partial<SourceDef> = {}): SourceDef {
-  return { name, scope, per: 'account', path, paged: false, key: 'id', entity: path.slice(1), volatile: [], defaultEveryMs: everyMs, ...extra };
-}
-
-/** A detail endpoint `{path}/{id}` of every record of `parent`. */
-function detail(name: string, parent: SourceDef, everyMs: number, extra: Partial<SourceDef> = {}): SourceDef {
-  return {
-    name,
-    scope: parent.scope,
-    per: 'record',
-    parent: parent.name,
-    path: `${parent.path}/{id}`,
-    paged: false,
-    entity: `${parent.entity ?? parent.name}/{id}`,
-    volatile: [],
-    defaultEveryMs: everyMs,
-    ...extra,
-  };
-}
 
 // ---- rank tracking -------------------------------------------------------------------------
 
