@@ -351,10 +351,12 @@ function compileRouterOrExit(config: Config): ReturnType<typeof compileRouter> {
   }
 }
 
-/** Open (and if needed migrate) the configured database; the daemon may be running on it. */
-function openDatabase(config: Config): Store {
-  // Reading history must not create an empty database where the user expected theirs.
-  if (config.storage.path !== ':memory:' && !existsSync(config.storage.path)) {
+/**
+ * Open (and if needed migrate) the configured database; the daemon may be running on it.
+ * With `mustExist` (reading history), a missing file is an error rather than a new empty database.
+ */
+function openDatabase(config: Config, mustExist = true): Store {
+  if (mustExist && config.storage.path !== ':memory:' && !existsSync(config.storage.path)) {
     fail(`hostwatch: no database at ${config.storage.path} (storage.path); the daemon creates it on its first poll`, 1);
   }
   try {
@@ -364,7 +366,7 @@ function openDatabase(config: Config): Store {
   }
 }
 
-registerDeliveryCommands(program, { load, fail, duration, atLeastOne });
+registerDeliveryCommands(program, { load, fail, openDatabase, duration, atLeastOne });
 
 /** An event as one terminal line: its time, then what the console channel prints. */
 function eventLine(e: HostwatchEvent): string {

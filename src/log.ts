@@ -9,7 +9,7 @@ export function secretsOf(config: Config): string[] {
   if (config.server.token) out.push(config.server.token);
   for (const c of config.channels) {
     // Every secret of a rotation, and its key part without the prefix.
-    if (c.type === 'webhook') for (const s of c.secrets ?? [c.secret]) out.push(s, s.replace(/^whsec_/, ''));
+    if (c.type === 'webhook') for (const s of c.secrets) out.push(s, s.replace(/^whsec_/, ''));
     // The URL's path alone is the credential too (a server may echo just the path).
     if (c.type === 'slack') out.push(c.url, slackPath(c.url));
     if (c.type === 'email' && c.smtp.pass) out.push(c.smtp.pass);

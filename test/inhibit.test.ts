@@ -20,12 +20,18 @@ afterEach(async () => {
 const delivered = (hook: Receiver): string[] =>
   hook.accepted().map((r) => `${r.event!.data.site_id}:${r.event!.data.name}${r.event!.data.status ? `:${r.event!.data.status}` : ''}`);
 
+/** A simulator world and a webhook receiver (both closed after the test), and the channel list that points at it. */
+async function worldWithHook(): Promise<{ w: World; hook: Receiver; channels: Array<Record<string, unknown>> }> {
+  const w = await startWorld();
+  const hook = await startReceiver();
+  cleanups.push(() => w.close(), () => hook.close());
+  return { w, hook, channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] };
+}
+
 describe('inhibition', () => {
   it('an event released by an inhibition into a silence is not sent, and is not called released', async () => {
-    const w = await startWorld();
-    const hook = await startReceiver();
-    cleanups.push(() => w.close(), () => hook.close());
-    const app = w.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    const { w, hook, channels } = await worldWithHook();
+    const app = w.app({ channels });
     const sim = w.sim.world;
     await app.runOnce(); // baseline
     sim.setHealth(1, { status: 'offline' });
@@ -46,10 +52,7 @@ describe('inhibition', () => {
   });
 
   it('a site.offline already firing when the daemon starts with inhibition configured holds back that site\'s other events', async () => {
-    const w = await startWorld();
-    const hook = await startReceiver();
-    cleanups.push(() => w.close(), () => hook.close());
-    const channels = [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }];
+    const { w, hook, channels } = await worldWithHook();
     const before = w.app({ channels, inhibit: [] });
     const sim = w.sim.world;
     await before.runOnce(); // baseline
@@ -68,10 +71,8 @@ describe('inhibition', () => {
   });
 
   it('holds a site\'s other events while site.offline fires, releases them when it resolves, and drops an alert that fired and resolved meanwhile', async () => {
-    const w = await startWorld();
-    const hook = await startReceiver();
-    cleanups.push(() => w.close(), () => hook.close());
-    const app = w.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    const { w, hook, channels } = await worldWithHook();
+    const app = w.app({ channels });
     const sim = w.sim.world;
     await app.runOnce(); // baseline
 
@@ -123,7 +124,7 @@ describe('inhibition', () => {
     // What an operator sees: every held event, why, and what became of it.
     await app.stop();
     const config = join(w.dir, 'config.yaml');
-    writeFileSync(config, w.yaml({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] }));
+    writeFileSync(config, w.yaml({ channels }));
     const cli = await hostwatch(['deliveries', '--held', '-c', config], { SIM_URL: w.sim.url, API_KEY: TEST_KEY, DB: w.dbPath });
     expect(cli.code).toBe(0);
     const lines = cli.stdout.split('\n').filter(Boolean);
@@ -133,10 +134,8 @@ describe('inhibition', () => {
   }, 90_000);
 
   it('releases an alert still firing when the inhibition ends, and can be turned off with inhibit: []', async () => {
-    const w = await startWorld();
-    const hook = await startReceiver();
-    cleanups.push(() => w.close(), () => hook.close());
-    const app = w.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    const { w, hook, channels } = await worldWithHook();
+    const app = w.app({ channels });
     const sim = w.sim.world;
     await app.runOnce();
     sim.setHealth(3, { status: 'offline' });
@@ -148,10 +147,8 @@ describe('inhibition', () => {
     await app.runOnce();
     expect(delivered(hook).sort()).toEqual(['3:site.offline:firing', '3:site.offline:resolved', '3:usage.disk_high:firing', '3:usage.over_limit:firing'].sort());
 
-    const w2 = await startWorld();
-    const hook2 = await startReceiver();
-    cleanups.push(() => w2.close(), () => hook2.close());
-    const app2 = w2.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook2.url, secret: TEST_SECRET }], inhibit: [] });
+    const { w: w2, hook: hook2, channels: channels2 } = await worldWithHook();
+    const app2 = w2.app({ channels: channels2, inhibit: [] });
     await app2.runOnce();
     w2.sim.world.setHealth(3, { status: 'offline' });
     await app2.runOnce();

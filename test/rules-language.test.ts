@@ -22,6 +22,9 @@ function rulesWith(yaml: string): CompiledRule[] {
   return [...byName.values()];
 }
 
+/** A replay of rule `name` alone, as defined in `yaml` over the built-in rules. */
+const replayOf = (name: string, yaml: string): Replay => new Replay(rulesWith(yaml).filter((x) => x.name === name));
+
 const health = (status: string, label = status): unknown => ({ site_id: 1, online: { status, label }, integrity: { status: 'ok', problems: 0 } });
 const usage = (percent: number): unknown => ({ site_id: 1, frozen: false, over: [], disk: { used_mib: percent * 10, limit_mib: 1000, percent, over: false } });
 
@@ -76,7 +79,7 @@ describe('hysteresis', () => {
 
 describe('rate of change', () => {
   it('compares with the last reading (before) by N or N%', () => {
-    const rules = rulesWith(`rules:
+    const r = replayOf('disk-jump', `rules:
   - name: disk-jump
     event: usage.disk_jump
     kind: change
@@ -85,14 +88,13 @@ describe('rate of change', () => {
     when: "before != null && (after.disk.percent - before.disk.percent >= params.points || (after.disk.percent - before.disk.percent) * 100.0 / before.disk.percent >= params.percent)"
     summary: "disk {{ before.disk.percent }}% -> {{ after.disk.percent }}%"
 `);
-    const r = new Replay(rules.filter((x) => x.name === 'disk-jump'));
     const out = [10, 12, 13.5, 20, 22, 23].flatMap((p, i) => r.observe(usageSource, 'sites/1/usage', 1, i * MIN, usage(p)).events.map((e) => e.data.summary));
     // 10→12 is +20% (≥10%), 12→13.5 is +12.5%, 13.5→20 is +6.5 points, 20→22 is +10%, 22→23 is +4.5%.
     expect(out).toEqual(['disk 10% -> 12%', 'disk 12% -> 13.5%', 'disk 13.5% -> 20%', 'disk 20% -> 22%']);
   });
 
   it('compares over a window with `past`, the reading as it was that long ago', () => {
-    const rules = rulesWith(`rules:
+    const r = replayOf('disk-growth', `rules:
   - name: disk-growth
     event: usage.disk_growth
     kind: alert
@@ -101,7 +103,6 @@ describe('rate of change', () => {
     when: "past != null && after.disk.percent - past.disk.percent >= 10.0"
     summary: "{{ domain }} disk grew from {{ past.disk.percent }}% to {{ after.disk.percent }}% in an hour"
 `);
-    const r = new Replay(rules.filter((x) => x.name === 'disk-growth'));
     r.knowSites([{ id: 1, domain: 'a.example' }]);
     const steps: Array<[number, number]> = [[0, 50], [20, 53], [40, 56], [60, 59], [80, 63], [100, 64], [160, 64]];
     const got = steps.flatMap(([m, p]) => r.observe(usageSource, 'sites/1/usage', 1, m * MIN, usage(p)).events.map((e) => `${m}m ${e.data.status} ${e.data.summary}`));
@@ -113,7 +114,7 @@ describe('rate of change', () => {
 
 describe('one-shot events with a dedup_key', () => {
   it('are made once per key value: the same value again gets the same id', () => {
-    const rules = rulesWith(`rules:
+    const r = replayOf('went-offline', `rules:
   - name: went-offline
     event: site.went_offline
     kind: change
@@ -122,7 +123,6 @@ describe('one-shot events with a dedup_key', () => {
     dedup_key: "after.online.label"
     summary: "{{ domain }} went offline: {{ after.online.label }}"
 `);
-    const r = new Replay(rules.filter((x) => x.name === 'went-offline'));
     const ids = (['online', 'offline:Timeout', 'online', 'offline:DNS', 'online', 'offline:Timeout'] as const).map((s, i) => {
       const [status, label] = s.split(':');
       return r.observe(healthSource, 'sites/1/health', 1, i * MIN, health(status!, label ?? status)).events.map((e) => e.id);
@@ -159,7 +159,7 @@ describe('labels, descriptions and shadow marks', () => {
   });
 
   it('render templates strictly: an unknown variable falls back to the plain summary, and is reported', () => {
-    const rules = rulesWith(`rules:
+    const r = replayOf('typo', `rules:
   - name: typo
     event: site.typo
     kind: alert
@@ -168,7 +168,6 @@ describe('labels, descriptions and shadow marks', () => {
     summary: "{{ domian }} is here"
     description: "{{ after.online.nope }}"
 `);
-    const r = new Replay(rules.filter((x) => x.name === 'typo'));
     const out = r.observe(healthSource, 'sites/1/health', 1, 0, health('online'));
     expect(out.events[0]!.data.summary).toBe('site.typo on sites/1/health');
     expect(out.events[0]!.data['description']).toBeUndefined();

@@ -234,33 +234,26 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
     else errors.push(valueError(['channels', index, 'name'], `must be unique; channels[${earlier}] is already named ${name}`, data, tree, file));
   });
 
-  for (const key of ['maintenance', 'inhibit'] as const) {
+  // Every CEL expression of the file is parsed here, so `check` names its file and line.
+  const checkCel = (path: (string | number)[], expr: unknown): void => {
+    if (typeof expr !== 'string' || expr.trim() === '') return;
+    try {
+      parseCel(expr);
+    } catch (e) {
+      errors.push(valueError(path, `is not a valid CEL expression: ${(e as Error).message}`, data, tree, file));
+    }
+  };
+  for (const [key, field] of [['maintenance', 'match'], ['inhibit', 'target']] as const) {
     const list = record[key];
     if (!Array.isArray(list)) continue;
-    list.forEach((item: unknown, index) => {
-      const field = key === 'maintenance' ? 'match' : 'target';
-      const expr = (item as Record<string, unknown> | null)?.[field];
-      if (typeof expr !== 'string' || expr.trim() === '') return;
-      try {
-        parseCel(expr);
-      } catch (e) {
-        errors.push(valueError([key, index, field], `is not a valid CEL expression: ${(e as Error).message}`, data, tree, file));
-      }
-    });
+    list.forEach((item: unknown, index) => checkCel([key, index, field], (item as Record<string, unknown> | null)?.[field]));
   }
 
   if (!Array.isArray(routes)) return errors;
   const defined = [...names.keys()];
   const allowed = defined.length === 0 ? 'but no channels are defined' : `one of ${defined.join(', ')}`;
   routes.forEach((route: unknown, routeIndex) => {
-    const match = (route as { match?: unknown } | null)?.match;
-    if (typeof match === 'string' && match.trim() !== '') {
-      try {
-        parseCel(match);
-      } catch (e) {
-        errors.push(valueError(['routes', routeIndex, 'match'], `is not a valid CEL expression: ${(e as Error).message}`, data, tree, file));
-      }
-    }
+    checkCel(['routes', routeIndex, 'match'], (route as { match?: unknown } | null)?.match);
     const targets = (route as { channels?: unknown } | null)?.channels;
     if (!Array.isArray(targets)) return;
     targets.forEach((target: unknown, index) => {

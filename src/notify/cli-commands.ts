@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
 import type { Config } from '../config/types.js';
-import { openStore, type Store } from '../store/db.js';
+import type { Store } from '../store/db.js';
 import { DeliveryRepo, type HeldView } from '../store/delivery-repo.js';
 import { EventsRepo, type DeliveryView } from '../store/events-repo.js';
 import { SilencesRepo } from '../store/silences-repo.js';
@@ -12,21 +12,17 @@ import { parseSilenceRequest, silenceView, sortSilences, type Silence, type Sile
 export interface CliHelpers {
   load(file: string): Promise<Config>;
   fail(message: string, code: number): never;
+  /** Open the config's database (migrating it); exits with a clear message when it cannot. */
+  openDatabase(config: Config, mustExist: boolean): Store;
   duration(v: string): number;
   atLeastOne(v: string): number;
 }
 
 const EXIT_ARGS = 2;
 
-/** Open the config's database (applying migrations, like the daemon), run `fn`, close it. */
+/** Open the config's database (created and migrated like the daemon's), run `fn`, close it. */
 async function withStore<T>(h: CliHelpers, file: string, fn: (store: Store) => T): Promise<T> {
-  const config = await h.load(file);
-  let store: Store;
-  try {
-    store = openStore(config.storage.path);
-  } catch (e) {
-    h.fail(`hostwatch: cannot open the database ${config.storage.path}: ${(e as Error).message}`, 1);
-  }
+  const store = h.openDatabase(await h.load(file), false);
   try {
     return fn(store);
   } finally {

@@ -115,14 +115,15 @@ export class Notifier {
    */
   private release(key: string, view: DispatchView): void {
     const by = `inhibited:${key}`;
-    const held = this.deps.delivery.held(by);
-    const drop = dropOnRelease(held.map((h) => ({ ...h, repeat: ((JSON.parse(h.body) as HostwatchEvent).data['repeat'] ?? 0) !== 0 })));
+    // Each held body is parsed once: for the drop decision and for deciding it again.
+    const held = this.deps.delivery.held(by).map((h) => ({ ...h, event: JSON.parse(h.body) as HostwatchEvent }));
+    const drop = dropOnRelease(held.map((h) => ({ ...h, repeat: (h.event.data['repeat'] ?? 0) !== 0 })));
     for (const h of held) {
       if (drop.has(h.id)) {
         this.deps.delivery.setHeldOutcome(h.id, 'dropped');
         continue;
       }
-      const e = JSON.parse(h.body) as HostwatchEvent;
+      const e = h.event;
       const decision = this.deps.dispatcher.decide(e, view, { skipInhibition: key });
       this.apply(e, decision, view.now);
       // Held again by another inhibition: it waits for that one instead. Silenced or in a

@@ -16,6 +16,9 @@ export interface StoredEvent {
   held_outcome: string | null;
 }
 
+/** The columns of a `StoredEvent`. */
+const STORED_EVENT = ['id', 'body', 'time', 'silenced_by', 'held_by', 'held_outcome'] as const;
+
 /** How many rows one prune removed, per table. */
 export interface PruneResult {
   changeLog: number;
@@ -35,6 +38,8 @@ export class HistoryRepo {
   private readonly pruneEvidence;
   private readonly entityStmt;
   private readonly lastVersionStmt;
+  private readonly eventStmt;
+  private readonly lastEventStmt;
 
   constructor(private readonly sqlite: BetterSqlite3.Database) {
     this.addStmt = prepare<ChangeLogRow>(sqlite, (p) => qb.insertInto('change_log').values(pick(p, COLUMNS.change_log)));
@@ -58,7 +63,17 @@ export class HistoryRepo {
         .orderBy('at')
         .orderBy('id'),
     );
-    this.lastVersionStmt = sqlite.prepare('SELECT max(version) AS v FROM change_log WHERE source = ? AND entity = ?');
+    this.lastVersionStmt = prepare<{ source: string; entity: string }>(sqlite, (p) =>
+      qb
+        .selectFrom('change_log')
+        .select((eb) => eb.fn.max('version').as('v'))
+        .where('source', '=', p.source)
+        .where('entity', '=', p.entity),
+    );
+    this.eventStmt = prepare<{ id: string }>(sqlite, (p) => qb.selectFrom('events').select(STORED_EVENT).where('id', '=', p.id));
+    this.lastEventStmt = prepare<{ rule: string; subject: string }>(sqlite, (p) =>
+      qb.selectFrom('events').select(STORED_EVENT).where('rule', '=', p.rule).where('subject', '=', p.subject).orderBy('seq', 'desc').limit(1),
+    );
     this.evidencePut = prepare<EvidenceRow>(sqlite, (p) =>
       qb
         .insertInto('event_evidence')
@@ -119,7 +134,7 @@ export class HistoryRepo {
 
   /** A stored event with its silence, by id (`hostwatch explain`). */
   event(id: string): StoredEvent | undefined {
-    return this.sqlite.prepare('SELECT id, body, time, silenced_by, held_by, held_outcome FROM events WHERE id = ?').get(id) as StoredEvent | undefined;
+    return this.eventStmt.get({ id }) as StoredEvent | undefined;
   }
 
   /**
@@ -128,14 +143,12 @@ export class HistoryRepo {
    * here, so change-event ids (rule, subject, version) are never reused.
    */
   lastVersion(source: string, entity: string): number | null {
-    return (this.lastVersionStmt.get(source, entity) as { v: number | null }).v;
+    return (this.lastVersionStmt.get({ source, entity }) as { v: number | null }).v;
   }
 
   /** The newest stored event of a rule about a subject. */
   lastEventOf(rule: string, subject: string): StoredEvent | undefined {
-    return this.sqlite
-      .prepare('SELECT id, body, time, silenced_by, held_by, held_outcome FROM events WHERE rule = ? AND subject = ? ORDER BY seq DESC LIMIT 1')
-      .get(rule, subject) as StoredEvent | undefined;
+    return this.lastEventStmt.get({ rule, subject }) as StoredEvent | undefined;
   }
 
   /**

@@ -84,7 +84,7 @@ export class WebhookChannel implements Channel {
           'user-agent': 'hostwatch',
           'webhook-id': event.id,
           'webhook-timestamp': String(ts),
-          'webhook-signature': signatureHeader(this.cfg.secrets ?? [this.cfg.secret], event.id, ts, req.body),
+          'webhook-signature': signatureHeader(this.cfg.secrets, event.id, ts, req.body),
         },
         body: req.body,
         headersTimeout: this.cfg.timeout_ms,
