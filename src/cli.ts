@@ -51,7 +51,9 @@ function build(config: Config): App {
   try {
     return createApp(config);
   } catch (e) {
-    if (e instanceof RuleErrors || e instanceof RouteError) fail(e.message, EXIT_CONFIG);
+    if (e instanceof RuleErrors) fail(e.message, EXIT_CONFIG);
+    // Named with its file, as `check` and `rules backtest` name it (invariant 8).
+    if (e instanceof RouteError) fail(`${config.file}: ${e.message}`, EXIT_CONFIG);
     fail(`hostwatch: cannot start: ${(e as Error).message}`, 1);
   }
 }
