@@ -69,8 +69,8 @@ describe('valid configs', () => {
       },
       rules: ['/srv/hostwatch/rules', '/etc/hostwatch/extra.yaml'],
       channels: [
-        { name: 'hooks', type: 'webhook', url: 'https://example.net/hook', secret: WEBHOOK_SECRET, secrets: [WEBHOOK_SECRET], timeout_ms: 5_000, mode: 'structured' },
-        { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T000/B000/XXXX', timeout_ms: 10_000, digest: null },
+        { name: 'hooks', type: 'webhook', url: 'https://example.net/hook', secret: WEBHOOK_SECRET, secrets: [WEBHOOK_SECRET], timeout_ms: 5_000, mode: 'structured', template: null },
+        { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T000/B000/XXXX', timeout_ms: 10_000, digest: null, template: null },
         {
           name: 'oncall',
           type: 'email',
@@ -98,7 +98,7 @@ describe('valid configs', () => {
   it('reads ${VAR} written unquoted inside a flow map, as in the PRODUCT.md example', () => {
     const config = configOf('valid-env-in-flow-map.yaml', { SLACK_WEBHOOK_URL: 'https://hooks.slack.com/services/T1/B2/C3' });
     expect(config.channels).toEqual([
-      { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T1/B2/C3', timeout_ms: 10_000, digest: null },
+      { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T1/B2/C3', timeout_ms: 10_000, digest: null, template: null },
     ]);
   });
 
@@ -312,8 +312,8 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an unknown channel type lists the types, and a missing one is required',
       fixture: 'unknown-channel-type.yaml',
       errors: [
-        'unknown-channel-type.yaml:5:26: channels[0].type: must be one of webhook, slack, email, console (got "sms")',
-        'unknown-channel-type.yaml:6:5: channels[1].type: is required; must be one of webhook, slack, email, console',
+        'unknown-channel-type.yaml:5:26: channels[0].type: must be one of webhook, slack, email, console, teams, discord, pagerduty, opsgenie, telegram, ntfy (got "sms")',
+        'unknown-channel-type.yaml:6:5: channels[1].type: is required; must be one of webhook, slack, email, console, teams, discord, pagerduty, opsgenie, telegram, ntfy',
       ],
     },
     {
