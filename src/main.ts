@@ -133,7 +133,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     onResponse: ({ status, code }) => metrics.apiResponse(status, code),
   });
   const channels = new Map<string, Channel>();
-  for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts, log));
+  for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts, log, scrub));
   for (const c of opts.channels ?? []) channels.set(c.name, c);
   const bus = new EventEmitter<AppBusEvents>();
   bus.setMaxListeners(1000);
@@ -317,17 +317,20 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   return app;
 }
 
-/** Build the channel a config names. Templates are parsed once here; a render error is logged. */
-export function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions, log?: Logger): Channel {
+/**
+ * Build the channel a config names. Templates are parsed once here; a render error is
+ * logged. `scrub` removes secrets from providers' answers before channels cut them.
+ */
+export function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions, log?: Logger, scrub?: (text: string) => string): Channel {
   const text = 'template' in c && typeof c.template === 'string' ? channelText(c.name, c.template, log) : summaryText;
-  const http = (provider: Provider) => new HttpChannel(c.name, c.type, provider, 'timeout_ms' in c ? c.timeout_ms : 10_000, { now, sleep: opts.sleep });
+  const http = (provider: Provider) => new HttpChannel(c.name, c.type, provider, 'timeout_ms' in c ? c.timeout_ms : 10_000, { now, sleep: opts.sleep, scrub });
   switch (c.type) {
     case 'webhook':
-      return new WebhookChannel(c, now);
+      return new WebhookChannel(c, now, scrub);
     case 'console':
       return new ConsoleChannel(c, opts.consoleWrite);
     case 'slack':
-      return new SlackChannel(c, { now, sleep: opts.sleep, text });
+      return new SlackChannel(c, { now, sleep: opts.sleep, text, scrub });
     case 'email':
       return new EmailChannel(c);
     case 'teams':

@@ -177,6 +177,11 @@ export interface HttpChannelOptions {
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
   maxWaitMs?: number;
+  /**
+   * Removes secrets from a provider's answer before it is read and cut: a provider that
+   * echoes a token must not leave half of it behind a cut, where no scrubber finds it.
+   */
+  scrub?: (text: string) => string;
 }
 
 /** The most of an answer's body read: provider errors are short, and a huge body must not fill memory. */
@@ -187,6 +192,7 @@ export class HttpChannel implements Channel {
   private readonly agent = new Agent({ keepAliveTimeout: 10_000 });
   private readonly pacer: Pacer;
   private readonly now: () => number;
+  private readonly scrub: (text: string) => string;
 
   constructor(
     readonly name: string,
@@ -196,6 +202,7 @@ export class HttpChannel implements Channel {
     opts: HttpChannelOptions = {},
   ) {
     this.now = opts.now ?? Date.now;
+    this.scrub = opts.scrub ?? ((t) => t);
     this.pacer = new Pacer({
       label: provider.label,
       minIntervalMs: provider.minIntervalMs,
@@ -228,7 +235,7 @@ export class HttpChannel implements Channel {
         bodyTimeout: this.timeoutMs,
         signal: AbortSignal.timeout(this.timeoutMs),
       });
-      answer = { status: res.statusCode, headers: res.headers, body: await readSome(res.body) };
+      answer = { status: res.statusCode, headers: res.headers, body: this.scrub(await readSome(res.body)) };
     } catch (e) {
       return networkFailure(this.provider.label, e);
     }

@@ -85,6 +85,8 @@ export interface SlackOptions {
   minIntervalMs?: number;
   /** What each event says (a channel template); its summary by default. */
   text?: ItemText;
+  /** Removes secrets from Slack's answer before it is cut (see HttpChannelOptions.scrub). */
+  scrub?: (text: string) => string;
 }
 
 /**
@@ -99,12 +101,14 @@ export class SlackChannel implements Channel {
   private readonly now: () => number;
   private readonly pacer: Pacer;
   private readonly say: ItemText;
+  private readonly scrub: (text: string) => string;
   private lastRetryAfter: string | null = null;
 
   constructor(cfg: SlackChannelConfig, opts: SlackOptions = {}) {
     this.name = cfg.name;
     this.now = opts.now ?? Date.now;
     this.say = opts.text ?? summaryText;
+    this.scrub = opts.scrub ?? ((t) => t);
     this.pacer = new Pacer({
       label: 'Slack',
       minIntervalMs: opts.minIntervalMs ?? SLACK_MIN_INTERVAL_MS,
@@ -138,7 +142,7 @@ export class SlackChannel implements Channel {
       return { ok: true, statusCode: 200 };
     } catch (e) {
       if (e instanceof IncomingWebhookHTTPError) {
-        const answer = cut(e.body.trim(), 200);
+        const answer = cut(this.scrub(e.body).trim(), 200);
         const status = e.statusCode;
         const retryAfterMs = parseRetryAfter(this.lastRetryAfter ?? undefined, this.now());
         if (SLACK_PERMANENT_ERRORS.has(answer)) {

@@ -7,7 +7,7 @@ import type { HostwatchEvent } from '../../events/types.js';
 import { resultFromStatus, type Channel, type SendResult } from '../channel.js';
 import { compileTemplate, renderTemplate } from '../templates.js';
 import { networkFailure } from './http.js';
-import { oneLine } from './render.js';
+import { cut, oneLine } from './render.js';
 
 /**
  * Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 over `id.timestamp.body`, keyed
@@ -106,6 +106,8 @@ export class WebhookChannel implements Channel {
   constructor(
     private readonly cfg: WebhookChannelConfig,
     private readonly now: () => number = Date.now,
+    /** Removes secrets from a receiver's answer before it is cut (see HttpChannelOptions.scrub). */
+    private readonly scrub: (text: string) => string = (t) => t,
   ) {
     this.name = cfg.name;
     this.template = cfg.template ? compileWebhookTemplate(cfg.template) : null;
@@ -137,7 +139,7 @@ export class WebhookChannel implements Channel {
         bodyTimeout: this.cfg.timeout_ms,
         signal: AbortSignal.timeout(this.cfg.timeout_ms),
       });
-      const answer = (await res.body.text()).slice(0, 200);
+      const answer = cut(this.scrub(await res.body.text()), 200);
       const result = resultFromStatus(res.statusCode, answer, parseRetryAfter(res.headers['retry-after'], this.now()));
       return res.statusCode === 410 && !result.ok ? { ...result, disable: true } : result;
     } catch (e) {
