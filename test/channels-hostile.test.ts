@@ -16,6 +16,7 @@ import { fakePagerDuty, type FakePagerDuty } from './fakes/pagerduty.js';
 import { fakeSlack, slackTexts, type FakeSlack } from './fakes/slack.js';
 import { cardTexts, fakeTeams, type FakeTeams } from './fakes/teams.js';
 import { fakeTelegram, type FakeTelegram } from './fakes/telegram.js';
+import { everyChannel, providerChannels } from './fakes/world.js';
 import { startWorld, type World } from './harness.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 import { startSmtp, type SmtpReceiver } from './smtp.js';
@@ -63,22 +64,15 @@ beforeAll(async () => {
     fakeNtfy(),
   ]);
   w = await startWorld();
+  const channels = [
+    { name: 'hook', type: 'webhook', url: hook.url, secret: TEST_SECRET },
+    { name: 'slack', type: 'slack', url: slack.url },
+    { name: 'mail', type: 'email', to: ['ops@example.net'], from: 'hostwatch@example.net', smtp: { host: '127.0.0.1', port: smtp.port } },
+    ...providerChannels({ teams, discord, pd, og, tg, ntfy, pdKey: PD_KEY, ogKey: OG_KEY, chat: CHAT }),
+    { name: 'console', type: 'console' },
+  ];
   const app = w.app(
-    {
-      channels: [
-        { name: 'hook', type: 'webhook', url: hook.url, secret: TEST_SECRET },
-        { name: 'slack', type: 'slack', url: slack.url },
-        { name: 'mail', type: 'email', to: ['ops@example.net'], from: 'hostwatch@example.net', smtp: { host: '127.0.0.1', port: smtp.port } },
-        { name: 'teams', type: 'teams', url: teams.url },
-        { name: 'discord', type: 'discord', url: discord.url },
-        { name: 'pager', type: 'pagerduty', routing_key: PD_KEY, api_url: pd.url },
-        { name: 'genie', type: 'opsgenie', api_key: OG_KEY, api_url: og.url },
-        { name: 'tg', type: 'telegram', bot_token: tg.token, chat_id: CHAT, api_url: tg.url },
-        { name: 'ntfy', type: 'ntfy', url: ntfy.url, token: ntfy.token },
-        { name: 'console', type: 'console' },
-      ],
-      routes: [{ channels: ['hook', 'slack', 'mail', 'teams', 'discord', 'pager', 'genie', 'tg', 'ntfy', 'console'], group_wait: '0s' }],
-    },
+    { channels, routes: everyChannel(channels) },
     { consoleWrite: (l) => void consoleLines.push(l) },
   );
   event = siteEvent('hostile', 7, { name: 'reputation.poor_review', severity: 'warning', summary: HOSTILE, domain: DOMAIN });

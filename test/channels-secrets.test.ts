@@ -17,7 +17,7 @@ import { fakePagerDuty } from './fakes/pagerduty.js';
 import type { Arrival, Fake } from './fakes/server.js';
 import { fakeTeams } from './fakes/teams.js';
 import { fakeTelegram } from './fakes/telegram.js';
-import { everythingStored } from './fakes/world.js';
+import { everyChannel, everythingStored, providerChannels } from './fakes/world.js';
 import { rows, startWorld, type World } from './harness.js';
 
 const PD_KEY = 'S3CR3TR0UT1NGK3YS3CR3TR0UT1NGK3Y';
@@ -38,18 +38,11 @@ beforeAll(async () => {
   const [teams, discord, pd, og, tg, ntfy] = await Promise.all([fakeTeams(), fakeDiscord(), fakePagerDuty(PD_KEY), fakeOpsgenie(OG_KEY), fakeTelegram([CHAT]), fakeNtfy()]);
   fakes = [teams, discord, pd, og, tg, ntfy];
   w = await startWorld();
+  const channels = [...providerChannels({ teams, discord, pd, og, tg, ntfy, pdKey: PD_KEY, ogKey: OG_KEY, chat: CHAT }), { name: 'console', type: 'console' }];
   app = w.app(
     {
-      channels: [
-        { name: 'teams', type: 'teams', url: teams.url },
-        { name: 'discord', type: 'discord', url: discord.url },
-        { name: 'pager', type: 'pagerduty', routing_key: PD_KEY, api_url: pd.url },
-        { name: 'genie', type: 'opsgenie', api_key: OG_KEY, api_url: og.url },
-        { name: 'tg', type: 'telegram', bot_token: tg.token, chat_id: CHAT, api_url: tg.url },
-        { name: 'ntfy', type: 'ntfy', url: ntfy.url, token: ntfy.token },
-        { name: 'console', type: 'console' },
-      ],
-      routes: [{ channels: ['teams', 'discord', 'pager', 'genie', 'tg', 'ntfy', 'console'], group_wait: '0s' }],
+      channels,
+      routes: everyChannel(channels),
       delivery: { retry_schedule: ['100ms', '100ms'] },
     },
     { consoleWrite: () => undefined },

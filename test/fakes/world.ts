@@ -41,3 +41,33 @@ export function everythingStored(w: World): string {
     db.close();
   }
 }
+
+/** The fakes of the six providers hostwatch added channels for, with the credentials they accept. */
+export interface ProviderFakes {
+  teams: { url: string };
+  discord: { url: string };
+  pd: { url: string };
+  og: { url: string };
+  tg: { url: string; token: string };
+  ntfy: { url: string; token: string | null };
+  pdKey: string;
+  ogKey: string;
+  chat: number;
+}
+
+/** One channel of each new type, each pointed at its fake (names: teams, discord, pager, genie, tg, ntfy). */
+export function providerChannels(f: ProviderFakes): Array<Record<string, unknown>> {
+  return [
+    { name: 'teams', type: 'teams', url: f.teams.url },
+    { name: 'discord', type: 'discord', url: f.discord.url },
+    { name: 'pager', type: 'pagerduty', routing_key: f.pdKey, api_url: f.pd.url },
+    { name: 'genie', type: 'opsgenie', api_key: f.ogKey, api_url: f.og.url },
+    { name: 'tg', type: 'telegram', bot_token: f.tg.token, chat_id: f.chat, api_url: f.tg.url },
+    { name: 'ntfy', type: 'ntfy', url: f.ntfy.url, ...(f.ntfy.token ? { token: f.ntfy.token } : {}) },
+  ];
+}
+
+/** A route that sends every event to every one of these channels at once. */
+export function everyChannel(channels: Array<Record<string, unknown>>): Array<Record<string, unknown>> {
+  return [{ channels: channels.map((c) => c['name']), group_wait: '0s' }];
+}
