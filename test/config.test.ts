@@ -173,6 +173,22 @@ describe('config.example.yaml', () => {
     expect(result.ok && result.config.channels.map((c) => c.name)).toEqual(['hooks', 'ops', 'oncall', 'console']);
   });
 
+  it('has a commented block for every channel type, each of which hostwatch accepts once uncommented', () => {
+    const lines = example.split('\n');
+    const blocks: string[][] = [];
+    for (const line of lines) {
+      if (/^  # - name: /.test(line)) blocks.push([]);
+      else if (!/^  #   /.test(line)) continue;
+      blocks.at(-1)?.push(line.replace(/^  # /, '  '));
+    }
+    const env = { ...ENV, TEAMS_WORKFLOW_URL: 'https://prod.logic.azure.com/workflows/a?sig=s', DISCORD_WEBHOOK_URL: 'https://discord.com/api/webhooks/1/t', PAGERDUTY_ROUTING_KEY: '0123456789abcdef0123456789abcdef', OPSGENIE_API_KEY: 'k', TELEGRAM_BOT_TOKEN: '1:AAx', NTFY_TOKEN: 'tk_x' };
+    const text = `api: { base_url: https://panel.example.com, key: k }\nchannels:\n${blocks.map((b) => b.join('\n')).join('\n')}\n`;
+    const result = parseConfig(text, 'config.example.yaml (commented channels)', env, { sourceNames: SOURCES.map((s) => s.name), baseDir: REPO });
+    expect(result.ok ? [] : formatConfigErrors(result.errors)).toEqual([]);
+    const types = result.ok ? result.config.channels.map((c) => c.type) : [];
+    expect(new Set(types)).toEqual(new Set(['teams', 'discord', 'pagerduty', 'opsgenie', 'telegram', 'ntfy', 'webhook']));
+  });
+
   it('documents every key with a comment on its line or just above it', () => {
     const lines = example.split('\n');
     const undocumented = lines.filter((line, index) => {
