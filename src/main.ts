@@ -321,7 +321,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
  * Build the channel a config names. Templates are parsed once here; a render error is
  * logged. `scrub` removes secrets from providers' answers before channels cut them.
  */
-export function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions, log?: Logger, scrub?: (text: string) => string): Channel {
+function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions, log?: Logger, scrub?: (text: string) => string): Channel {
   const text = 'template' in c && typeof c.template === 'string' ? channelText(c.name, c.template, log) : summaryText;
   const http = (provider: Provider) => new HttpChannel(c.name, c.type, provider, 'timeout_ms' in c ? c.timeout_ms : 10_000, { now, sleep: opts.sleep, scrub });
   switch (c.type) {

@@ -136,3 +136,20 @@ describe('a provider error cut to length', () => {
     }
   });
 });
+
+describe('a webhook template', () => {
+  it('treats credential headers as secrets: scrubbed when written plainly, redacted in config errors', () => {
+    const config = (auth: string) =>
+      parseConfig(
+        `api: { base_url: https://panel.example.com, key: k }\nchannels:\n  - { name: h, type: webhook, url: "https://example.net/h", template: { body: x, headers: { Authorization: "${auth}", X-Kind: "{{ type }}" } } }\n`,
+        'c.yaml',
+        {},
+        { sourceNames: SOURCE_NAMES, baseDir: '/tmp' },
+      );
+    const ok = config('Bearer s3cr3t-header-token');
+    expect(ok.ok && secretsOf(ok.config)).toEqual(expect.arrayContaining(['Bearer s3cr3t-header-token', 's3cr3t-header-token']));
+    expect(ok.ok && secretsOf(ok.config).some((s) => s.includes('type'))).toBe(false);
+    const bad = config('Bearer {{ nope }}');
+    expect(bad.ok ? [] : bad.errors.map((e) => [e.path, e.value])).toEqual([['channels[0].template.headers.Authorization', '[redacted]']]);
+  });
+});

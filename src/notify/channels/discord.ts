@@ -85,6 +85,7 @@ export function discordProvider(cfg: DiscordChannelConfig, text: ItemText = summ
   url.searchParams.set('wait', 'true');
   return {
     label: 'Discord',
+    groups: true,
     minIntervalMs: DISCORD_MIN_INTERVAL_MS,
     request: (events) => ({ url: url.toString(), headers: { 'content-type': 'application/json' }, body: JSON.stringify(discordMessage(events, text)) }),
     judge: judgeDiscord,

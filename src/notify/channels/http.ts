@@ -165,7 +165,12 @@ export interface Provider {
   /** Names the provider in error texts ("Discord HTTP 404: Unknown Webhook"). */
   readonly label: string;
   readonly minIntervalMs: number;
-  /** The request for one event, or for a group of events for providers that group. */
+  /**
+   * True: one request carries a group of events (a chat message). False: one request per
+   * event (a pager's trigger or resolve); `request` then always gets one event.
+   */
+  readonly groups: boolean;
+  /** The request for the events of one message. */
   request(events: readonly HostwatchEvent[]): OutgoingRequest;
   /** What an answer to the request for `events` means. */
   judge(answer: HttpAnswer, now: number, events: readonly HostwatchEvent[]): Verdict;
@@ -210,16 +215,18 @@ export class HttpChannel implements Channel {
       now: this.now,
       sleep: opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))),
     });
+    if (provider.groups) this.sendBatch = (events) => this.pacer.run(() => this.post(events));
   }
 
-  /** One event, one request. */
+  /**
+   * One request for a group of events, in turn with the other requests to this endpoint.
+   * Only providers that group have it: the outbox then hands them a group's due events.
+   */
+  readonly sendBatch?: (events: readonly HostwatchEvent[]) => Promise<SendResult>;
+
+  /** One event, one request, in turn with the other requests to this endpoint. */
   send(event: HostwatchEvent): Promise<SendResult> {
-    return this.sendBatch([event]);
-  }
-
-  /** One request for the group, in turn with the other requests to this endpoint. */
-  sendBatch(events: readonly HostwatchEvent[]): Promise<SendResult> {
-    return this.pacer.run(() => this.post(events));
+    return this.pacer.run(() => this.post([event]));
   }
 
   private async post(events: readonly HostwatchEvent[]): Promise<SendResult> {

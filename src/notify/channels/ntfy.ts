@@ -71,6 +71,7 @@ export function ntfyProvider(cfg: NtfyChannelConfig, text: ItemText = summaryTex
   if (cfg.token) headers['authorization'] = `Bearer ${cfg.token}`;
   return {
     label: 'ntfy',
+    groups: true,
     minIntervalMs: NTFY_MIN_INTERVAL_MS,
     request: (events) => ({ url: publishUrl, headers, body: JSON.stringify(ntfyMessage(events, topic, text)) }),
     judge: judgeNtfy,

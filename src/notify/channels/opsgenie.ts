@@ -83,6 +83,7 @@ export function opsgenieProvider(cfg: OpsgenieChannelConfig, text: ItemText = su
   const resolves = (events: readonly HostwatchEvent[]) => events[0]!.data.status === 'resolved';
   return {
     label: 'Opsgenie',
+    groups: false,
     minIntervalMs: OPSGENIE_MIN_INTERVAL_MS,
     request: (events) => {
       if (!resolves(events)) return { url: `${cfg.api_url}/v2/alerts`, headers, body: JSON.stringify(opsgenieAlert(events[0]!, text)) };

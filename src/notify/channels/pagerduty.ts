@@ -84,6 +84,7 @@ export function judgePagerDuty(answer: HttpAnswer, now: number): Verdict {
 export function pagerDutyProvider(cfg: PagerDutyChannelConfig, text: ItemText = summaryText): Provider {
   return {
     label: 'PagerDuty',
+    groups: false,
     minIntervalMs: PAGERDUTY_MIN_INTERVAL_MS,
     request: (events) => ({
       url: `${cfg.api_url}/v2/enqueue`,

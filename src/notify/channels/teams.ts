@@ -95,6 +95,7 @@ export function judgeTeams(answer: HttpAnswer, now: number) {
 export function teamsProvider(cfg: TeamsChannelConfig, text: ItemText = summaryText): Provider {
   return {
     label: 'Teams',
+    groups: true,
     minIntervalMs: TEAMS_MIN_INTERVAL_MS,
     request: (events) => ({ url: cfg.url, headers: { 'content-type': 'application/json' }, body: JSON.stringify(teamsMessage(events, text)) }),
     judge: judgeTeams,

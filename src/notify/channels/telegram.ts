@@ -85,6 +85,7 @@ export function telegramProvider(cfg: TelegramChannelConfig, text: ItemText = su
   const group = String(cfg.chat_id).startsWith('-') || String(cfg.chat_id).startsWith('@');
   return {
     label: 'Telegram',
+    groups: true,
     minIntervalMs: group ? TELEGRAM_MIN_INTERVAL_MS.group : TELEGRAM_MIN_INTERVAL_MS.private,
     request: (events) => ({
       url: `${cfg.api_url}/bot${cfg.bot_token}/sendMessage`,
