@@ -29,11 +29,3 @@ export interface Channel {
   sendBatch?(events: readonly HostwatchEvent[]): Promise<SendResult>;
   close?(): Promise<void>;
 }
-
-/** Map an HTTP status to a result: 2xx ok; 408, 429 and 5xx retry; everything else permanent. */
-export function resultFromStatus(status: number, answer: string, retryAfterMs: number | null = null): SendResult {
-  if (status >= 200 && status < 300) return { ok: true, statusCode: status };
-  const retryable = status === 408 || status === 429 || status >= 500;
-  const why = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
-  return { ok: false, retryable, statusCode: status, error: `HTTP ${status}${why}${answer ? `: ${answer}` : ''}`, retryAfterMs };
-}

@@ -41,10 +41,14 @@ export type Verdict =
   | { kind: 'dead'; detail: string }
   | { kind: 'disable'; detail: string };
 
-/** The SendResult of a verdict, its error text naming the provider, the status and its words. */
+/**
+ * The SendResult of a verdict, its error text naming the provider (when `label` is not
+ * empty), the status and the provider's words.
+ */
 export function resultOf(label: string, status: number, v: Verdict): SendResult {
   if (v.kind === 'ok') return { ok: true, statusCode: status };
-  const error = `${label} HTTP ${status}${v.detail ? `: ${v.detail}` : ''}`;
+  const redirect = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
+  const error = `${label ? `${label} ` : ''}HTTP ${status}${redirect}${v.detail ? `: ${v.detail}` : ''}`;
   if (v.kind === 'retry') return { ok: false, retryable: true, statusCode: status, error, retryAfterMs: v.retryAfterMs ?? null };
   if (v.kind === 'dead') return { ok: false, retryable: false, statusCode: status, error };
   return { ok: false, retryable: false, statusCode: status, error: `${error} (the channel is misconfigured or gone)`, disable: true };
@@ -59,7 +63,6 @@ export function standardVerdict(status: number, detail: string, retryAfterMs: nu
   if (status >= 200 && status < 300) return { kind: 'ok' };
   if (disableOn.includes(status)) return { kind: 'disable', detail };
   if (status === 408 || status === 429 || status >= 500) return { kind: 'retry', detail, retryAfterMs };
-  if (status >= 300 && status < 400) return { kind: 'dead', detail: `${detail}${detail ? ' ' : ''}(redirects are not followed)` };
   return { kind: 'dead', detail };
 }
 

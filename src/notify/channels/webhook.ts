@@ -4,9 +4,9 @@ import { parseRetryAfter } from '../../api/client.js';
 import type { Template } from 'liquidjs';
 import type { WebhookChannelConfig, WebhookTemplateConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
-import { resultFromStatus, type Channel, type SendResult } from '../channel.js';
+import type { Channel, SendResult } from '../channel.js';
 import { compileTemplate, renderTemplate } from '../templates.js';
-import { networkFailure } from './http.js';
+import { networkFailure, resultOf, standardVerdict } from './http.js';
 import { cut, oneLine } from './render.js';
 
 /**
@@ -140,7 +140,8 @@ export class WebhookChannel implements Channel {
         signal: AbortSignal.timeout(this.cfg.timeout_ms),
       });
       const answer = cut(this.scrub(await res.body.text()), 200);
-      const result = resultFromStatus(res.statusCode, answer, parseRetryAfter(res.headers['retry-after'], this.now()));
+      const result = resultOf('', res.statusCode, standardVerdict(res.statusCode, answer, parseRetryAfter(res.headers['retry-after'], this.now()), []));
+      // 410 Gone: the receiver will never take more (its reason is stored as it answered).
       return res.statusCode === 410 && !result.ok ? { ...result, disable: true } : result;
     } catch (e) {
       return networkFailure('', e);
