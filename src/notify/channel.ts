@@ -23,8 +23,9 @@ export interface Channel {
   /** `body` is the exact stored JSON of `event` (what is signed and sent). */
   send(event: HostwatchEvent, body: string): Promise<SendResult>;
   /**
-   * Channels that write for people (e-mail, Slack) send a group of events as one message;
-   * the worker then hands them every due event of the group at once.
+   * Channels that write for people (e-mail, Slack, Teams, Discord, Telegram, ntfy) send a
+   * group of events as one message; the worker then hands them every due event of the
+   * group at once.
    */
   sendBatch?(events: readonly HostwatchEvent[]): Promise<SendResult>;
   close?(): Promise<void>;
