@@ -5,7 +5,7 @@ import { parseDuration } from './config/duration.js';
 import { loadConfig } from './config/load.js';
 import { ConfigErrors } from './config/errors.js';
 import type { Config } from './config/types.js';
-import { createApp, rulesFor, SOURCE_NAMES, type App } from './main.js';
+import { CONFIG_SOURCES, createApp, rulesFor, SOURCE_NAMES, type App } from './main.js';
 import type { HostwatchEvent } from './events/types.js';
 import { formatEventLine } from './notify/channels/console.js';
 import { Dispatcher } from './notify/dispatch.js';
@@ -39,7 +39,7 @@ function fail(message: string, code: number): never {
 
 async function load(file: string): Promise<Config> {
   try {
-    return await loadConfig(file, process.env, { sourceNames: SOURCE_NAMES });
+    return await loadConfig(file, process.env, CONFIG_SOURCES);
   } catch (e) {
     if (e instanceof ConfigErrors) fail(e.format(), EXIT_CONFIG);
     throw e;
@@ -142,7 +142,7 @@ program
     const problems: string[] = [];
     let config: Config | null = null;
     try {
-      config = await loadConfig(o.config, process.env, { sourceNames: SOURCE_NAMES });
+      config = await loadConfig(o.config, process.env, CONFIG_SOURCES);
     } catch (e) {
       if (!(e instanceof ConfigErrors)) throw e;
       problems.push(e.format());

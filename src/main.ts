@@ -42,9 +42,10 @@ import { metricsRoutes } from './server/routes/metrics.js';
 import { silencesRoutes } from './server/routes/silences.js';
 import { startServer } from './server/server.js';
 import { Fetcher } from './sources/fetch.js';
-import { SOURCES } from './sources/registry.js';
+import { SOURCE_READ_BY, SOURCES } from './sources/registry.js';
 import { enabledSources, pathsFor } from './sources/select.js';
 import { Followups } from './scheduler/followups.js';
+import { describePlan, planBudget, planInputs, sourcePriorities } from './scheduler/budget-plan.js';
 import { AlertsRepo } from './store/alerts-repo.js';
 import { openStore, type Store } from './store/db.js';
 import { EventsRepo } from './store/events-repo.js';
@@ -53,6 +54,9 @@ import { SnapshotsRepo } from './store/snapshots-repo.js';
 
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
+
+/** What config parsing needs to know of the sources (names; who reads details and views). */
+export const CONFIG_SOURCES = { sourceNames: SOURCE_NAMES, readBy: SOURCE_READ_BY } as const;
 
 /** Injection points for tests, the demo and benchmarks; production uses the defaults. */
 export interface AppOptions {
@@ -128,6 +132,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     maxConcurrency: config.api.max_concurrency,
     retries: config.api.retries,
     maxPages: config.api.max_pages,
+    maxReplyBytes: config.api.max_reply_bytes,
     now,
     random,
     onResponse: ({ status, code }) => metrics.apiResponse(status, code),
@@ -200,8 +205,18 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   });
   const scheduled: ScheduledSource[] = enabledSources(config);
   const followups = new Followups(scheduled.map((s) => s.def));
+  const priorities = sourcePriorities(scheduled, rules, config);
+  const fetcher = new Fetcher(client, {
+    options: (name, siteId) => ({ paths: pathsFor(config, name, siteId) }),
+    stored: (ref) => {
+      const row = snapshots.get(ref.source.name, ref.entity);
+      return row === undefined ? undefined : (JSON.parse(row.body) as unknown);
+    },
+    onOldestFirst: (source) =>
+      log.warn({ source: source.name, endpoint: source.path }, 'this list is served oldest first, not newest first as assumed (A5/A21): it is read whole at every poll'),
+  });
   const poller = new Poller({
-    fetcher: new Fetcher(client, (name, siteId) => ({ paths: pathsFor(config, name, siteId) })),
+    fetcher,
     sources: scheduled.map((s) => s.def),
     onFetched: (ref, data) => followups.observe(ref, data),
     instance: config.name,
@@ -228,10 +243,30 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     concurrency: config.api.max_concurrency,
     now,
     log,
+    plan: (sites) => planBudget(planInputs(scheduled, priorities, config, sites), sites, config.api.max_requests_per_second),
     afterCycle: (s) => {
       const failed = s.outcomes.filter((o) => o.status === 'failed').length;
       log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
     },
+  });
+
+  metrics.watchScheduling(scheduler, client.budget);
+  let loggedPlan = '';
+  scheduler.on('budget:plan', (plan) => {
+    const lines = describePlan(plan, config.api.max_requests_per_second);
+    const text = lines.join('\n');
+    if (text === loggedPlan) return;
+    loggedPlan = text;
+    // Said once at start and again whenever the number of sites changes what fits.
+    log[plan.short ? 'warn' : 'info'](
+      {
+        sites: plan.sites,
+        needed_per_hour: Math.round(plan.neededPerHour),
+        allowed_per_hour: plan.allowedPerHour,
+        stretched: Object.fromEntries(plan.sources.filter((p) => p.stretch > 1).map((p) => [p.name, `${Math.round(p.everyMs / 1000)}s→${Math.round(p.effectiveEveryMs / 1000)}s`])),
+      },
+      text,
+    );
   });
 
   let stopped = false;
@@ -283,9 +318,10 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
         app.serverUrl = server.url;
       }
       log.info(
-        { sources: scheduled.map((s) => `${s.def.name}/${s.everyMs / 1000}s`), channels: [...channels.keys()], rules: rules.length },
+        { sources: scheduled.map((s) => `${s.def.name}/${s.everyMs / 1000}s${priorities.has(s.def.name) ? `/${priorities.get(s.def.name)}` : ''}`), channels: [...channels.keys()], rules: rules.length },
         'hostwatch started',
       );
+
       if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');
       worker.start();
       scheduler.start();

@@ -59,13 +59,14 @@ describe('valid configs', () => {
         max_concurrency: 8,
         retries: 5,
         max_pages: 200,
+        max_reply_bytes: 16 * 1024 * 1024,
       },
       storage: { path: '/srv/hostwatch/state/hostwatch.db' },
       sites: [12, 40, 7],
       sources: {
-        health: { enabled: true, every_ms: 120_000 },
-        rank: { enabled: false, every_ms: null },
-        backups: { enabled: true, every_ms: null },
+        health: { enabled: true, every_ms: 120_000, priority: null },
+        rank: { enabled: false, every_ms: null, priority: null },
+        backups: { enabled: true, every_ms: null, priority: null },
       },
       rules: ['/srv/hostwatch/rules', '/etc/hostwatch/extra.yaml'],
       channels: [
@@ -120,6 +121,7 @@ describe('valid configs', () => {
         max_concurrency: 4,
         retries: 3,
         max_pages: 50,
+        max_reply_bytes: 16 * 1024 * 1024,
       },
       storage: { path: '/srv/hostwatch/data/hostwatch.db' },
       sites: 'all',
@@ -145,7 +147,7 @@ describe('valid configs', () => {
     const result = parseText(`${MINIMAL}server:\nlog:\nsources:\n  rank:\n`);
     expect(result.ok && result.config.server).toEqual({ listen: null, token: null });
     expect(result.ok && result.config.log).toEqual({ level: 'info', pretty: false });
-    expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null } });
+    expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null, priority: null } });
   });
 
   it('sets secure SMTP by default only on port 465', () => {
@@ -218,7 +220,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'a typo in a nested key does not pass silently',
       fixture: 'nested-key-typo.yaml',
       errors: [
-        'nested-key-typo.yaml:4:3: api.timout: unknown key (did you mean timeout?); allowed: base_url, key, timeout, max_requests_per_second, max_concurrency, retries, max_pages',
+        'nested-key-typo.yaml:4:3: api.timout: unknown key (did you mean timeout?); allowed: base_url, key, timeout, max_requests_per_second, max_concurrency, retries, max_pages, max_reply_bytes',
       ],
     },
     {
@@ -353,7 +355,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an empty file asks for the api section',
       fixture: 'empty.yaml',
       errors: [
-        'empty.yaml:1:1: api: is required; must be a map with keys base_url, key, timeout, max_requests_per_second, max_concurrency, retries, max_pages',
+        'empty.yaml:1:1: api: is required; must be a map with keys base_url, key, timeout, max_requests_per_second, max_concurrency, retries, max_pages, max_reply_bytes',
       ],
     },
     {

@@ -8,9 +8,10 @@ afterEach(async () => {
   await world?.close();
 });
 
-/** A scheduler on a real app's poller, with intervals short enough for a test. */
-function schedulerFor(w: World, everyMs: number, spreadFraction = 0.5): { scheduler: Scheduler; cycles: CycleSummary[] } {
+/** A scheduler on a real app's poller, with intervals short enough for a test; its staggered waits are recorded. */
+function schedulerFor(w: World, everyMs: number, spreadFraction = 0.5, concurrency = 4): { scheduler: Scheduler; cycles: CycleSummary[]; waits: number[] } {
   const app = w.app();
+  const waits: number[] = [];
   const scheduler = new Scheduler({
     poller: app.poller,
     sources: [
@@ -18,14 +19,21 @@ function schedulerFor(w: World, everyMs: number, spreadFraction = 0.5): { schedu
       { def: healthSource, everyMs },
     ],
     sites: 'all',
-    concurrency: 4,
+    concurrency,
     now: Date.now,
     log: app.log,
     spreadFraction,
+    sleep: (ms, signal) => {
+      waits.push(ms);
+      return new Promise((resolve) => {
+        const t = setTimeout(resolve, ms);
+        signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+      });
+    },
   });
   const cycles: CycleSummary[] = [];
   scheduler.on('cycle:end', (c) => cycles.push(c));
-  return { scheduler, cycles };
+  return { scheduler, cycles, waits };
 }
 
 function waitFor(cond: () => boolean, ms = 8000): Promise<void> {
@@ -44,54 +52,69 @@ function waitFor(cond: () => boolean, ms = 8000): Promise<void> {
 }
 
 describe('the scheduler', () => {
-  it('runs the site list first, then spreads per-site polls across the interval instead of a burst', async () => {
+  it('runs the site list first and catches up at once after a start, then spreads later cycles across the interval', async () => {
     world = await startWorld({ sim: { sites: 6 } });
-    const { scheduler, cycles } = schedulerFor(world, 2_000);
+    const { scheduler, cycles, waits } = schedulerFor(world, 2_000);
     const order: string[] = [];
     scheduler.on('cycle:start', (c) => order.push(c.source));
     scheduler.start();
     await waitFor(() => cycles.some((c) => c.source === 'health'));
+    // The catch-up: every site's health at once, no staggered wait.
+    expect(waits).toEqual([]);
+    await waitFor(() => cycles.filter((c) => c.source === 'health').length >= 2, 10_000);
     await scheduler.stop();
     expect(order.slice(0, 2)).toEqual(['sites', 'health']);
     const times = world.sim.requests.filter((r) => r.path.endsWith('/health')).map((r) => Date.parse(r.at));
-    expect(times).toHaveLength(6);
-    // 6 sites over half of 2 s: about 167 ms apart, so the first and last are ≥ 700 ms apart.
-    expect(Math.max(...times) - Math.min(...times)).toBeGreaterThanOrEqual(700);
+    expect(times).toHaveLength(12);
+    // The second cycle waited for its slots: 6 sites over half of 2 s, about 167 ms apart,
+    // so its first and last polls are ≥ 700 ms apart.
+    expect(waits.length).toBeGreaterThanOrEqual(5);
+    const second = times.slice(6);
+    expect(Math.max(...second) - Math.min(...second)).toBeGreaterThanOrEqual(700);
   });
 
-  it('never runs two cycles of a source at once, and reports the skipped one', async () => {
-    world = await startWorld({ sim: { sites: 2 } });
-    world.sim.faults.add({ path: '^/sites/\\d+/health$', kind: 'latency', ms: 1_500 });
+  it('never holds the other sites for one slow site, and never polls one site twice at once', async () => {
+    world = await startWorld({ sim: { sites: 3 } });
+    world.sim.faults.add({ path: '^/sites/2/health$', kind: 'latency', ms: 2_500 });
     const { scheduler, cycles } = schedulerFor(world, 1_000, 0);
-    const skipped: string[] = [];
-    let running = 0;
-    let maxRunning = 0;
-    scheduler.on('cycle:start', (c) => {
-      if (c.source !== 'health') return;
-      running++;
-      maxRunning = Math.max(maxRunning, running);
-    });
-    scheduler.on('cycle:end', (c) => {
-      if (c.source === 'health') running--;
-    });
-    scheduler.on('cycle:skipped', (c) => skipped.push(c.source));
     scheduler.start();
-    await waitFor(() => cycles.filter((c) => c.source === 'health').length >= 2);
+    await waitFor(() => cycles.filter((c) => c.source === 'health').length >= 3, 10_000);
     await scheduler.stop();
-    expect(maxRunning).toBe(1);
-    expect(skipped).toContain('health');
+    const health = world.sim.requests.filter((r) => r.path.endsWith('/health'));
+    const times = (site: number): number[] => health.filter((r) => r.path === `/api/v1/sites/${site}/health`).map((r) => Date.parse(r.at));
+    const slow = times(2);
+    // Site 1 was polled again (the next cycle ran) while site 2's first reply was still coming.
+    expect(times(1).filter((t) => t < slow[0]! + 2_500).length).toBeGreaterThanOrEqual(2);
+    // Site 2 is passed over while its poll runs: its polls never overlap.
+    for (let i = 1; i < slow.length; i++) expect(slow[i]! - slow[i - 1]!).toBeGreaterThanOrEqual(2_400);
+  });
+
+  it('starts the next cycle of a late source as soon as the last one has handed out its polls, never skipping one', async () => {
+    world = await startWorld({ sim: { sites: 4 } });
+    world.sim.faults.add({ path: '^/sites/\\d+/health$', kind: 'latency', ms: 400 });
+    // One poll at a time: a cycle of 4 sites takes about 1.6 s against an interval of 1 s.
+    const { scheduler, cycles } = schedulerFor(world, 1_000, 0, 1);
+    const late: number[] = [];
+    scheduler.on('cycle:late', (c) => c.source === 'health' && late.push(c.lateMs));
+    scheduler.start();
+    await waitFor(() => cycles.filter((c) => c.source === 'health').length >= 3, 12_000);
+    await scheduler.stop();
+    expect(late.length).toBeGreaterThanOrEqual(1);
+    const times = world.sim.requests.filter((r) => r.path.endsWith('/health')).map((r) => Date.parse(r.at));
+    // Back to back: no gap of an interval between two polls (a skipped cycle would leave one).
+    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeLessThan(1_000);
   });
 
   it('on stop, waits for polls in flight and starts no new ones', async () => {
     world = await startWorld({ sim: { sites: 4 } });
     world.sim.faults.add({ path: '^/sites/\\d+/health$', kind: 'latency', ms: 400 });
-    const { scheduler, cycles } = schedulerFor(world, 4_000);
+    const { scheduler, cycles } = schedulerFor(world, 4_000, 0.5, 1);
     scheduler.start();
     await waitFor(() => world.sim.requests.some((r) => r.path.endsWith('/health')));
     await scheduler.stop();
     const afterStop = world.sim.requests.length;
     const health = cycles.find((c) => c.source === 'health')!;
-    // The poll in flight finished (its outcome is recorded); the staggered rest never started.
+    // The poll in flight finished (its outcome is recorded); the rest never started.
     expect(health.outcomes.length).toBeGreaterThanOrEqual(1);
     expect(health.outcomes.length).toBeLessThan(4);
     expect(health.outcomes.every((o) => o.status !== 'failed')).toBe(true);

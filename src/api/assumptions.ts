@@ -25,3 +25,23 @@ export const DEFAULT_PAGE_SIZE = 200;
 export function isRetryableStatus(status: number): boolean {
   return status === 429 || status === 408 || status >= 500;
 }
+
+/**
+ * A3: the longest a Retry-After may hold requests. A longer pause is still honoured (no
+ * request goes before it ends), but polls fail at once rather than wait: a worker never
+ * sits on a pause of an hour.
+ */
+export const MAX_RETRY_AFTER_MS = 60_000;
+
+/**
+ * A7: the API's own rate limit is not shown, so hostwatch adapts: a 429 halves the pace
+ * (never below `minFraction` of `api.max_requests_per_second`), and every accepted request
+ * adds `increase` of the configured pace back, so a few dozen good replies restore it.
+ */
+export const ADAPTIVE_PACING = { decrease: 0.5, increase: 0.01, minFraction: 0.05 } as const;
+
+/**
+ * A24: the largest reply the spec documents is a file read of up to 5 MB (sent base64, about
+ * 6.7 MB); `api.max_reply_bytes` defaults to 16 MB, well above it.
+ */
+export const LARGEST_DOCUMENTED_REPLY_BYTES = 5 * 1024 * 1024;

@@ -1,3 +1,5 @@
+import type { Priority } from '../api/budget.js';
+
 /**
  * The normalized configuration: what the rest of the program reads.
  * Durations are milliseconds; defaults are applied; `${VAR}` references are resolved.
@@ -39,12 +41,16 @@ export interface ApiConfig {
   retries: number;
   /** Upper bound of pages read from one paged list in one poll. */
   max_pages: number;
+  /** The largest reply body read; a larger reply fails its poll with `too_large`. */
+  max_reply_bytes: number;
 }
 
 /** Per-source settings; every source is on by default. */
 export interface SourceOverride {
   enabled: boolean;
   every_ms: number | null;
+  /** Which source stretches first when the request budget is short; null: derived from its rules. */
+  priority: Priority | null;
   /** `files`: the paths (relative to each site's folder) whose stat is watched on every site. */
   paths?: string[];
   /** `files`: more paths for single sites, by site id. */

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { Ticket } from '../api/budget.js';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
@@ -65,6 +66,8 @@ export type PollStatus = 'baseline' | 'changed' | 'unchanged' | 'not_applicable'
 
 /** How to take a per-record entity that has no snapshot yet. */
 export interface PollOptions {
+  /** Priority and deadline of its requests in the request budget (default: normal, due now). */
+  ticket?: Ticket;
   /**
    * Compare the first snapshot with an empty list instead of making it a baseline: its
    * parent record is new since the last look, so everything in it is new (a new cron job's
@@ -143,9 +146,11 @@ export class Poller {
     const started = this.deps.now();
     let got;
     try {
-      got = await this.fetcher.fetch(ref);
+      got = await this.fetcher.fetch(ref, opts.ticket);
     } catch (e) {
       const err = e instanceof ApiError ? e : new ApiError({ code: 'bad_response', endpoint: ref.entity, message: String(e) });
+      // Given up while waiting its turn (shutdown): nothing was read, so nothing is recorded.
+      if (err.code === 'aborted') return { entity: ref.entity, status: 'failed', events: 0, error: err };
       return this.failed(ref, err, started);
     }
     if (got.kind === 'not_modified') {

@@ -189,9 +189,10 @@ function parseTestFile(text: string, file: string, dir: string, opts: LoadRulesO
       if (!isRecord(s) || typeof s['id'] !== 'number') return err(p('site'), 'must be a map like { id: 1, domain: a.example }');
       site = { id: s['id'], domain: typeof s['domain'] === 'string' ? s['domain'] : `site-${s['id']}` };
     }
-    // A detail source reads one record of its parent list: per site when its parent is.
+    // A detail source reads one record of its parent list: per site when its parent is, or
+    // when its records name their site (the runs of a job of the account's cron list).
     const parent = source.per === 'record' && source.parent !== undefined ? sourceByName(source.parent) : undefined;
-    const perSite = source.per === 'site' || parent?.per === 'site';
+    const perSite = source.per === 'site' || parent?.per === 'site' || (source.entity ?? '').includes('{site_id}');
     if (perSite && site === null) return err(p('site'), `source ${source.name} is per site: give site: { id: 1, domain: a.example }`);
     const record = raw['record'];
     const needsRecord = (source.entity ?? '').includes('{id}');
