@@ -28,6 +28,7 @@ import { SnapshotsRepo } from './store/snapshots-repo.js';
 import { listOf, siteInfoFromRecord } from './pipeline/plan.js';
 import { sitesSource } from './sources/registry.js';
 import { enabledSources, scopesFor } from './sources/select.js';
+import { configPlan, describePlan, sitesThatFit, sourcePriorities } from './scheduler/budget-plan.js';
 
 /** Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments. */
 const EXIT_CONFIG = 2;
@@ -136,9 +137,10 @@ program
 
 program
   .command('check')
-  .description('validate the config and the rules; print every error; exit 2 on any')
+  .description('validate the config and the rules; print every error (exit 2 on any), then what the request budget allows')
   .requiredOption('-c, --config <file>', 'config file (YAML)')
-  .action(async (o: { config: string }) => {
+  .option('--sites <n>', 'plan the request budget for this many sites (default: the sites list, else the stored site list)', positiveInt)
+  .action(async (o: { config: string; sites?: number }) => {
     const problems: string[] = [];
     let config: Config | null = null;
     try {
@@ -148,9 +150,11 @@ program
       problems.push(e.format());
     }
     let ruleCount = 0;
+    let rules: ReturnType<typeof rulesFor> = [];
     if (config) {
       try {
-        ruleCount = rulesFor(config).length;
+        rules = rulesFor(config);
+        ruleCount = rules.length;
       } catch (e) {
         if (!(e instanceof RuleErrors)) throw e;
         problems.push(e.message);
@@ -169,7 +173,46 @@ program
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
     process.stdout.write(`${config!.file}: OK (${ruleCount} rules, ${config!.channels.length} channels)\n`);
+    for (const line of budgetLines(config!, rules, o.sites)) process.stdout.write(`${line}\n`);
   });
+
+/**
+ * What `check` says about the request budget: for the number of sites given, listed in
+ * `sites`, or stored by a daemon in storage.path; without any, how many sites fit.
+ */
+function budgetLines(config: Config, rules: ReturnType<typeof rulesFor>, given: number | undefined): string[] {
+  const sources = enabledSources(config);
+  const priorities = sourcePriorities(sources, rules, config);
+  let sites = given ?? (config.sites === 'all' ? null : config.sites.length);
+  let note = given !== undefined ? ' (--sites)' : config.sites === 'all' ? '' : ' (the sites list)';
+  if (sites === null && config.storage.path !== ':memory:' && existsSync(config.storage.path)) {
+    const stored = storedSiteCount(config);
+    if (stored !== null) {
+      sites = stored;
+      note = ` (the site list stored in ${config.storage.path})`;
+    }
+  }
+  if (sites !== null) return describePlan(configPlan(config, sources, priorities, sites), config.api.max_requests_per_second, note);
+  const fit = sitesThatFit(config, sources, priorities);
+  return [
+    `request budget: the number of sites is not known yet (no site list stored; pass --sites N to plan for N sites)`,
+    fit === null ? '  the intervals fit the budget at any number of sites' : `  every interval is met up to ${fit.toLocaleString('en-US')} sites at api.max_requests_per_second ${config.api.max_requests_per_second}; beyond that, the least important sources are polled less often`,
+  ];
+}
+
+/** The number of sites in the site list a daemon stored (null when none is stored or the file cannot be read). */
+function storedSiteCount(config: Config): number | null {
+  let store: Store | null = null;
+  try {
+    store = openStore(config.storage.path, Date.now);
+    const row = new SnapshotsRepo(store.sqlite).get(sitesSource.name, sitesSource.name);
+    return row ? listOf(sitesSource, JSON.parse(row.body)).length : null;
+  } catch {
+    return null;
+  } finally {
+    store?.close();
+  }
+}
 
 program
   .command('scopes')

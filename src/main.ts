@@ -45,7 +45,7 @@ import { Fetcher } from './sources/fetch.js';
 import { SOURCE_READ_BY, SOURCES } from './sources/registry.js';
 import { enabledSources, pathsFor } from './sources/select.js';
 import { Followups } from './scheduler/followups.js';
-import { describePlan, planBudget, planInputs, sourcePriorities } from './scheduler/budget-plan.js';
+import { configPlan, describePlan, sourcePriorities } from './scheduler/budget-plan.js';
 import { AlertsRepo } from './store/alerts-repo.js';
 import { openStore, type Store } from './store/db.js';
 import { EventsRepo } from './store/events-repo.js';
@@ -243,7 +243,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     concurrency: config.api.max_concurrency,
     now,
     log,
-    plan: (sites) => planBudget(planInputs(scheduled, priorities, config, sites), sites, config.api.max_requests_per_second),
+    plan: (sites) => configPlan(config, scheduled, priorities, sites),
     afterCycle: (s) => {
       const failed = s.outcomes.filter((o) => o.status === 'failed').length;
       log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
@@ -301,7 +301,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     },
     async start() {
       if (config.server.listen) {
-        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log };
+        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log, pace: () => client.budget.state() };
         server = await startServer({
           listen: config.server.listen,
           token: config.server.token,

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, type CycleSummary } from '../src/scheduler/scheduler.js';
 import { healthSource, sitesSource } from '../src/sources/registry.js';
 import { startWorld, type World } from './harness.js';
+import { waitFor as waitUntil } from './receiver.js';
 
 let world: World;
 afterEach(async () => {
@@ -36,19 +37,9 @@ function schedulerFor(w: World, everyMs: number, spreadFraction = 0.5, concurren
   return { scheduler, cycles, waits };
 }
 
+/** Wait until `cond` holds (a cycle ended, a request arrived). */
 function waitFor(cond: () => boolean, ms = 8000): Promise<void> {
-  const until = Date.now() + ms;
-  return new Promise((resolve, reject) => {
-    const t = setInterval(() => {
-      if (cond()) {
-        clearInterval(t);
-        resolve();
-      } else if (Date.now() > until) {
-        clearInterval(t);
-        reject(new Error('timed out waiting'));
-      }
-    }, 20);
-  });
+  return waitUntil(cond, 'the scheduler', ms);
 }
 
 describe('the scheduler', () => {

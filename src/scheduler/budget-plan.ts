@@ -5,10 +5,13 @@
  * start log, `hostwatch check`, the metrics and the dashboard all read the same plan.
  *
  * How intervals stretch when the budget is short (docs/architecture.md#the-request-budget):
- * the least important level stretches first, up to ×4 (low, then normal, then high), each
- * level by one common factor; if that is not enough, every non-critical source stretches by
- * one common factor beyond ×4. Critical sources keep their intervals while they fit in 90%
- * of what is planned; past that they stretch too, and the rest shares the last 10%.
+ * only per-site sources stretch (an account-wide source costs one request per poll whatever
+ * the number of sites: about 50 an hour for all of them together, so stretching them saves
+ * nothing). The least important level stretches first, up to ×4 (low, then normal, then
+ * high), each level by one common factor; if that is not enough, every non-critical
+ * per-site source stretches by one common factor beyond ×4. Critical sources keep their
+ * intervals while they fit in 95% of what is planned; past that they stretch too, and the
+ * rest shares the last 5%.
  */
 import { PRIORITIES, priorityRank, type Priority } from '../api/budget.js';
 import type { CompiledRule } from '../rules/types.js';
@@ -27,7 +30,7 @@ export const PLANNED_SHARE = 0.9;
 /** How far one level stretches before the next more important one starts to. */
 export const LEVEL_STRETCH = 4;
 /** The most critical sources may take of the planned budget before they stretch too. */
-export const CRITICAL_SHARE = 0.9;
+export const CRITICAL_SHARE = 0.95;
 
 /** One scheduled (top-level) source as the plan sees it. */
 export interface PlanInput {
@@ -80,31 +83,38 @@ export function planBudget(inputs: readonly PlanInput[], sites: number, maxReque
   const stretch = inputs.map(() => 1);
   const rank = inputs.map((s) => priorityRank(s.priority));
   const total = (): number => need.reduce((sum, d, i) => sum + d / stretch[i]!, 0);
-  const critical = (i: number): boolean => rank[i] === 0;
-  const critNeed = need.reduce((sum, d, i) => sum + (critical(i) ? d : 0), 0);
+  const sum = (pick: (i: number) => boolean): number => need.reduce((acc, d, i) => acc + (pick(i) ? d : 0), 0);
+  const stretchable = (i: number): boolean => inputs[i]!.per === 'site';
+  const critical = (i: number): boolean => stretchable(i) && rank[i] === 0;
+  const rest = (i: number): boolean => stretchable(i) && rank[i]! > 0;
+  // What neither stretches nor may be stretched: the account-wide sources.
+  const fixed = sum((i) => !stretchable(i));
 
   if (neededPerHour > capacity) {
     // 1. Least important first: low, then normal, then high, each up to ×LEVEL_STRETCH.
     for (let level = PRIORITIES.length - 1; level >= 1 && total() > capacity; level--) {
-      const members = inputs.map((_, i) => i).filter((i) => rank[i] === level);
-      const levelNeed = members.reduce((sum, i) => sum + need[i]!, 0);
+      const members = inputs.map((_, i) => i).filter((i) => stretchable(i) && rank[i] === level);
+      const levelNeed = members.reduce((acc, i) => acc + need[i]!, 0);
       if (levelNeed === 0) continue;
-      const others = total() - members.reduce((sum, i) => sum + need[i]! / stretch[i]!, 0);
+      const others = total() - members.reduce((acc, i) => acc + need[i]! / stretch[i]!, 0);
       const factor = Math.min(LEVEL_STRETCH, Math.max(1, levelNeed / Math.max(capacity - others, 1e-9)));
       for (const i of members) stretch[i] = factor;
     }
-    // 2. Still short: every non-critical source by one common factor, into what critical leaves.
-    const nonCritNeed = neededPerHour - critNeed;
-    if (total() > capacity && nonCritNeed > 0) {
-      const critUse = Math.min(critNeed, capacity * CRITICAL_SHARE);
-      const factor = Math.max(LEVEL_STRETCH, nonCritNeed / Math.max(capacity - critUse, 1e-9));
+    // 2. Still short: every non-critical per-site source by one common factor, into what the
+    // account-wide and critical sources leave.
+    const critNeed = sum(critical);
+    const restNeed = sum(rest);
+    const room = Math.max(capacity - fixed, 1e-9);
+    const critShare = restNeed > 0 ? CRITICAL_SHARE : 1;
+    if (total() > capacity && restNeed > 0) {
+      const factor = Math.max(LEVEL_STRETCH, restNeed / Math.max(room - Math.min(critNeed, room * critShare), 1e-9));
       inputs.forEach((_, i) => {
-        if (!critical(i)) stretch[i] = factor;
+        if (rest(i)) stretch[i] = factor;
       });
     }
     // 3. Critical alone over its share: it stretches too.
-    if (critNeed > capacity * (nonCritNeed > 0 ? CRITICAL_SHARE : 1)) {
-      const factor = critNeed / (capacity * (nonCritNeed > 0 ? CRITICAL_SHARE : 1));
+    if (critNeed > room * critShare) {
+      const factor = critNeed / (room * critShare);
       inputs.forEach((_, i) => {
         if (critical(i)) stretch[i] = factor;
       });
@@ -180,7 +190,9 @@ function requestsPerPoll(def: SourceDef, config: Config, sites: number): number 
 }
 
 const n = (x: number): string => Math.round(x).toLocaleString('en-US');
-const every = (ms: number): string => formatDuration(Math.round(ms / 1000) * 1000);
+/** An interval as people read it: to the second under an hour, to the minute above. */
+const every = (ms: number): string => formatDuration(ms >= 3_600_000 ? Math.round(ms / 60_000) * 60_000 : Math.round(ms / 1000) * 1000);
+const times = (x: number): string => `×${x < 2 ? x.toFixed(2) : x.toFixed(1)}`;
 
 /**
  * The plan in words, for the start log and `hostwatch check`: needed vs allowed requests per
@@ -198,7 +210,24 @@ export function describePlan(plan: BudgetPlan, maxRequestsPerSecond: number, sit
   return [
     head,
     `  short by ${n(plan.neededPerHour - plan.plannedCapacityPerHour)} requests/hour: ${stretched.length} source${stretched.length === 1 ? '' : 's'} will be polled less often than configured`,
-    ...stretched.map((s) => `    ${s.name.padEnd(width)}  ${s.priority.padEnd(8)}  every ${every(s.everyMs)} → ${every(s.effectiveEveryMs)} (×${s.stretch.toFixed(1)})`),
+    ...stretched.map((s) => `    ${s.name.padEnd(width)}  ${s.priority.padEnd(8)}  every ${every(s.everyMs)} → ${every(s.effectiveEveryMs)} (${times(s.stretch)})`),
     kept.length > 0 ? `  keep their intervals: ${kept.join(', ')} (critical)` : '  no critical source keeps its interval: raise api.max_requests_per_second or lengthen intervals',
   ];
+}
+
+/** The plan of a config's enabled sources for a number of sites. */
+export function configPlan(config: Config, sources: readonly EnabledSource[], priorities: ReadonlyMap<string, Priority>, sites: number): BudgetPlan {
+  return planBudget(planInputs(sources, priorities, config, sites), sites, config.api.max_requests_per_second);
+}
+
+/**
+ * The most sites at which every configured interval fits the planned budget (null: the
+ * per-site sources cost nothing, any number fits), for `check` when it cannot know the count.
+ */
+export function sitesThatFit(config: Config, sources: readonly EnabledSource[], priorities: ReadonlyMap<string, Priority>): number | null {
+  const at = (sites: number): number => configPlan(config, sources, priorities, sites).neededPerHour;
+  const account = at(0);
+  const perSite = at(1000) / 1000 - account / 1000;
+  if (perSite <= 0) return null;
+  return Math.max(0, Math.floor((config.api.max_requests_per_second * 3600 * PLANNED_SHARE - account) / perSite));
 }
