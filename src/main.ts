@@ -27,10 +27,10 @@ import { envelope, eventId } from './events/envelope.js';
 import { DeliveryRepo } from './store/delivery-repo.js';
 import { SilencesRepo } from './store/silences-repo.js';
 import { packageRoot } from './paths.js';
-import { Poller } from './pipeline/poller.js';
+import { Poller, type PollOutcome } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
 import type { CompiledRule } from './rules/types.js';
-import { Scheduler, type ScheduledSource } from './scheduler/scheduler.js';
+import { Scheduler, type ScheduledSource, type SchedulerDeps } from './scheduler/scheduler.js';
 import { EventEmitter } from 'node:events';
 import { Metrics } from './metrics.js';
 import type { AppBusEvents, ServerContext } from './server/context.js';
@@ -71,6 +71,10 @@ export interface AppOptions {
   channels?: Channel[];
   /** How chat channels wait between messages (tests pass a recorder). */
   sleep?: (ms: number) => Promise<void>;
+  /** Called after every poll of an entity (benchmarks time each entity's polls). */
+  onPoll?: (source: string, outcome: PollOutcome) => void;
+  /** The scheduler's heartbeat (benchmarks that scale time run it faster); default every second. */
+  heartbeat?: SchedulerDeps['heartbeat'];
 }
 
 /** The wired program: every part, built once, plus the ways to run it. */
@@ -232,7 +236,10 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     log,
     scrub,
     sites: config.sites,
-    onPoll: (source, o) => metrics.poll(source, o, o.durationMs ?? 0),
+    onPoll: (source, o) => {
+      metrics.poll(source, o, o.durationMs ?? 0);
+      opts.onPoll?.(source, o);
+    },
     onEvents: announce,
   });
   const scheduler = new Scheduler({
@@ -244,6 +251,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     now,
     log,
     plan: (sites) => configPlan(config, scheduled, priorities, sites),
+    heartbeat: opts.heartbeat,
     afterCycle: (s) => {
       const failed = s.outcomes.filter((o) => o.status === 'failed').length;
       log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');

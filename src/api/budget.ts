@@ -177,7 +177,8 @@ export class LocalBudget implements RequestBudget {
       while (this.queue.length > 0) {
         const now = this.opts.now();
         const at = Math.max(now, this.nextSlot, this.pausedUntil);
-        if (at > now) {
+        // Under a millisecond is no wait (timers cannot do less): at a high pace many turns share one.
+        if (at - now >= 1) {
           const gen = this.pauseGen;
           await this.opts.sleep(at - now);
           // A pause that began while sleeping: start over with it.

@@ -172,7 +172,7 @@ export class ApiClient {
       try {
         return await this.once(path, query, prev, ticket);
       } catch (e) {
-        const err = e instanceof ApiError ? e : toNetworkError(path, e);
+        const err = e instanceof ApiError ? e : toNetworkError(path, e, false);
         // A timeout already held this poll for api.timeout: it is tried again at the next poll
         // of the entity, not now, so one slow entity never holds a worker for timeout × retries.
         if (!err.retryable || err.code === 'timeout' || attempt >= this.opts.retries) throw err;
@@ -199,8 +199,18 @@ export class ApiClient {
     const started = this.now();
     let status: number | null = null;
     let code: string | null = null;
+    // One deadline for the whole exchange (a body dripping a byte at a time is cut too). A
+    // cleared timer, not AbortSignal.timeout: that one lives out its 30 s after the request
+    // ended, and at thousands of requests a second the live timers filled the heap.
+    const deadline = new AbortController();
+    let timedOut = false;
+    let timer: NodeJS.Timeout | undefined;
     try {
       await this.budget.holdWhilePaused(ticket?.signal);
+      timer = setTimeout(() => {
+        timedOut = true;
+        deadline.abort();
+      }, this.opts.timeoutMs);
       const res = await request(url, {
         method: 'GET',
         dispatcher: this.agent,
@@ -213,7 +223,7 @@ export class ApiClient {
         },
         headersTimeout: this.opts.timeoutMs,
         bodyTimeout: this.opts.timeoutMs,
-        signal: AbortSignal.timeout(this.opts.timeoutMs),
+        signal: deadline.signal,
       });
       status = res.statusCode;
       const text = await this.readCapped(path, res);
@@ -245,10 +255,11 @@ export class ApiClient {
         code = e.code;
         throw e.at(path);
       }
-      const err = toNetworkError(path, e);
+      const err = toNetworkError(path, e, timedOut);
       code = err.code;
       throw err;
     } finally {
+      clearTimeout(timer);
       release();
       this.opts.onResponse?.({ endpoint: path, status, durationMs: this.now() - started, code });
     }
@@ -340,10 +351,10 @@ function validatorsOf(headers: Record<string, string | string[] | undefined>): V
   return out;
 }
 
-function toNetworkError(endpoint: string, e: unknown): ApiError {
+function toNetworkError(endpoint: string, e: unknown, timedOut: boolean): ApiError {
   const name = (e as { name?: string })?.name;
   const ucode = String((e as { code?: string })?.code ?? '');
-  const timeout = name === 'TimeoutError' || ucode.includes('TIMEOUT');
+  const timeout = timedOut || name === 'TimeoutError' || ucode.includes('TIMEOUT');
   return new ApiError({
     code: timeout ? 'timeout' : 'network',
     endpoint,
