@@ -20,6 +20,8 @@ export function benchConfig(opts: {
   webhookUrl?: string;
   concurrency?: number;
   logLevel?: string;
+  /** The pace; default unlimited (see above). The memory part runs at 1,000, the most a config allows. */
+  rps?: number;
 }): Config {
   const written: Record<string, unknown> = {
     name: 'bench',
@@ -32,6 +34,6 @@ export function benchConfig(opts: {
   const env = { SIM_URL: opts.url, API_KEY: BENCH_KEY, DB: opts.dbPath, HOOK_URL: opts.webhookUrl ?? '', HOOK_SECRET: BENCH_SECRET };
   const r = parseConfig(stringify(written), join(tmpdir(), 'bench.yaml'), env, CONFIG_SOURCES);
   if (!r.ok) throw new Error(`bench config invalid:\n${r.errors.map((e) => `${e.path}: ${e.message}`).join('\n')}`);
-  r.config.api.max_requests_per_second = UNLIMITED_RPS;
+  r.config.api.max_requests_per_second = opts.rps ?? UNLIMITED_RPS;
   return r.config;
 }

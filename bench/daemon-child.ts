@@ -19,6 +19,7 @@ const concurrency = Number(arg('concurrency'));
 const ticked = Number(arg('ticked-cycles'));
 const ticksPerCycle = Number(arg('ticks'));
 const restart = arg('restart') === 'yes';
+const rps = Number(arg('rps'));
 
 async function tick(): Promise<void> {
   const res = await fetch(`${url}/_sim/tick`, {
@@ -40,7 +41,7 @@ const receiver = createServer((req, res) => {
 await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
 const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
 const tmp = tempDir();
-const config = benchConfig({ url, dbPath: `${tmp.dir}/memory.db`, concurrency, webhookUrl: hook });
+const config = benchConfig({ url, dbPath: `${tmp.dir}/memory.db`, concurrency, webhookUrl: hook, rps });
 let events = 0;
 const build = (): App => createApp(config, { logDestination: nullStream(), onEvents: (e) => (events += e.length) });
 let app = build();

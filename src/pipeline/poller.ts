@@ -8,6 +8,7 @@ import type { HostwatchEvent, Severity } from '../events/types.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
+import { EntityTable } from '../sources/entity-table.js';
 import { checkShape, Fetcher } from '../sources/fetch.js';
 import { recordVolatile } from '../sources/records.js';
 import { entityOf, pathOf, sitesSource, viewsOf } from '../sources/registry.js';
@@ -102,11 +103,12 @@ export class Poller {
   private readonly prepared = new Map<string, PreparedSource>();
   private readonly ruleByName: Map<string, CompiledRule>;
   /**
-   * The stored hash and version of each entity polled since this process started. Being
-   * here also means its alert conditions were checked in this process. An unchanged poll
-   * is answered from this map without touching the database (the common case).
+   * The stored hash (its first 120 bits, see shortHash) and version of each entity polled
+   * since this process started. Being here also means its alert conditions were checked in
+   * this process. An unchanged poll is answered from this table without touching the
+   * database (the common case).
    */
-  private readonly heads = new Map<string, { hash: string; version: number }>();
+  private readonly heads = new EntityTable<{ hash: string; version: number }>();
   /**
    * Entities with an alert whose timer runs (`for`, `keep_firing_for`, `repeat`): an
    * unchanged poll of these is still planned, because time alone can fire, resolve or
@@ -225,13 +227,14 @@ export class Poller {
     const p = this.prepare(ref.source);
     const hash = contentHash(data, p.whole);
     const stateKey = `${ref.source.name}\u0000${ref.entity}`;
-    const cached = this.heads.get(stateKey);
-    if (cached !== undefined && cached.hash === hash && !this.timed.has(stateKey)) {
+    const short = shortHash(hash);
+    const cached = this.heads.get(ref);
+    if (cached !== undefined && cached.hash === short && !this.timed.has(stateKey)) {
       this.recordSuccess(ref, started, false, null, [], []);
       return { entity: ref.entity, status: 'unchanged', events: 0 };
     }
     const head = cached ?? this.deps.snapshots.head(ref.source.name, ref.entity);
-    const unchanged = head !== undefined && head.hash === hash;
+    const unchanged = head !== undefined && head.hash === (cached ? short : hash);
     const fromEmpty = head === undefined && opts.fromEmpty === true && ref.source.key !== undefined;
     const before =
       head === undefined ? (fromEmpty ? emptyOf(ref.source) : null) : unchanged ? data : JSON.parse(this.deps.snapshots.get(ref.source.name, ref.entity)!.body);
@@ -283,7 +286,7 @@ export class Poller {
           changed_at: now.getTime(),
         };
     this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites, plan.evidence);
-    this.heads.set(stateKey, { hash, version });
+    this.heads.set(ref, { hash: short, version });
     if (snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
     return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: events.length };
   }
@@ -433,7 +436,8 @@ export class Poller {
     this.scopeMissing.delete(scopeSubject);
     this.failing.delete(key);
     if (removedSites.length > 0) {
-      for (const id of removedSites) this.fetcher.forgetSite(id);
+      this.fetcher.forgetSites(removedSites);
+      this.heads.forgetSites(removedSites);
       // One pass over the in-memory state for all removed sites (not one per site).
       const gone = new Set(removedSites.map(String));
       const isGone = (key: string): boolean => {
@@ -441,7 +445,6 @@ export class Poller {
         return m !== null && gone.has(m[1]!);
       };
       for (const k of [...this.failing]) if (isGone(k)) this.failing.delete(k);
-      for (const k of [...this.heads.keys()]) if (isGone(k)) this.heads.delete(k);
       for (const k of [...this.timed]) if (isGone(k)) this.timed.delete(k);
     }
   }
@@ -542,6 +545,15 @@ export class Poller {
 }
 
 export { recordVolatile };
+
+/**
+ * The first 120 bits of a content hash as 20 base64url characters, in a string of its own
+ * (a slice of the hex would keep all 64 characters alive): what the head cache compares.
+ * Equal full hashes give equal short ones; a false "unchanged" needs a 2^-120 collision.
+ */
+function shortHash(hex: string): string {
+  return Buffer.from(hex.slice(0, 30), 'hex').toString('base64url');
+}
 
 /** The value a keyed source has when it holds no records yet. */
 function emptyOf(source: SourceDef): unknown {

@@ -2,6 +2,7 @@ import type { Ticket } from '../api/budget.js';
 import type { ApiClient, Validators } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { isRecord } from '../is-record.js';
+import { EntityTable } from './entity-table.js';
 import { keptRecords, TopRead } from './newest-first.js';
 import { recordsAt, kindOf } from './records.js';
 import { pathOf } from './registry.js';
@@ -35,11 +36,10 @@ export interface FetcherDeps {
  */
 export class Fetcher {
   /**
-   * Per source: the validators of each entity, packed as `etag\nlast-modified` and keyed by
-   * site id where one entity per site (or the entity name): with 10,000 sites × every
-   * per-site source this stays small (docs/benchmarks.md).
+   * The validators of each entity: the ETag alone (the usual case: one string the reply
+   * made), else packed as `etag\nlast-modified`.
    */
-  private readonly validators = new Map<string, Map<number | string, string>>();
+  private readonly validators = new EntityTable<string>();
   private readonly options: OptionsOf;
   private readonly warnedOldestFirst = new Set<string>();
 
@@ -110,33 +110,26 @@ export class Fetcher {
 
   /** Forget the validators of an entity (its snapshot was not written, so a 304 would lie). */
   forget(ref: EntityRef): void {
-    this.validators.get(ref.source.name)?.delete(slotOf(ref));
+    this.validators.delete(ref);
   }
 
-  /** Drop what is kept for a site that left the site list. */
-  forgetSite(siteId: number): void {
-    const mark = `sites/${siteId}/`;
-    for (const bySource of this.validators.values()) {
-      bySource.delete(siteId);
-      for (const k of bySource.keys()) if (typeof k === 'string' && k.startsWith(mark)) bySource.delete(k);
-    }
+  /** Drop what is kept for sites that left the site list. */
+  forgetSites(siteIds: Iterable<number>): void {
+    this.validators.forgetSites(siteIds);
   }
 
   private recall(ref: EntityRef): Validators | undefined {
-    const packed = this.validators.get(ref.source.name)?.get(slotOf(ref));
+    const packed = this.validators.get(ref);
     if (packed === undefined) return undefined;
+    // A header value never holds a newline: without one, the value is the ETag.
+    if (!packed.includes('\n')) return { etag: packed };
     const [etag, lastModified] = packed.split('\n');
     return { ...(etag ? { etag } : {}), ...(lastModified ? { lastModified } : {}) };
   }
 
   private remember(ref: EntityRef, v: Validators): void {
-    let bySource = this.validators.get(ref.source.name);
-    if (!v.etag && !v.lastModified) {
-      bySource?.delete(slotOf(ref));
-      return;
-    }
-    if (!bySource) this.validators.set(ref.source.name, (bySource = new Map()));
-    bySource.set(slotOf(ref), `${v.etag ?? ''}\n${v.lastModified ?? ''}`);
+    if (!v.etag && !v.lastModified) this.validators.delete(ref);
+    else this.validators.set(ref, v.lastModified ? `${v.etag ?? ''}\n${v.lastModified}` : v.etag!);
   }
 
   /** One request per configured value; `not_found` is a record saying the value does not exist. */
@@ -157,11 +150,6 @@ export class Fetcher {
     }
     return out;
   }
-}
-
-/** The key of an entity within its source: the site id when that names it, else the entity. */
-function slotOf(ref: EntityRef): number | string {
-  return ref.siteId !== null && ref.recordKey === undefined ? ref.siteId : ref.entity;
 }
 
 /** Validate a reply against the source's expectations; returns the snapshot value. */

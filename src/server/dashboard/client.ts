@@ -31,6 +31,7 @@ export const DASHBOARD_JS = String.raw`
     eventsLoaded: false,
     fresh: new Map(),
     sources: null,
+    budget: null,
     alerts: null,
     deliveries: null,
     silences: null,
@@ -158,6 +159,8 @@ export const DASHBOARD_JS = String.raw`
     const failing = Array.isArray(s.failing_entities) ? s.failing_entities.length : Number(s.failing_entities || 0);
     const failures = Number(s.consecutive_failures || 0);
     if (s.enabled === false) return { cls: 'off', text: 'disabled' };
+    // After a start every source catches up as the request budget allows: progress, not an error.
+    if (s.caught_up === false) return { cls: 'off', text: s.progress ? 'catching up: ' + progressText(s) : 'catching up: waiting for its turn' };
     if (!s.last_attempt_at) return { cls: 'off', text: 'not polled yet' };
     if (s.last_error_code === 'scope_missing' && (failures > 0 || failing > 0)) return { cls: 'red', text: 'the API key lacks a scope' };
     if (failures >= DEGRADED_AFTER) return { cls: 'red', text: failures + ' cycles failed in a row' };
@@ -166,9 +169,22 @@ export const DASHBOARD_JS = String.raw`
     return { cls: 'green', text: 'healthy' };
   }
 
+  // "312/1000 sites": polls of the cycle handing out polls now.
+  function progressText(s) {
+    const p = s.progress;
+    return p ? p.done + '/' + p.total + (s.per === 'site' ? ' sites' : '') : '';
+  }
+
+  function intervalText(s) {
+    if (!s.every_ms) return '';
+    const eff = Number(s.effective_every_ms || 0);
+    return eff > s.every_ms ? 'every ' + span(s.every_ms) + ' → ' + span(eff) : 'every ' + span(s.every_ms);
+  }
+
   async function loadSources() {
     const r = await api('/api/sources');
     state.sources = r.data || [];
+    state.budget = r.budget || null;
     renderSources();
   }
 
@@ -187,9 +203,9 @@ export const DASHBOARD_JS = String.raw`
           'tr',
           { 'data-source': s.name, class: 'health-' + health.cls },
           h('td', null, h('span', { class: 'dot dot-' + health.cls, title: health.text }), ' ', h('b', { text: s.name }), h('span', { class: 'muted', text: s.per === 'site' ? ' per site' : '' })),
-          h('td', { class: 'num', text: s.every_ms ? 'every ' + span(s.every_ms) : '' }),
+          h('td', { class: 'num', text: intervalText(s), title: Number(s.effective_every_ms || 0) > s.every_ms ? 'stretched: the request budget cannot meet every interval (priority ' + s.priority + ')' : null }),
           h('td', null, when(s.last_success_at)),
-          h('td', null, when(s.next_run_at)),
+          h('td', { class: s.progress ? 'progress' : null }, s.progress ? 'polling ' + progressText(s) : when(s.next_run_at)),
           h('td', { class: 'num' + (s.consecutive_failures || failing ? ' bad' : ''), text: String(s.consecutive_failures || 0) + (failing ? ' / ' + failing : '') }),
           h('td', { class: 'error-text' }, err ? [h('code', { text: s.last_error_code || 'error' }), ' ', err] : health.cls === 'green' ? '' : health.text),
         );
@@ -198,6 +214,8 @@ export const DASHBOARD_JS = String.raw`
     const parts = [counts.green + ' ok'];
     if (counts.amber) parts.push(counts.amber + ' warning');
     if (counts.red) parts.push(counts.red + ' failing');
+    const b = state.budget;
+    if (b && b.short) parts.push('request budget short: ' + b.stretched + ' stretched (' + Number(b.needed_per_hour).toLocaleString() + ' of ' + Number(b.allowed_per_hour).toLocaleString() + ' requests/hour needed)');
     $('sources-count').textContent = parts.join(' · ');
   }
 
