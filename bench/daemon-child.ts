@@ -8,10 +8,14 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { preferSmallHeap } from '../src/heap.js';
 import { createApp, type App } from '../src/main.js';
 import { nullStream, tempDir } from './common.js';
 import { benchConfig } from './config.js';
 import { arg, measured, type MemorySample } from './sample.js';
+
+// As `hostwatch run` and `poll --once` start (src/heap.ts): what is measured is what runs.
+preferSmallHeap();
 
 const url = arg('url');
 const sites = Number(arg('sites'));

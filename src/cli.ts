@@ -28,7 +28,12 @@ import { SnapshotsRepo } from './store/snapshots-repo.js';
 import { listOf, siteInfoFromRecord } from './pipeline/plan.js';
 import { sitesSource } from './sources/registry.js';
 import { enabledSources, scopesFor } from './sources/select.js';
+import { preferSmallHeap } from './heap.js';
 import { configPlan, describePlan, sitesThatFit, sourcePriorities } from './scheduler/budget-plan.js';
+
+// The daemon's commands run with a heap sized for memory, not speed (src/heap.ts), set as
+// the process starts, before the daemon is built.
+if (['run', 'poll', 'demo'].includes(process.argv[2] ?? '')) preferSmallHeap();
 
 /** Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments. */
 const EXIT_CONFIG = 2;

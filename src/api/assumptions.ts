@@ -39,9 +39,3 @@ export const MAX_RETRY_AFTER_MS = 60_000;
  * adds `increase` of the configured pace back, so a few dozen good replies restore it.
  */
 export const ADAPTIVE_PACING = { decrease: 0.5, increase: 0.01, minFraction: 0.05 } as const;
-
-/**
- * A24: the largest reply the spec documents is a file read of up to 5 MB (sent base64, about
- * 6.7 MB); `api.max_reply_bytes` defaults to 16 MB, well above it.
- */
-export const LARGEST_DOCUMENTED_REPLY_BYTES = 5 * 1024 * 1024;

@@ -41,7 +41,7 @@ export interface ParseOptions {
 /** Every default, in one place (docs/configuration.md lists the same values). */
 export const DEFAULTS = {
   name: 'hostwatch',
-  api: { timeout_ms: 30_000, max_requests_per_second: 5, max_concurrency: 4, retries: 3, max_pages: 50, max_reply_bytes: 16 * 1024 * 1024 },
+  api: { timeout_ms: 30_000, max_requests_per_second: 5, max_concurrency: 4, retries: 3, max_pages: 50, max_reply_bytes: 16 * 1024 * 1024 }, // A24 in docs/api-assumptions.md
   storage: { path: './data/hostwatch.db' },
   channelTimeoutMs: 10_000,
   smtpPort: 587,
