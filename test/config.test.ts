@@ -8,6 +8,7 @@ import { loadConfig } from '../src/config/load.js';
 import { parseConfig, type ParseResult } from '../src/config/parse.js';
 import type { Config } from '../src/config/types.js';
 import { SOURCES } from '../src/sources/registry.js';
+import { CONFIG_SOURCES } from '../src/main.js';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/config/', import.meta.url));
 const REPO = fileURLToPath(new URL('../', import.meta.url));
@@ -551,5 +552,40 @@ describe('YAML features', () => {
     const result = parseText(`${MINIMAL}${lines.join('\n')}\n`);
     const messages = result.ok ? [] : result.errors.map((e) => e.message);
     expect(messages).toContain('uses more than 1000 aliases (*name); write the values out');
+  });
+});
+
+describe('the request budget keys', () => {
+  const withSources = (sources: string, api = ''): ParseResult =>
+    parseConfig(`api:\n  base_url: https://panel.example.com\n  key: hc_live_test\n${api}sources:\n${sources}`, 'budget.yaml', {}, { ...CONFIG_SOURCES, baseDir: BASE_DIR });
+  const errors = (r: ParseResult): string[] => (r.ok ? [] : formatConfigErrors(r.errors).split('\n'));
+
+  it('reads api.max_reply_bytes as a size (binary multiples) or a number of bytes', () => {
+    const size = (v: string): number | string => {
+      const r = withSources('  health: {}\n', `  max_reply_bytes: ${v}\n`);
+      return r.ok ? r.config.api.max_reply_bytes : errors(r).join('\n');
+    };
+    expect(size('16MB')).toBe(16 * 1024 * 1024);
+    expect(size('512 kb')).toBe(512 * 1024);
+    expect(size('1GB')).toBe(1024 ** 3);
+    expect(size('200000')).toBe(200_000);
+    expect(size('1KB')).toBe('budget.yaml:4:20: api.max_reply_bytes: must be a size like 16MB, 512KB or 1GB (or a number of bytes), from 64KB to 1GB (got "1KB")');
+    expect(size('lots')).toBe('budget.yaml:4:20: api.max_reply_bytes: must be a size like 16MB, 512KB or 1GB (or a number of bytes), from 64KB to 1GB (got "lots")');
+  });
+
+  it('takes a priority per scheduled source, and names what is allowed otherwise', () => {
+    const r = withSources('  backups: { priority: critical }\n  seo_metrics: { priority: low }\n');
+    expect(r.ok && r.config.sources['backups']!.priority).toBe('critical');
+    expect(errors(withSources('  backups: { priority: urgent }\n'))).toEqual([
+      'budget.yaml:5:24: sources.backups.priority: must be one of critical, high, normal, low (critical keeps its interval when the request budget is short; low stretches first) (got "urgent")',
+    ]);
+  });
+
+  it('refuses a priority on a detail or a view (naming the source whose cycles read it) and on the site list', () => {
+    expect(errors(withSources('  cron_runs: { priority: high }\n  dns_publishing: { priority: low }\n  sites: { priority: low }\n'))).toEqual([
+      'budget.yaml:5:26: sources.cron_runs.priority: cannot be set here: cron_runs is read in the cycles of cron_list; set sources.cron_list.priority (got "high")',
+      'budget.yaml:6:31: sources.dns_publishing.priority: cannot be set here: dns_publishing is read in the cycles of dns; set sources.dns.priority (got "low")',
+      'budget.yaml:7:22: sources.sites.priority: cannot be set: the site list is always critical (every per-site source depends on it) (got "low")',
+    ]);
   });
 });

@@ -216,6 +216,8 @@ function tidy(errors: readonly ConfigError[], tree: YamlTree): ConfigError[] {
 
 /** The one source that takes `paths` (the opt-in file watch). */
 const PATHS_SOURCE = 'files';
+/** The site list, whose priority is fixed. */
+const SITE_LIST = 'sites';
 
 /**
  * Channel names are unique and routes name defined channels. These run on the written data
@@ -230,8 +232,12 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
   if (sources !== null && typeof sources === 'object') {
     for (const [name, override] of Object.entries(sources as Record<string, unknown>)) {
       const owner = readBy[name];
-      if (owner !== undefined && override !== null && typeof override === 'object' && 'priority' in override) {
-        errors.push(valueError(['sources', name, 'priority'], `is set on the source the scheduler runs: ${name} is read in the cycles of ${owner}, so set sources.${owner}.priority`, data, tree, file));
+      const hasPriority = override !== null && typeof override === 'object' && 'priority' in override;
+      if (owner !== undefined && hasPriority) {
+        errors.push(valueError(['sources', name, 'priority'], `cannot be set here: ${name} is read in the cycles of ${owner}; set sources.${owner}.priority`, data, tree, file));
+      }
+      if (name === SITE_LIST && hasPriority) {
+        errors.push(valueError(['sources', name, 'priority'], 'cannot be set: the site list is always critical (every per-site source depends on it)', data, tree, file));
       }
       // `paths` only means something to the file watch; elsewhere it would be silently ignored.
       if (name === PATHS_SOURCE || override === null || typeof override !== 'object') continue;
