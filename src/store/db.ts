@@ -44,9 +44,10 @@ export function openStore(path: string, now: () => number = Date.now): Store {
     sqlite.pragma('synchronous = FULL');
     sqlite.pragma('busy_timeout = 5000');
     sqlite.pragma('foreign_keys = ON');
-    // 8 MB of page cache (the default is 16): hot rows are few, since unchanged polls
-    // are answered from memory (see Poller's head cache).
-    sqlite.pragma('cache_size = -8000');
+    // 2 MB of page cache (the default is 16): hot rows are few, since unchanged polls
+    // are answered from memory (see Poller's head cache), and pages read again come from
+    // the OS's file cache, outside the process's RSS (docs/benchmarks.md: 10,000 sites).
+    sqlite.pragma('cache_size = -2000');
     const migrations = readMigrations(join(packageRoot(), 'migrations'));
     migrate(sqlite, migrations, now);
     const latest = migrations.at(-1)?.version ?? 0;
