@@ -1,25 +1,18 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runDemo, type Demo } from '../src/demo.js';
 import { packageRoot } from '../src/paths.js';
+import { launchBrowser } from './browser.js';
 import { startWorld, tempDir, type World } from './harness.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = join(packageRoot(), 'test-artifacts');
 const HOSTILE = '<img src=x onerror=alert(1)>';
 
 let browser: Browser;
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    // Not a skip: the dashboard is only tested in a real browser, so no browser is a failure.
-    throw new Error(`Chromium is missing at ${CHROMIUM}: install Debian's package (apt-get install -y chromium), as .ci/run does`);
-  }
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchBrowser();
 });
 afterAll(async () => {
   await browser?.close();
