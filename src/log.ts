@@ -41,7 +41,7 @@ export interface LoggerOptions {
   level: string;
   pretty: boolean;
   scrub: (text: string) => string;
-  /** Where lines go (stdout by default); tests pass a collector. */
+  /** Where lines go (stderr by default: stdout is for command output and the console channel); tests pass a collector. */
   destination?: NodeJS.WritableStream;
 }
 
@@ -51,7 +51,7 @@ export interface LoggerOptions {
  * up in a message or an error text is removed too.
  */
 export function createLogger(opts: LoggerOptions): Logger {
-  const out = opts.destination ?? process.stdout;
+  const out = opts.destination ?? process.stderr;
   // pino-pretty is loaded only when asked for: the daemon's JSON logs do not pay its memory.
   const target: NodeJS.WritableStream = opts.pretty
     ? (createRequire(import.meta.url)('pino-pretty') as (o: Record<string, unknown>) => NodeJS.WritableStream)({
