@@ -14,7 +14,8 @@ import { DIGEST_GROUP } from './notify/grouping.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
 import { Notifier } from './notify/notifier.js';
 import { OutboxWorker } from './notify/outbox-worker.js';
-import { envelope, eventId } from './events/envelope.js';
+import { eventId } from './events/envelope.js';
+import { operatorEvent } from './events/operator.js';
 import { DeliveryRepo } from './store/delivery-repo.js';
 import { SilencesRepo } from './store/silences-repo.js';
 import { packageRoot } from './paths.js';
@@ -41,6 +42,9 @@ import { openStore, type Store } from './store/db.js';
 import { EventsRepo } from './store/events-repo.js';
 import { HistoryRepo, type PruneResult } from './store/history-repo.js';
 import { SnapshotsRepo } from './store/snapshots-repo.js';
+import { DaemonRepo, HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
+import { DEFAULTS } from './config/parse.js';
+import { hostname } from 'node:os';
 
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
@@ -78,8 +82,11 @@ export interface App {
   /** Live events for in-process consumers (SSE, the dashboard, tests). */
   bus: EventEmitter<AppBusEvents>;
   scrub: (text: string) => string;
-  /** One full cycle of every enabled source, then deliver what is pending (bounded wait). */
-  runOnce(): Promise<{ pending: number }>;
+  /**
+   * One full cycle of every enabled source, then deliver what is pending (bounded wait).
+   * `polls` and `failed` count the polls of the cycle: all failed means nothing could be read.
+   */
+  runOnce(): Promise<{ pending: number; polls: number; failed: number }>;
   /** Start the daemon: scheduler, outbox worker and (if configured) the HTTP server. */
   start(): Promise<void>;
   /** The operator server's address, once started (null without `server.listen`). */
@@ -121,6 +128,8 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     maxPages: config.api.max_pages,
     now,
     random,
+    // Replies are scrubbed of every configured secret before anything is stored.
+    secrets: secretsOf(config),
     onResponse: ({ status, code }) => metrics.apiResponse(status, code),
   });
   const channels = new Map<string, Channel>();
@@ -148,24 +157,14 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     disableAfterMs: config.delivery.disable_after_ms,
     onChannelDisabled: ({ channel, reason, count }) => {
       // An operator event: stored, and delivered to the channels still working.
-      const at = new Date(now());
-      const e = envelope({
-        id: eventId('channel-disabled', channel, count),
+      const e = operatorEvent({
+        rule: 'channel-disabled',
         instance: config.name,
         subject: `channels/${channel}`,
-        time: at,
-        data: {
-          name: 'channel.disabled',
-          severity: 'critical',
-          summary: `channel ${channel} is disabled: ${reason}`,
-          site_id: null,
-          domain: null,
-          changes: [],
-          rule: 'channel-disabled',
-          observed_at: at.toISOString(),
-          channel,
-          reason,
-        },
+        at: now(),
+        id: eventId('channel-disabled', channel, count),
+        summary: `channel ${channel} is disabled: ${reason}`,
+        extra: { channel, reason },
       });
       if (notifier.publish(e)) announce([e]);
     },
@@ -208,6 +207,9 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     log,
     scrub,
     sites: config.sites,
+    sitesMax: config.sites_max,
+    degraded: config.degraded,
+    maxEvents: (name) => config.sources[name]?.max_events ?? DEFAULTS.maxEventsPerPoll,
     onPoll: (source, o) => metrics.poll(source, o, o.durationMs ?? 0),
     onEvents: announce,
   });
@@ -227,6 +229,8 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
 
   let stopped = false;
   let pruneTimer: NodeJS.Timeout | null = null;
+  let heartbeatTimer: NodeJS.Timeout | null = null;
+  const daemon = new DaemonRepo(store.sqlite);
   let server: { url: string; close: () => Promise<void> } | null = null;
   const app: App = {
     config,
@@ -243,11 +247,11 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     bus,
     scrub,
     async runOnce() {
-      await scheduler.runAll();
+      const outcomes = (await scheduler.runAll()).flatMap((c) => c.outcomes);
       // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour).
       delivery.flushGroups(now(), DIGEST_GROUP);
       const pending = await worker.drain(config.delivery.drain_timeout_ms);
-      return { pending };
+      return { pending, polls: outcomes.length, failed: outcomes.filter((o) => o.status === 'failed').length };
     },
     serverUrl: null,
     pruneHistory() {
@@ -262,7 +266,11 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
           listen: config.server.listen,
           token: config.server.token,
           routes: [
-            ...healthRoutes({ databaseReady: () => store.ready(), schedulerRunning: () => scheduler.running }),
+            ...healthRoutes({
+              databaseReady: () => store.ready(),
+              schedulerRunning: () => scheduler.running,
+              polling: () => ({ fresh: now() - poller.lastSuccessAt <= config.server.not_ready_after_ms, lastSuccessAt: poller.lastSuccessAt }),
+            }),
             ...metricsRoutes(metrics),
             ...feedRoutes(ctx),
             ...apiRoutes(ctx),
@@ -280,6 +288,18 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');
       worker.start();
       scheduler.start();
+      // A sign of life in the database, for commands on it (`redeliver` says whether anyone sends now).
+      const startedAt = now();
+      const beat = (): void => {
+        try {
+          daemon.beat({ instance: config.name, pid: process.pid, host: hostname(), started_at: startedAt, seen_at: now(), stopped_at: null });
+        } catch (e) {
+          log.error({ err: scrub(String(e)) }, 'heartbeat write failed');
+        }
+      };
+      beat();
+      heartbeatTimer = setInterval(beat, HEARTBEAT_EVERY_MS);
+      heartbeatTimer.unref();
       // History is pruned at start and then on a schedule, so the database stays bounded.
       app.pruneHistory();
       pruneTimer = setInterval(() => {
@@ -295,6 +315,10 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       if (stopped) return;
       stopped = true;
       if (pruneTimer) clearInterval(pruneTimer);
+      if (heartbeatTimer) {
+        clearInterval(heartbeatTimer);
+        daemon.stopped(config.name, now());
+      }
       await scheduler.stop();
       await worker.stop();
       await server?.close();

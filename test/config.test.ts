@@ -62,10 +62,11 @@ describe('valid configs', () => {
       },
       storage: { path: '/srv/hostwatch/state/hostwatch.db' },
       sites: [12, 40, 7],
+      sites_max: 10_000,
       sources: {
-        health: { enabled: true, every_ms: 120_000 },
-        rank: { enabled: false, every_ms: null },
-        backups: { enabled: true, every_ms: null },
+        health: { enabled: true, every_ms: 120_000, max_events: 100 },
+        rank: { enabled: false, every_ms: null, max_events: 100 },
+        backups: { enabled: true, every_ms: null, max_events: 100 },
       },
       rules: ['/srv/hostwatch/rules', '/etc/hostwatch/extra.yaml'],
       channels: [
@@ -89,7 +90,8 @@ describe('valid configs', () => {
       maintenance: [],
       inhibit: [{ source: 'site.offline', target: null }],
       delivery: { retry_schedule_ms: [1_000, 90_000, 3_600_000], drain_timeout_ms: 60_000, concurrency: 16, disable_after_ms: 432_000_000 },
-      server: { listen: '127.0.0.1:8080', token: 'token-from-env' },
+      server: { listen: '127.0.0.1:8080', token: 'token-from-env', not_ready_after_ms: 1_800_000 },
+      degraded: { after_failures: 3, after_ms: 600_000 },
       log: { level: 'debug', pretty: true },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
     } satisfies Config);
@@ -123,6 +125,7 @@ describe('valid configs', () => {
       },
       storage: { path: '/srv/hostwatch/data/hostwatch.db' },
       sites: 'all',
+      sites_max: 10_000,
       sources: {},
       rules: [],
       channels: [],
@@ -135,7 +138,8 @@ describe('valid configs', () => {
         concurrency: 8,
         disable_after_ms: 432_000_000,
       },
-      server: { listen: null, token: null },
+      server: { listen: null, token: null, not_ready_after_ms: 1_800_000 },
+      degraded: { after_failures: 3, after_ms: 600_000 },
       log: { level: 'info', pretty: false },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
     } satisfies Config);
@@ -143,9 +147,9 @@ describe('valid configs', () => {
 
   it('reads an empty section as its defaults', () => {
     const result = parseText(`${MINIMAL}server:\nlog:\nsources:\n  rank:\n`);
-    expect(result.ok && result.config.server).toEqual({ listen: null, token: null });
+    expect(result.ok && result.config.server).toEqual({ listen: null, token: null, not_ready_after_ms: 1_800_000 });
     expect(result.ok && result.config.log).toEqual({ level: 'info', pretty: false });
-    expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null } });
+    expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null, max_events: 100 } });
   });
 
   it('sets secure SMTP by default only on port 465', () => {
@@ -195,7 +199,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an unknown top-level key is an error that suggests the near miss',
       fixture: 'unknown-top-level-key.yaml',
       errors: [
-        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, log, history',
+        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history',
       ],
     },
     {
@@ -344,7 +348,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'a file that is a list, not a map, lists the top-level keys',
       fixture: 'not-a-map.yaml',
       errors: [
-        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, log, history (got a list)',
+        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history (got a list)',
       ],
     },
   ];

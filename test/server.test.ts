@@ -18,7 +18,7 @@ describe('the health endpoints', () => {
     expect(live.status).toBe(200);
     const ready = await fetch(`${app.serverUrl}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: 'ready', database: true, scheduler: true });
+    expect(await ready.json()).toMatchObject({ status: 'ready', database: true, scheduler: true, polling: true });
     app.store.sqlite.close();
     const notReady = await fetch(`${app.serverUrl}/readyz`);
     expect(notReady.status).toBe(503);

@@ -15,7 +15,10 @@ import {
   buildConfigSchema,
   isSecretPath,
   parseDigest,
+  isLoopback,
+  listenHost,
   REQUIRED,
+  secretPlaceholder,
   UNKNOWN_KEY,
   UNKNOWN_SOURCE,
   type CheckedConfig,
@@ -30,6 +33,12 @@ export interface ParseOptions {
   sourceNames: readonly string[];
   /** Folder that relative paths (storage.path, rules) resolve against; default: the config file's folder. */
   baseDir?: string;
+  /**
+   * For commands that call neither the API nor a channel (events, explain, deliveries,
+   * silences, backtest): a secret whose environment variable is unset gets a placeholder
+   * instead of being an error, so these commands run without secrets they do not use.
+   */
+  secretsOptional?: boolean;
 }
 
 /** Every default, in one place (docs/configuration.md lists the same values). */
@@ -51,6 +60,14 @@ export const DEFAULTS = {
   /** Without an `inhibit` key: site.offline holds back the rest of its site. */
   inhibit: [{ source: 'site.offline', target: null }],
   log: { level: 'info', pretty: false },
+  /** The most sites a site list may hold: far above any real agency, far below a hostile reply. */
+  sitesMax: 10_000,
+  /** The most events one poll of a source emits; past it, one summary event (docs/events.md). */
+  maxEventsPerPoll: 100,
+  /** /readyz turns 503 after this long without a successful poll. */
+  notReadyAfterMs: 30 * 60_000,
+  /** source.degraded: this many failed polls in a row, or two or more over this long. */
+  degraded: { after_failures: 3, after_ms: 10 * 60_000 },
   history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
 } as const;
 
@@ -60,7 +77,7 @@ export const DEFAULTS = {
  * "<demo>" are kept as they are).
  */
 export function parseConfig(text: string, file: string, env: Env, opts: ParseOptions): ParseResult {
-  const tree = readYamlTree(text, file, env);
+  const tree = readYamlTree(text, file, env, opts.secretsOptional ? { placeholder: secretPlaceholder } : {});
   if (tree.syntaxFailed) return { ok: false, errors: tree.errors };
 
   const data = tree.data ?? {};
@@ -223,6 +240,7 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
       }
     }
   }
+  errors.push(...serverCheck(record['server'], data, tree, file));
   if (!Array.isArray(channels)) return errors;
 
   const names = new Map<string, number>();
@@ -265,6 +283,23 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
   return errors;
 }
 
+/** A server reachable from other machines needs a token: `run` would refuse to start without one. */
+function serverCheck(server: unknown, data: unknown, tree: YamlTree, file: string): ConfigError[] {
+  if (server === null || typeof server !== 'object') return [];
+  const { listen, token } = server as Record<string, unknown>;
+  const host = typeof listen === 'string' ? listenHost(listen) : null;
+  if (host === null || isLoopback(host) || (typeof token === 'string' && token.trim() !== '')) return [];
+  return [
+    valueError(
+      ['server', 'listen'],
+      'is reachable from other machines, so it needs server.token (a bearer token, like token: ${HOSTWATCH_TOKEN}); or listen on 127.0.0.1',
+      data,
+      tree,
+      file,
+    ),
+  ];
+}
+
 // ---- written -> normalized ----------------------------------------------------------------
 
 function normalize(written: CheckedConfig, file: string, baseDir: string): Config {
@@ -272,7 +307,7 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
   const resolvePath = (path: string) => (path === ':memory:' ? path : resolve(baseDir, path));
   const sources: Config['sources'] = {};
   for (const [name, override] of Object.entries(written.sources ?? {})) {
-    sources[name] = { enabled: override?.enabled ?? true, every_ms: override?.every ?? null };
+    sources[name] = { enabled: override?.enabled ?? true, every_ms: override?.every ?? null, max_events: override?.max_events ?? DEFAULTS.maxEventsPerPoll };
     if (override?.paths) sources[name].paths = override.paths;
     if (override?.site_paths) {
       sources[name].site_paths = Object.fromEntries(Object.entries(override.site_paths).map(([id, paths]) => [Number(id), paths]));
@@ -291,7 +326,7 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
       max_pages: api.max_pages ?? DEFAULTS.api.max_pages,
     },
     storage: { path: resolvePath(written.storage?.path ?? DEFAULTS.storage.path) },
-    sites: written.sites ?? 'all',
+    ...normalizeSites(written.sites),
     sources,
     rules: (written.rules ?? []).map(resolvePath),
     channels: (written.channels ?? []).map(normalizeChannel),
@@ -321,13 +356,26 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
       concurrency: written.delivery?.concurrency ?? DEFAULTS.delivery.concurrency,
       disable_after_ms: written.delivery?.disable_after ?? DEFAULTS.delivery.disable_after_ms,
     },
-    server: { listen: written.server?.listen ?? null, token: written.server?.token ?? null },
+    server: {
+      listen: written.server?.listen ?? null,
+      token: written.server?.token ?? null,
+      not_ready_after_ms: written.server?.not_ready_after ?? DEFAULTS.notReadyAfterMs,
+    },
+    degraded: {
+      after_failures: written.degraded?.after_failures ?? DEFAULTS.degraded.after_failures,
+      after_ms: written.degraded?.after ?? DEFAULTS.degraded.after_ms,
+    },
     log: { level: written.log?.level ?? DEFAULTS.log.level, pretty: written.log?.pretty ?? DEFAULTS.log.pretty },
     history: {
       retention_ms: written.history?.retention ?? DEFAULTS.history.retention_ms,
       prune_every_ms: written.history?.prune_every ?? DEFAULTS.history.prune_every_ms,
     },
   };
+}
+
+function normalizeSites(written: CheckedConfig['sites']): Pick<Config, 'sites' | 'sites_max'> {
+  if (written === undefined || written === 'all' || Array.isArray(written)) return { sites: written ?? 'all', sites_max: DEFAULTS.sitesMax };
+  return { sites: written.watch ?? 'all', sites_max: written.max ?? DEFAULTS.sitesMax };
 }
 
 function normalizeChannel(channel: NonNullable<CheckedConfig['channels']>[number]): ChannelConfig {

@@ -3,6 +3,7 @@
  * user reads: what is allowed. parse.ts adds the path, position and the value it got.
  * Durations leave this schema as milliseconds; defaults are applied later, in parse.ts.
  */
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { validateDetailed as validateCron } from 'node-cron';
 import { formatDuration, parseDuration } from './duration.js';
@@ -27,7 +28,8 @@ const M = {
   secret: 'must be a Standard Webhooks secret: "whsec_" followed by base64, like whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
   rate: 'must be a number greater than 0 and at most 1000',
   path: 'must be a non-empty file path',
-  sites: 'must be "all" or a non-empty list of site ids, like [12, 40]',
+  sites: 'must be "all", a non-empty list of site ids like [12, 40], or a map like { watch: all, max: 10000 }',
+  sitesWatch: 'must be "all" or a non-empty list of site ids, like [12, 40]',
   siteId: 'must be a positive integer site id',
   rules: 'must be a list of rule files or folders, like [./rules]',
   channels: 'must be a list of channels, each like { name: ops, type: slack, url: ... }',
@@ -161,12 +163,25 @@ export function isWebhookSecret(value: string): boolean {
   return body.length > 0 && BASE64.test(body);
 }
 
-const LISTEN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
+const LISTEN = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/;
 
 /** True for `host:port` with a port from 0 to 65535 (IPv6 hosts in brackets). */
 export function isListenAddress(value: string): boolean {
-  const port = LISTEN.exec(value)?.[1];
+  const port = LISTEN.exec(value)?.[3];
   return port !== undefined && Number(port) <= 65_535;
+}
+
+/** The host of a `host:port` listen address (IPv6 without brackets), or null when it is not one. */
+export function listenHost(value: string): string | null {
+  const m = LISTEN.exec(value);
+  return m ? (m[1] ?? m[2] ?? null) : null;
+}
+
+/** Loopback names and addresses: the only binds allowed without a token. */
+export function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  return host === '::1';
 }
 
 // ---- the sections -------------------------------------------------------------------------
@@ -199,10 +214,29 @@ const siteList = z
     });
   });
 
+/** The site section: `all`, a list of ids, or `{ watch, max }` (max: the most sites a site list may hold). */
+const sitesSection = z.union(
+  [
+    z.literal('all', M.sites),
+    siteList,
+    section({
+      watch: z.union([z.literal('all', M.sitesWatch), siteList], M.sitesWatch).optional(),
+      max: integer(1, 1_000_000).optional(),
+    }).superRefine((s, ctx) => {
+      // A list of ids longer than the cap would be cut at every poll: say so here.
+      if (Array.isArray(s.watch) && s.max !== undefined && s.watch.length > s.max) {
+        ctx.addIssue({ code: 'custom', path: ['watch'], message: `lists ${s.watch.length} sites, more than max (${s.max}); raise max or list fewer` });
+      }
+    }),
+  ],
+  M.sites,
+);
+
 const filePaths = 'must be a non-empty list of paths inside the site folder, like [.htaccess, wp-config.php]';
 const sourceOverride = section({
   enabled: bool().optional(),
   every: duration(10_000).optional(),
+  max_events: integer(1, 100_000).optional(),
   paths: z.array(text(filePaths), filePaths).min(1, filePaths).optional(),
   site_paths: z
     .record(z.string(), z.array(text(filePaths), filePaths).min(1, filePaths), 'must be a map of site ids to lists of paths, like { 12: [wp-config.php] }')
@@ -314,6 +348,12 @@ const deliverySection = section({
 const serverSection = section({
   listen: z.string(M.listen).refine(isListenAddress, M.listen).nullable().optional(),
   token: text(M.token).nullable().optional(),
+  not_ready_after: duration(60_000).optional(),
+});
+
+const degradedSection = section({
+  after_failures: integer(1, 1000).optional(),
+  after: duration(60_000).optional(),
 });
 
 const historySection = section({
@@ -335,7 +375,7 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
     name: z.string(M.name).regex(/^[a-z0-9._-]+$/, M.name).optional(),
     api: apiSection,
     storage: section({ path: text(M.path).optional() }).nullish(),
-    sites: z.union([z.literal('all', M.sites), siteList], M.sites).optional(),
+    sites: sitesSection.optional(),
     sources: sourcesSection(sourceNames).nullish(),
     rules: z.array(text(M.path), M.rules).nullish(),
     channels: z.array(channel, M.channels).nullish(),
@@ -344,6 +384,7 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
     inhibit: z.array(inhibitRule, 'must be a list like [{ source: site.offline }]').nullish(),
     delivery: deliverySection.nullish(),
     server: serverSection.nullish(),
+    degraded: degradedSection.nullish(),
     log: logSection.nullish(),
     history: historySection.nullish(),
   };
@@ -355,6 +396,18 @@ export type ConfigSchema = ReturnType<typeof buildConfigSchema>;
 export type WrittenConfig = z.input<ConfigSchema>;
 /** The config after validation: durations are milliseconds, defaults not yet applied. */
 export type CheckedConfig = z.output<ConfigSchema>;
+
+/**
+ * What a read-only command puts in place of a secret whose environment variable is unset:
+ * a value of the right form (it is never sent anywhere, since these commands call no API
+ * and no channel). Null for a path that is not a secret.
+ */
+export function secretPlaceholder(path: readonly (string | number)[]): string | null {
+  if (!isSecretPath(path, {})) return null;
+  if (path.includes('secret')) return 'whsec_dW5zZXQtc2VjcmV0';
+  if (path[path.length - 1] === 'url') return 'https://unset.invalid/';
+  return 'unset-secret';
+}
 
 /**
  * True if the value at `path` is a secret, whose value must never appear in an error:

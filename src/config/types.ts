@@ -12,6 +12,8 @@ export interface Config {
   storage: { path: string };
   /** 'all', or the ids of the sites to watch. */
   sites: 'all' | number[];
+  /** The most sites a site list may hold (`sites.max`); a longer reply fails the poll. */
+  sites_max: number;
   sources: Record<string, SourceOverride>;
   /** Extra rule files or folders (absolute paths); built-in packs are always loaded. */
   rules: string[];
@@ -23,7 +25,10 @@ export interface Config {
   /** While a source alert fires for a site, that site's other events are held (docs/routing.md). */
   inhibit: InhibitConfig[];
   delivery: DeliveryConfig;
-  server: { listen: string | null; token: string | null };
+  /** `not_ready_after_ms`: /readyz answers 503 when no poll has succeeded for this long. */
+  server: { listen: string | null; token: string | null; not_ready_after_ms: number };
+  /** When `source.degraded` fires: an entity failed this many polls in a row, or (two or more) for this long. */
+  degraded: { after_failures: number; after_ms: number };
   log: { level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'; pretty: boolean };
   /** The change log the trust tools read (backtest, explain): kept this long, pruned this often. */
   history: { retention_ms: number; prune_every_ms: number };
@@ -45,6 +50,8 @@ export interface ApiConfig {
 export interface SourceOverride {
   enabled: boolean;
   every_ms: number | null;
+  /** The most events one poll of this source may emit (the rest: one summary event). */
+  max_events: number;
   /** `files`: the paths (relative to each site's folder) whose stat is watched on every site. */
   paths?: string[];
   /** `files`: more paths for single sites, by site id. */

@@ -1,7 +1,7 @@
 /**
  * The event catalog of PRODUCT.md: names other tools depend on (fixed: more may be added,
- * none renamed). Tests check that a built-in rule raises each (the `source.*` operator
- * events come from the poller) and that docs/events.md documents each.
+ * none renamed). Tests check that a built-in rule raises each (the operator events of
+ * events/operator.ts come from the poller) and that docs/events.md documents each.
  */
 export const CATALOG: readonly string[] = [
   'site.added',
@@ -43,4 +43,7 @@ export const CATALOG: readonly string[] = [
   'research.credits_low',
   'source.degraded',
   'source.scope_missing',
+  'source.mass_change',
+  'api.unauthorized',
+  'api.unreachable',
 ];

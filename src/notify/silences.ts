@@ -150,6 +150,38 @@ export class SilenceMatcher {
   }
 }
 
+/**
+ * Alertmanager's matcher syntax (`amtool silence add alertname="x" site_id=12`, or
+ * `{name="x", severity!="info"}`) as the CEL it means; null when the text is not a list of
+ * such matchers. Operators: `=`, `!=`, `=~` and `!~` (regexes anchored at both ends, as in
+ * Alertmanager). `alertname` is the event name; a field events do not have is a label.
+ */
+export function amtoolToCel(text: string): string | null {
+  let body = text.trim();
+  if (body.startsWith('{') && body.endsWith('}')) body = body.slice(1, -1).trim();
+  const MATCHER = /\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,"']+)\s*(?:,|\s|$)/y;
+  const parts: string[] = [];
+  let at = 0;
+  while (at < body.length) {
+    MATCHER.lastIndex = at;
+    const m = MATCHER.exec(body);
+    if (!m || m[0].length === 0) return null;
+    at = MATCHER.lastIndex;
+    const [, field, op, raw] = m as unknown as [string, string, string, string];
+    const value = /^["']/.test(raw) ? raw.slice(1, -1).replace(/\\(.)/g, '$1') : raw;
+    const name = field === 'alertname' ? 'name' : field;
+    const ref = SILENCE_VARIABLES.includes(name) && name !== 'labels' ? name : `labels[${JSON.stringify(field)}]`;
+    const numeric = name === 'site_id' && /^\d+$/.test(value);
+    if (op === '=~' || op === '!~') {
+      const test = `${numeric || name === 'site_id' ? `string(${ref})` : ref}.matches(${JSON.stringify(`^(?:${value})$`)})`;
+      parts.push(op === '=~' ? test : `!${test}`);
+    } else {
+      parts.push(`${ref} ${op === '!=' ? '!=' : '=='} ${numeric ? value : JSON.stringify(value)}`);
+    }
+  }
+  return parts.length > 0 ? parts.join(' && ') : null;
+}
+
 const REQUEST_FIELDS = ['match', 'duration', 'ends_at', 'starts_at', 'comment', 'created_by'];
 const MAX_TEXT = 2000;
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -165,7 +197,7 @@ export function parseSilenceRequest(
   body: unknown,
   now: number,
   defaults: { createdBy: string },
-): { ok: true; silence: Omit<Silence, 'id'> } | { ok: false; errors: SilenceFieldError[] } {
+): { ok: true; silence: Omit<Silence, 'id'>; translated?: { from: string; to: string } } | { ok: false; errors: SilenceFieldError[] } {
   if (!isRecord(body)) {
     return { ok: false, errors: [{ field: 'body', message: 'expected a JSON object with match, duration (or ends_at) and comment' }] };
   }
@@ -176,14 +208,21 @@ export function parseSilenceRequest(
     if (!REQUEST_FIELDS.includes(key)) bad(key, `unknown field; allowed: ${REQUEST_FIELDS.join(', ')}`);
   }
 
-  const match = text(req['match']);
+  let match = text(req['match']);
+  let translated: { from: string; to: string } | undefined;
   if (match === null) bad('match', `required: a CEL expression over ${SILENCE_VARIABLES.join(', ')} (like "site_id == 12")`);
   else if (match.length > MAX_TEXT) bad('match', `at most ${MAX_TEXT} characters`);
   else {
     try {
       compileSilenceMatch(match);
     } catch (e) {
-      bad('match', (e as Error).message);
+      // An amtool user types name="x", which is no CEL at all: take the CEL it means (and
+      // say so). Text that parses as CEL keeps its own error (a misspelt variable, say).
+      const cel = parses(match) ? null : amtoolToCel(match);
+      if (cel !== null && compiles(cel)) {
+        translated = { from: match, to: cel };
+        match = cel;
+      } else bad('match', (e as Error).message);
     }
   }
 
@@ -226,7 +265,26 @@ export function parseSilenceRequest(
   return {
     ok: true,
     silence: { match, starts_at: startsAt, ends_at: endsAt, comment, created_by: createdBy, created_at: now, expired_at: null },
+    ...(translated ? { translated } : {}),
   };
+}
+
+function parses(match: string): boolean {
+  try {
+    parseCel(match);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function compiles(match: string): boolean {
+  try {
+    compileSilenceMatch(match);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A silence as the API shows it: ISO times and its state now. */

@@ -2,8 +2,9 @@ import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
-import { alertEventId, envelope } from '../events/envelope.js';
-import type { HostwatchEvent, Severity } from '../events/types.js';
+import { changeEventId } from '../events/envelope.js';
+import { API_SUBJECT, operatorEvent, type OperatorRule } from '../events/operator.js';
+import type { HostwatchEvent } from '../events/types.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
@@ -19,8 +20,21 @@ import type { PollStateRow, SnapshotRow, SnapshotsRepo } from '../store/snapshot
 import type { EvidenceRow, HistoryRepo } from '../store/history-repo.js';
 import { listOf, planEvents, siteInfoFromRecord, sourceRules, type SourceRules } from './plan.js';
 
-/** A source is degraded when an entity of it failed this many polls in a row. */
-export const DEGRADED_AFTER = 3;
+/** When `source.degraded` fires by default (config `degraded`). */
+export const DEGRADED_DEFAULTS = { after_failures: 3, after_ms: 10 * 60_000 } as const;
+
+/** Error codes that mean the panel was not reached at all (`api.unreachable`). */
+const UNREACHABLE = new Set(['network', 'timeout', 'http_502', 'http_504']);
+
+/** The API-wide operator alert a failed poll counts towards, if any. */
+export function apiFailureKind(err: ApiError | undefined): 'api-unauthorized' | 'api-unreachable' | null {
+  if (!err) return null;
+  if (err.code === 'unauthorized' || err.statusCode === 401) return 'api-unauthorized';
+  if (UNREACHABLE.has(err.code) || err.statusCode === 502 || err.statusCode === 504) return 'api-unreachable';
+  return null;
+}
+
+const API_ALERTS = ['api-unauthorized', 'api-unreachable'] as const;
 
 export interface PollerDeps {
   instance: string;
@@ -44,6 +58,12 @@ export interface PollerDeps {
   sites?: 'all' | readonly number[];
   /** Called after every poll (metrics). */
   onPoll?: (source: string, outcome: PollOutcome) => void;
+  /** When `source.degraded` fires (config `degraded`); default DEGRADED_DEFAULTS. */
+  degraded?: { after_failures: number; after_ms: number };
+  /** The most sites a site list may hold (`sites.max`): a longer reply fails the poll. Default: no cap. */
+  sitesMax?: number;
+  /** The most events one poll of a source may emit (`sources.<name>.max_events`); default 100. */
+  maxEvents?: (source: string) => number;
   /** Fetches entities (conditional requests, per-source options); default: a plain Fetcher over `client`. */
   fetcher?: Fetcher;
   /** The enabled sources; views among them are ingested from their origin's fetch. Default: none. */
@@ -116,6 +136,10 @@ export class Poller {
   private readonly failing = new Set<string>();
   /** Sources with a firing source.scope_missing alert. */
   private readonly scopeMissing = new Set<string>();
+  /** API-wide operator alerts firing now (api.unauthorized, api.unreachable). */
+  private readonly apiFiring = new Set<OperatorRule>();
+  /** When a poll last succeeded in this process (start time until one does): /readyz reads it. */
+  lastSuccessAt: number;
   private readonly silences: SilenceSource;
   /** Active silences, read once per commit (null outside a commit). */
   private activeSilences: Silence[] | null = null;
@@ -129,7 +153,11 @@ export class Poller {
     this.watched = deps.sites === undefined || deps.sites === 'all' ? null : new Set(deps.sites);
     this.loadDirectory();
     for (const row of deps.snapshots.allFailing()) this.failing.add(`${row.source}\u0000${row.entity}`);
-    for (const a of deps.alerts.firing()) if (a.rule === 'source-scope-missing') this.scopeMissing.add(a.subject);
+    for (const a of deps.alerts.firing()) {
+      if (a.rule === 'source-scope-missing') this.scopeMissing.add(a.subject);
+      if ((API_ALERTS as readonly string[]).includes(a.rule)) this.apiFiring.add(a.rule as OperatorRule);
+    }
+    this.lastSuccessAt = deps.now();
   }
 
   /** The sites known from the last stored site list, in id order. */
@@ -165,6 +193,8 @@ export class Poller {
       this.recordSuccess(ref, started, false, null, [], []);
       return this.observed(ref, { entity: ref.entity, status: 'not_applicable', events: 0, durationMs: this.deps.now() - started });
     }
+    const tooMany = this.siteListProblem(source, got.data);
+    if (tooMany) return this.failed(ref, new ApiError({ code: 'bad_response', endpoint: pathOf(source, null), message: tooMany }), started);
     let outcome: PollOutcome;
     try {
       outcome = this.ingest(ref, got.data, started, opts);
@@ -179,6 +209,17 @@ export class Poller {
     }
     outcome.durationMs = this.deps.now() - started;
     return this.observed(ref, outcome);
+  }
+
+  /**
+   * A site list longer than `sites.max` is refused as a whole, before any diff: a hostile
+   * or broken reply must not become a million `site.added` events and a huge database.
+   */
+  private siteListProblem(source: SourceDef, data: unknown): string | null {
+    const max = this.deps.sitesMax;
+    if (max === undefined || source.name !== sitesSource.name) return null;
+    const n = listOf(sitesSource, data).length;
+    return n > max ? `the site list has ${n} sites, more than sites.max (${max}); the previous list is kept. Raise sites.max if this is real` : null;
   }
 
   /** An entity the server said is unchanged (304): replanned on its stored snapshot if a timer runs. */
@@ -264,7 +305,8 @@ export class Poller {
     if (plan.timed) this.timed.add(stateKey);
     else this.timed.delete(stateKey);
     for (const problem of plan.problems) this.deps.log.warn({ source: ref.source.name }, problem);
-    const events = this.watched ? plan.events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : plan.events;
+    const watched = this.watched ? plan.events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : plan.events;
+    const { events, evidence } = this.capChanges(ref, version, now.getTime(), watched, plan.evidence);
     const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
     const snapshot: SnapshotRow | null = unchanged
       ? null
@@ -277,10 +319,37 @@ export class Poller {
           version,
           changed_at: now.getTime(),
         };
-    this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites, plan.evidence);
+    this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites, evidence);
     this.heads.set(stateKey, { hash, version });
     if (snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
     return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: events.length };
+  }
+
+  /**
+   * At most `max_events` change events from one poll; past it, one `source.mass_change`
+   * event says how many more there were, and the snapshot (stored as usual, with its place
+   * in the change log) keeps them for `rules backtest`. Alerts are never cut: each firing
+   * has its state and its later resolution.
+   */
+  private capChanges(ref: EntityRef, version: number, at: number, events: HostwatchEvent[], evidence: EvidenceRow[]): { events: HostwatchEvent[]; evidence: EvidenceRow[] } {
+    const max = this.deps.maxEvents?.(ref.source.name) ?? 100;
+    const changes = events.filter((e) => e.data.status === undefined);
+    if (changes.length <= max) return { events, evidence };
+    const dropped = new Set(changes.slice(max).map((e) => e.id));
+    const byEvent: Record<string, number> = {};
+    for (const e of changes) byEvent[e.data.name] = (byEvent[e.data.name] ?? 0) + 1;
+    const site = ref.siteId === null ? null : (this.directory.get(ref.siteId) ?? null);
+    const summary = operatorEvent({
+      rule: 'source-mass-change',
+      instance: this.deps.instance,
+      subject: ref.entity,
+      at,
+      id: changeEventId('source-mass-change', ref.entity, version),
+      summary: `${ref.entity}: ${changes.length} changes in one poll; the first ${max} were sent as events, the other ${changes.length - max} are in the change log (hostwatch rules backtest shows them)`,
+      extra: { site_id: ref.siteId, domain: site?.domain ?? null, source: ref.source.name, total: changes.length, sent: max, held: changes.length - max, by_event: byEvent, max_events: max },
+    });
+    this.deps.log.warn({ source: ref.source.name, entity: ref.entity, changes: changes.length, max_events: max }, 'mass change: events past max_events summed up in one source.mass_change');
+    return { events: [...events.filter((e) => !dropped.has(e.id)), summary], evidence: evidence.filter((r) => !dropped.has(r.event_id)) };
   }
 
   /**
@@ -304,28 +373,55 @@ export class Poller {
         consecutive_failures: allFailed ? (prev?.consecutive_failures ?? 0) + 1 : 0,
         last_error_code: firstError?.code ?? null,
         last_error: firstError ? this.deps.scrub(firstError.message) : null,
+        failing_since: allFailed ? (prev?.failing_since ?? now) : null,
       });
       this.degradedAlert(source, added);
+      if (allFailed) this.apiAlert(source, failures, added);
     });
+  }
+
+  /**
+   * Every request of a cycle refused (401) or not reaching the panel: fire the API-wide
+   * alert at once. It resolves with the next successful poll of any source (recordSuccess).
+   */
+  private apiAlert(source: SourceDef, failures: readonly PollOutcome[], added: HostwatchEvent[]): void {
+    const kind = apiFailureKind(failures[0]?.error);
+    if (kind === null || !failures.every((o) => apiFailureKind(o.error) === kind)) return;
+    const state = this.deps.alerts.get(kind, API_SUBJECT);
+    if (state?.status === 'firing') return;
+    const err = failures[0]!.error!;
+    const summary =
+      kind === 'api-unauthorized'
+        ? `the Hosting Control API refuses the API key (401 on every request of ${source.name}); check api.key`
+        : `the Hosting Control API cannot be reached (${err.code} on every request of ${source.name}); check api.base_url and the network`;
+    this.operatorAlert(kind, API_SUBJECT, 'firing', state, added, { summary, source: source.name, code: err.code, endpoint: err.endpoint, last_error: this.deps.scrub(err.message) });
+    this.apiFiring.add(kind);
   }
 
   /** Fire or resolve a source's `source.degraded` from the per-entity failure counts. */
   private degradedAlert(source: SourceDef, added: HostwatchEvent[]): void {
     // A missing scope has its own operator event; it must not also count as degraded.
-    const failing = this.deps.snapshots.failing(source.name, DEGRADED_AFTER).filter((r) => r.last_error_code !== 'scope_missing');
+    // Degraded: N failed polls in a row, or at least two over `after` (a long interval
+    // must not stretch the wait to N intervals).
+    const { after_failures, after_ms } = this.deps.degraded ?? DEGRADED_DEFAULTS;
+    const now = this.deps.now();
+    const failing = this.deps.snapshots
+      .failing(source.name, Math.min(2, after_failures))
+      .filter((r) => r.last_error_code !== 'scope_missing')
+      .filter((r) => r.consecutive_failures >= after_failures || (r.failing_since !== null && now - r.failing_since >= after_ms));
     const subject = `sources/${source.name}`;
     const state = this.deps.alerts.get('source-degraded', subject);
     const firing = state?.status === 'firing';
     if (failing.length > 0 && !firing) {
       const sample = failing[0]!;
-      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'firing', state, added, {
-        summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failed ${DEGRADED_AFTER}+ polls in a row (last error: ${sample.last_error_code})`,
+      this.operatorAlert('source-degraded', subject, 'firing', state, added, {
+        summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failing (${sample.consecutive_failures} polls in a row, since ${new Date(sample.failing_since ?? now).toISOString()}; last error: ${sample.last_error_code})`,
         source: source.name,
         failing: failing.length,
         last_error: sample.last_error,
       });
     } else if (failing.length === 0 && firing) {
-      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'resolved', state, added, {
+      this.operatorAlert('source-degraded', subject, 'resolved', state, added, {
         summary: `${source.name} is polling normally again`,
         source: source.name,
         failing: 0,
@@ -355,6 +451,7 @@ export class Poller {
         consecutive_failures: (prev?.consecutive_failures ?? 0) + 1,
         last_error_code: err.code,
         last_error: message,
+        failing_since: prev && prev.consecutive_failures > 0 ? (prev.failing_since ?? at) : at,
       });
       if (err.code === 'scope_missing') {
         const subject = `sources/${ref.source.name}`;
@@ -362,7 +459,7 @@ export class Poller {
         if (state?.status !== 'firing') {
           scopeFired = subject;
           const required = err.requiredScope ?? ref.source.scope;
-          this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', subject, 'firing', state, added, {
+          this.operatorAlert('source-scope-missing', subject, 'firing', state, added, {
             summary: `the API key lacks the scope ${required} that source ${ref.source.name} needs`,
             source: ref.source.name,
             required,
@@ -388,10 +485,12 @@ export class Poller {
     evidence: EvidenceRow[] = [],
   ): void {
     const key = `${ref.source.name}\u0000${ref.entity}`;
+    this.lastSuccessAt = Math.max(this.lastSuccessAt, at);
     const needState = first || this.failing.has(key);
     const scopeSubject = `sources/${ref.source.name}`;
     const scopeFiring = this.scopeMissing.has(scopeSubject);
-    if (!snapshot && !needState && events.length === 0 && alerts.length === 0 && !scopeFiring) return;
+    const apiResolving = [...this.apiFiring];
+    if (!snapshot && !needState && events.length === 0 && alerts.length === 0 && !scopeFiring && apiResolving.length === 0) return;
     const scope = scopeFiring ? this.deps.alerts.get('source-scope-missing', scopeSubject) : undefined;
     // Invariant 4: snapshot, events, outbox rows, alert state and poll state together or not at all.
     this.commit((added) => {
@@ -414,11 +513,19 @@ export class Poller {
           consecutive_failures: 0,
           last_error_code: null,
           last_error: null,
+          failing_since: null,
         };
         this.deps.snapshots.putState(row);
       }
+      // One request got through: the key works and the panel answers.
+      for (const kind of apiResolving) {
+        this.operatorAlert(kind, API_SUBJECT, 'resolved', this.deps.alerts.get(kind, API_SUBJECT), added, {
+          summary: kind === 'api-unauthorized' ? 'the Hosting Control API accepts the API key again' : 'the Hosting Control API can be reached again',
+          source: ref.source.name,
+        });
+      }
       if (scopeFiring) {
-        this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', scopeSubject, 'resolved', scope, added, {
+        this.operatorAlert('source-scope-missing', scopeSubject, 'resolved', scope, added, {
           summary: `source ${ref.source.name} can read again`,
           source: ref.source.name,
           required: ref.source.scope,
@@ -426,6 +533,7 @@ export class Poller {
       }
     });
     this.scopeMissing.delete(scopeSubject);
+    for (const kind of apiResolving) this.apiFiring.delete(kind);
     this.failing.delete(key);
     if (removedSites.length > 0) {
       for (const id of removedSites) this.fetcher.forgetSite(id);
@@ -474,11 +582,9 @@ export class Poller {
     return true;
   }
 
-  /** The two operator events (source.*) are the only ones not defined in rule files. */
+  /** Fire or resolve an operator alert (src/events/operator.ts): its event and its alert row, in the caller's transaction. */
   private operatorAlert(
-    rule: string,
-    name: string,
-    severity: Severity,
+    rule: OperatorRule,
     subject: string,
     status: 'firing' | 'resolved',
     state: AlertRow | undefined,
@@ -486,19 +592,11 @@ export class Poller {
     extra: Record<string, unknown> & { summary: string },
   ): void {
     const seq = status === 'firing' ? (state?.seq ?? 0) + 1 : (state?.seq ?? 1);
-    const id = alertEventId(rule, subject, seq, status);
-    const now = new Date(this.deps.now());
+    const at = this.deps.now();
     const { summary, ...rest } = extra;
-    const event = envelope({
-      id,
-      instance: this.deps.instance,
-      subject,
-      time: now,
-      data: { name, severity, status, summary, site_id: null, domain: null, changes: [], rule, observed_at: now.toISOString(), ...rest },
-    });
+    const event = operatorEvent({ rule, instance: this.deps.instance, subject, at, summary, alert: { seq, status }, extra: rest });
     if (this.addEvent(event)) added.push(event);
-    const t = now.getTime();
-    this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: t, last_event_id: id, pending_since: null, clear_since: null, last_sent_at: t, repeats: 0 });
+    this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: at, last_event_id: event.id, pending_since: null, clear_since: null, last_sent_at: at, repeats: 0 });
   }
 
   private prepare(def: SourceDef): PreparedSource {

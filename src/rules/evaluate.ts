@@ -2,7 +2,7 @@ import { isCelError, type CelResult } from '@bufbuild/cel';
 import type { Change } from '../diff/types.js';
 import type { AlertStatus } from '../events/types.js';
 import type { SiteInfo } from '../sources/types.js';
-import { liquid } from './parse.js';
+import { liquid, type TEMPLATE_VARIABLES } from './parse.js';
 import type { CompiledRule } from './types.js';
 
 /** What a rule sees about one record (or one whole snapshot) of a source. */
@@ -168,8 +168,8 @@ export function seenValues(rule: CompiledRule, input: RuleInput): Record<string,
   return out;
 }
 
-/** The variables a summary or description template sees. */
-function templateScope(rule: CompiledRule, input: RuleInput, status: AlertStatus | null): Record<string, unknown> {
+/** The variables a summary or description template sees (every one of TEMPLATE_VARIABLES, no other). */
+function templateScope(rule: CompiledRule, input: RuleInput, status: AlertStatus | null): Record<(typeof TEMPLATE_VARIABLES)[number], unknown> {
   return {
     event: rule.event,
     subject: input.subject,

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { Liquid } from 'liquidjs';
+import { closest } from '../config/parse.js';
 import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { compileCel } from '../cel.js';
 import { parseDuration } from '../config/duration.js';
@@ -50,6 +51,14 @@ export const liquid = new Liquid({
   renderLimit: 100,
   memoryLimit: 1_000_000,
 });
+
+/**
+ * The variables a summary or description template sees (evaluate.ts builds exactly these,
+ * typed by this list). `check` refuses a template naming anything else: with strict
+ * variables, a typo like `{{ domian }}` would otherwise fail at every render and the
+ * event would carry a fallback summary.
+ */
+export const TEMPLATE_VARIABLES = ['event', 'subject', 'site_id', 'domain', 'before', 'after', 'past', 'changes', 'params', 'labels', 'status'] as const;
 
 /** What the loader needs from the rest of the program. */
 export interface LoadRulesOptions {
@@ -249,12 +258,20 @@ function templateOf(key: string, value: unknown, bad: Bad): CompiledRule['summar
     bad(key, 'must be a template string');
     return null;
   }
+  let template: CompiledRule['summary'];
   try {
-    return liquid.parse(value);
+    template = liquid.parse(value);
   } catch (e) {
     bad(key, `template error: ${(e as Error).message}`);
     return null;
   }
+  const known: readonly string[] = TEMPLATE_VARIABLES;
+  const unknown = [...new Set(liquid.globalVariableSegmentsSync(template).map((segments) => String(segments[0])))].filter((v) => !known.includes(v));
+  for (const name of unknown) {
+    const near = closest(name, known);
+    bad(key, `unknown template variable "${name}"${near ? ` (did you mean ${near}?)` : ''}; a template sees ${known.join(', ')}`);
+  }
+  return unknown.length === 0 ? template : null;
 }
 
 function durationOf(key: string, value: unknown, bad: Bad): number | null {
