@@ -159,7 +159,7 @@ describe('hostwatch rules backtest', () => {
     writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
     const r = await hostwatch(['rules', 'backtest', '-c', config()], { cwd: dir });
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe(`hostwatch: no database at ${join(dir, 'hostwatch.db')} (storage.path); `hostwatch run` creates it on its first poll\n`);
+    expect(r.stderr).toBe(`hostwatch: no database at ${join(dir, 'hostwatch.db')} (storage.path); \`hostwatch run\` creates it on its first poll\n`);
     expect(existsSync(join(dir, 'hostwatch.db'))).toBe(false);
   });
 

@@ -269,18 +269,12 @@ export function parseSilenceRequest(
   };
 }
 
-function parses(match: string): boolean {
-  try {
-    parseCel(match);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const parses = (match: string): boolean => succeeds(() => parseCel(match));
+const compiles = (match: string): boolean => succeeds(() => compileSilenceMatch(match));
 
-function compiles(match: string): boolean {
+function succeeds(fn: () => unknown): boolean {
   try {
-    compileSilenceMatch(match);
+    fn();
     return true;
   } catch {
     return false;
