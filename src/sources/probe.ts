@@ -42,17 +42,17 @@ export async function probeScopes(
     if (err.code !== 'scope_missing') return { sites: null, fatal: fatalText(err), lines: [] };
     siteIds = [];
   }
-  const byScope = new Map<string, { status: ProbeLine['status']; detail: string }>();
+  const byScope = new Map<string, { by: string; status: ProbeLine['status']; detail: string }>();
   for (const { def } of sources) {
     if (byScope.has(def.scope) || !isTopLevel(def)) continue;
     if (def.per === 'site' && siteIds.length === 0) continue;
-    byScope.set(def.scope, await probeOne(client, def, def.per === 'site' ? siteIds[0]! : null, optionsOf));
+    byScope.set(def.scope, { by: def.name, ...(await probeOne(client, def, def.per === 'site' ? siteIds[0]! : null, optionsOf)) });
   }
-  const lines = sources.map(({ def }) => ({
-    source: def.name,
-    scope: def.scope,
-    ...(byScope.get(def.scope) ?? { status: 'error' as const, detail: siteIds.length === 0 ? 'not probed: the site list is empty or unreadable' : 'not probed' }),
-  }));
+  const lines = sources.map(({ def }): ProbeLine => {
+    const probe = byScope.get(def.scope);
+    if (!probe) return { source: def.name, scope: def.scope, status: 'error', detail: siteIds.length === 0 ? 'not probed: the site list is empty or unreadable' : 'not probed' };
+    return { source: def.name, scope: def.scope, status: probe.status, detail: probe.by === def.name ? probe.detail : `${probe.detail} (same scope)` };
+  });
   return { sites: siteIds.length, fatal: null, lines };
 }
 
