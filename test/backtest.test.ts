@@ -155,6 +155,13 @@ describe('hostwatch rules backtest', () => {
     expect(counts(recent.stdout)).toBe(['per rule:', '  (none)', 'per channel:', '  (none)', ''].join('\n'));
   });
 
+  it('shows its --since default as a duration in --help, not milliseconds', async () => {
+    const r = await hostwatch(['rules', 'backtest', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/--since <duration> +how far back to replay \(e\.g\. 7d, 30d\) \(default: 30d\)/);
+    expect(r.stdout).not.toContain('2592000000');
+  });
+
   it('says there is no database yet instead of creating an empty one, exit 1', async () => {
     writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
     const r = await hostwatch(['rules', 'backtest', '-c', config()], { cwd: dir });

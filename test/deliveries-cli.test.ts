@@ -4,6 +4,7 @@
  * what the CLI queued, with the same event id.
  */
 import { writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hostwatch } from './cli-run.js';
@@ -150,5 +151,50 @@ describe('hostwatch silence', () => {
     const expire = await hostwatch(['silence', 'expire', id, '-c', config], env);
     expect(expire.stdout).toMatch(new RegExp(`^expired: ${id}  expired`));
     expect((await hostwatch(['silence', 'expire', 'nope', '-c', config], env)).stderr).toContain('no silence with id "nope"');
+  }, SLOW);
+
+  it('takes amtool matchers, says which CEL it read them as, and names $USER as the author', async () => {
+    const { w, overrides, config, env } = await setup({ hook: () => ({ status: 200 }) });
+    const app = w.app(overrides);
+    await app.runOnce();
+    await app.stop();
+    const r = await hostwatch(['silence', 'add', '--match', 'alertname="site.offline", site_id=2', '--for', '1h', '--comment', 'amtool habits', '-c', config], { ...env, USER: 'bea' });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/  name == "site\.offline" && site_id == 2  — amtool habits \(bea; 0 held back\)\n$/);
+    expect(r.stderr).toBe('(read the amtool matchers alertname="site.offline", site_id=2 as the CEL: name == "site.offline" && site_id == 2)\n');
+    // The silence holds what the matchers meant: site 2 offline, not site 1.
+    const daemon = w.app(overrides);
+    w.sim.world.setHealth(1, { status: 'offline' });
+    w.sim.world.setHealth(2, { status: 'offline' });
+    await daemon.runOnce();
+    await daemon.stop();
+    expect(rows(w, "SELECT site_id, silenced_by IS NOT NULL AS held FROM events WHERE type = 'hostwatch.site.offline' ORDER BY site_id")).toEqual([
+      { site_id: 1, held: 0 },
+      { site_id: 2, held: 1 },
+    ]);
+    // Text that is CEL keeps its CEL error rather than being read as matchers.
+    const typo = await hostwatch(['silence', 'add', '--match', 'site_idd == 2', '--for', '1h', '--comment', 'x', '-c', config], env);
+    expect(typo.stderr).toContain('unknown variable "site_idd"');
+  }, SLOW);
+});
+
+describe('hostwatch redeliver', () => {
+  it('says whether a daemon is running on the database to send what it queued', async () => {
+    const { w, overrides, config, env } = await setup({ ok: () => ({ status: 200 }) });
+    const app = w.app(overrides);
+    await app.runOnce();
+    w.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    await app.stop();
+    const id = w.events[0]!.id;
+    const idle = await hostwatch(['redeliver', id, '-c', config], env);
+    expect(idle.stdout).toBe('1 delivery queued again; no daemon is running on this database: `hostwatch run` sends it when it starts, or `hostwatch poll --once` now\n');
+    const daemon = w.app(overrides);
+    await daemon.start();
+    const busy = await hostwatch(['redeliver', id, '-c', config], env);
+    expect(busy.stdout).toBe(`1 delivery queued again; the daemon running on this database (pid ${process.pid} on ${hostname()}) sends it within a second\n`);
+    await daemon.stop();
+    const after = await hostwatch(['redeliver', id, '-c', config], env);
+    expect(after.stdout).toMatch(/^1 delivery queued again; no daemon is running on this database \(last seen \d{4}-.*Z\): /);
   }, SLOW);
 });
