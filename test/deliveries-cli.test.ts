@@ -35,15 +35,20 @@ async function setup(answers: Record<string, () => Answer>): Promise<{ w: World;
   return { w, hooks, overrides, config, env: { SIM_URL: w.sim.url, API_KEY: TEST_KEY, DB: w.dbPath } };
 }
 
+/** A daemon's baseline poll, then one that sees `site` offline; stopped after. */
+async function siteGoesOffline(w: World, overrides: Record<string, unknown>, site: number): Promise<void> {
+  const app = w.app(overrides);
+  await app.runOnce();
+  w.sim.world.setHealth(site, { status: 'offline' });
+  await app.runOnce();
+  await app.stop();
+}
+
 describe('hostwatch deliveries and redeliver', () => {
   it('lists what was sent where with attempts and the last answer; --failed and --channel filter; redeliver sends a dead one again with the same id', async () => {
     let refuse = true;
     const { w, hooks, overrides, config, env } = await setup({ ok: () => ({ status: 200 }), picky: () => (refuse ? { status: 404, body: 'no such hook' } : { status: 200 }) });
-    const app = w.app(overrides);
-    await app.runOnce();
-    w.sim.world.setHealth(1, { status: 'offline' });
-    await app.runOnce();
-    await app.stop();
+    await siteGoesOffline(w, overrides, 1);
     const id = w.events[0]!.id;
 
     const all = await hostwatch(['deliveries', '-c', config], env);
@@ -94,11 +99,7 @@ describe('hostwatch deliveries and redeliver', () => {
   it('shows a disabled channel, and redeliver --dead --channel enables it again', async () => {
     let gone = true;
     const { w, hooks, overrides, config, env } = await setup({ hook: () => (gone ? { status: 410, body: 'unsubscribed' } : { status: 200 }) });
-    const app = w.app(overrides);
-    await app.runOnce();
-    w.sim.world.setHealth(2, { status: 'offline' });
-    await app.runOnce();
-    await app.stop();
+    await siteGoesOffline(w, overrides, 2);
     const listed = await hostwatch(['deliveries', '-c', config], env);
     expect(listed.stderr).toMatch(/^channel hook is DISABLED since .*Z: HTTP 410: unsubscribed \(hostwatch redeliver --dead --channel hook enables it\)$/m);
     gone = false;
@@ -181,11 +182,7 @@ describe('hostwatch silence', () => {
 describe('hostwatch redeliver', () => {
   it('says whether a daemon is running on the database to send what it queued', async () => {
     const { w, overrides, config, env } = await setup({ ok: () => ({ status: 200 }) });
-    const app = w.app(overrides);
-    await app.runOnce();
-    w.sim.world.setHealth(1, { status: 'offline' });
-    await app.runOnce();
-    await app.stop();
+    await siteGoesOffline(w, overrides, 1);
     const id = w.events[0]!.id;
     const idle = await hostwatch(['redeliver', id, '-c', config], env);
     expect(idle.stdout).toBe('1 delivery queued again; no daemon is running on this database: `hostwatch run` sends it when it starts, or `hostwatch poll --once` now\n');
