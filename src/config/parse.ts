@@ -57,7 +57,7 @@ export const DEFAULTS = {
     disable_after_ms: 5 * 86_400_000,
   },
   route: { group_wait_ms: 30_000, group_interval_ms: 5 * 60_000 },
-  /** Without an `inhibit` key: site.offline holds back the rest of its site. */
+  /** Without an `inhibit` key: site.offline holds back its site's other alerts (changes pass). */
   inhibit: [{ source: 'site.offline', target: null }],
   log: { level: 'info', pretty: false },
   /** The most sites a site list may hold: far above any real agency, far below a hostile reply. */

@@ -133,7 +133,7 @@ export interface MaintenanceConfig {
 /** While an event named `source` fires for a site, that site's events matching `target` are held. */
 export interface InhibitConfig {
   source: string;
-  /** CEL over the held event; null = every other event of the site. */
+  /** CEL over the held event (alert or change); null = every other alert of the site (changes pass). */
   target: string | null;
 }
 

@@ -50,6 +50,7 @@ export type InhibitionChange = { start: string; source: string; siteId: number }
 
 interface CompiledInhibit {
   source: string;
+  /** null: every alert-kind event of the site (never a change event). */
   target: CelProgram | null;
 }
 
@@ -118,6 +119,10 @@ export class Dispatcher {
     for (const rule of this.inhibit) {
       // An inhibiting alert never holds back itself (its own firing and resolution).
       if (rule.source === e.data.name) continue;
+      // Inhibition holds symptoms, not causes: without a target, only alerts are held. A
+      // change (a DNS record, a firewall rule, a file) may be why the site is down, and
+      // must reach people at once; a pair's `target` can still name changes to hold.
+      if (rule.target === null && e.data.status === undefined) continue;
       const key = inhibitionKey(rule.source, site);
       if (active.includes(key) && matches(rule.target, bindings)) return key;
     }
