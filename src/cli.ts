@@ -20,9 +20,9 @@ import { closest } from './config/parse.js';
 import { secretScrubber, secretsOf } from './log.js';
 import { storageExists, storagePathProblem } from './store/storage-path.js';
 import { EventsRepo } from './store/events-repo.js';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from './paths.js';
+import { packageRoot, packageVersion } from './paths.js';
 import { runRuleTestFile } from './rules/rule-tests.js';
 import { backtest, formatBacktest } from './rules/backtest.js';
 import { explainEvent, explainWhyNot, unknownRule, type ExplainDeps } from './rules/explain.js';
@@ -457,9 +457,5 @@ function knownTypeOrExit(config: Config, type: string): void {
   fail(`hostwatch events: --type: no event is named ${name}${near ? `; did you mean ${near}?` : ''} (docs/events.md lists them)`, EXIT_CONFIG);
 }
 
-/** The version in package.json. */
-function packageVersion(): string {
-  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
-}
 
 program.parseAsync(process.argv).catch((e: unknown) => fail(`hostwatch: ${(e as Error).message}`, 1));

@@ -18,7 +18,7 @@ import { eventId } from './events/envelope.js';
 import { operatorEvent } from './events/operator.js';
 import { DeliveryRepo } from './store/delivery-repo.js';
 import { SilencesRepo } from './store/silences-repo.js';
-import { packageRoot } from './paths.js';
+import { packageRoot, packageVersion } from './paths.js';
 import { Poller } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
 import type { CompiledRule } from './rules/types.js';
@@ -117,7 +117,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const events = new EventsRepo(store.sqlite);
   const history = new HistoryRepo(store.sqlite);
   const delivery = new DeliveryRepo(store.sqlite);
-  const metrics = new Metrics(events, now);
+  const metrics = new Metrics({ outbox: events, sources: () => snapshots.sourceStates() }, now, { version: packageVersion() });
   const client = new ApiClient({
     baseUrl: config.api.base_url,
     key: config.api.key,

@@ -358,7 +358,7 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
     },
     server: {
       listen: written.server?.listen ?? null,
-      token: written.server?.token ?? null,
+      token: written.server?.token?.trim() ? written.server.token : null,
       not_ready_after_ms: written.server?.not_ready_after ?? DEFAULTS.notReadyAfterMs,
     },
     degraded: {

@@ -44,7 +44,7 @@ const M = {
   routeChannels: 'must be a non-empty list of channel names, like [ops, hooks]',
   retrySchedule: 'must be a list of durations, like [5s, 5m, 30m]',
   listen: 'must be host:port like 127.0.0.1:8080 or [::1]:8080, with a port from 0 to 65535',
-  token: 'must be a non-empty string, usually token: ${HOSTWATCH_TOKEN}, or left out for no token',
+  token: 'must be a string, usually token: ${HOSTWATCH_TOKEN}; empty or left out for no token',
   level: `must be one of ${LOG_LEVELS.join(', ')}`,
   bool: 'must be true or false',
   secrets: 'must be a Standard Webhooks secret or a list of them (rotation: every one signs), like [whsec_new..., whsec_old...]',
@@ -347,7 +347,8 @@ const deliverySection = section({
 
 const serverSection = section({
   listen: z.string(M.listen).refine(isListenAddress, M.listen).nullable().optional(),
-  token: text(M.token).nullable().optional(),
+  // Empty is no token (`${HOSTWATCH_TOKEN:-}`): fine on loopback; parse.ts refuses it beyond.
+  token: z.string(M.token).nullable().optional(),
   not_ready_after: duration(60_000).optional(),
 });
 
