@@ -19,6 +19,7 @@ import { OPERATOR_EVENT_NAMES } from './events/operator.js';
 import { closest } from './config/parse.js';
 import { secretScrubber, secretsOf } from './log.js';
 import { storageExists, storagePathProblem } from './store/storage-path.js';
+import { parseListen } from './server/server.js';
 import { EventsRepo } from './store/events-repo.js';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -235,6 +236,33 @@ async function checkOnline(config: Config): Promise<void> {
   } finally {
     await client.close();
   }
+}
+
+program
+  .command('health')
+  .description("ask a running daemon's /readyz at the config's server.listen; exit 0 when ready, 1 when not (the Docker HEALTHCHECK)")
+  .option('-c, --config <file>', CONFIG_HELP)
+  .option('--timeout <duration>', 'how long to wait for the answer', duration, 4_000)
+  .action(async (o: { config?: string; timeout: number }) => {
+    const config = await load(o.config, { secretsOptional: true });
+    const listen = config.server.listen;
+    if (listen === null) fail(`hostwatch health: ${config.file} sets no server.listen, so there is no /readyz to ask`, 1);
+    const url = `${readyzBase(listen)}/readyz`;
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(o.timeout) });
+      const body = await res.text();
+      process.stdout.write(`${url}: ${res.status} ${body}\n`);
+      process.exit(res.status === 200 ? 0 : 1);
+    } catch (e) {
+      fail(`hostwatch health: ${url}: ${(e as Error).message}`, 1);
+    }
+  });
+
+/** Where a daemon listening on `listen` answers on this machine (a wildcard bind is asked on loopback). */
+function readyzBase(listen: string): string {
+  const { host, port } = parseListen(listen);
+  const local = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  return `http://${local.includes(':') ? `[${local}]` : local}:${port}`;
 }
 
 program
