@@ -415,7 +415,7 @@ export class Poller {
     if (failing.length > 0 && !firing) {
       const sample = failing[0]!;
       this.operatorAlert('source-degraded', subject, 'firing', state, added, {
-        summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failing (${sample.consecutive_failures} polls in a row, since ${new Date(sample.failing_since ?? now).toISOString()}; last error: ${sample.last_error_code})`,
+        summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failing (${sample.consecutive_failures} ${sample.consecutive_failures === 1 ? 'poll' : 'polls'} in a row, since ${new Date(sample.failing_since ?? now).toISOString()}; last error: ${sample.last_error_code})`,
         source: source.name,
         failing: failing.length,
         last_error: sample.last_error,
