@@ -101,6 +101,11 @@ if (parts.has('pipeline')) {
       p.cpu.map((c) => [c.case, fmt(c.parseMedianMs, 2), fmt(c.ingestMedianMs, 2), x(c.ingestVsParse, 1), x(c.ratio, 1), `${fmt(c.ingestPerEntityUs, 1)} µs`]),
     ),
   );
+  const sc = p.scrub;
+  print(
+    `\n   Secrets scrubbed from replies (${sc.secrets} configured secrets), extra time over JSON.parse of the same bodies (${fmt(sc.parseMedianMs, 2)} ms): ` +
+      `as served ${fmt(sc.plainMedianMs, 2)} ms (${x(sc.plainVsParse, 3)}), every "/" written "\\/" ${fmt(sc.escapedMedianMs, 2)} ms (${x(sc.escapedVsParse, 3)})`,
+  );
   for (const c of p.cases) {
     results.targets.push({
       target: `pipeline overhead ≤ 1.25× bare fetch+parse (${c.case} poll)`,

@@ -8,15 +8,24 @@ const REDACTED = '[REDACTED]';
 
 /**
  * A function that takes a reply's raw text and its parsed value and returns the value with
- * every configured secret replaced, in strings and in keys. Most replies hold no secret and
- * no escape sequence, and then their text alone proves it (a decoded string is then a
- * substring of the text): that case costs one scan of the text and returns the value as it is.
+ * every configured secret replaced, in strings and in keys. Most replies hold no secret:
+ * without escape sequences their text alone proves it (a decoded string is then a substring
+ * of the text), which costs one scan of the text per secret. With escapes (`\/`, `\u00e9`)
+ * the decoded strings are looked at, still without copying anything unless a secret is there.
  */
 export function replyScrubber(secrets: readonly string[]): (text: string, value: unknown) => unknown {
   const list = [...new Set(secrets)].filter((s) => s.length >= 4).sort((a, b) => b.length - a.length);
   if (list.length === 0) return (_text, value) => value;
   const re = new RegExp(list.map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
   const hasSecret = (s: string): boolean => list.some((secret) => s.includes(secret));
+  const holds = (v: unknown): boolean => {
+    if (typeof v === 'string') return hasSecret(v);
+    if (Array.isArray(v)) return v.some(holds);
+    if (v !== null && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) if (hasSecret(k) || holds(x)) return true;
+    }
+    return false;
+  };
   const scrub = (s: string): string => (hasSecret(s) ? s.replace(re, REDACTED) : s);
   const walk = (v: unknown): unknown => {
     if (typeof v === 'string') return scrub(v);
@@ -29,5 +38,8 @@ export function replyScrubber(secrets: readonly string[]): (text: string, value:
     }
     return v;
   };
-  return (text, value) => (!text.includes('\\') && !hasSecret(text) ? value : walk(value));
+  return (text, value) => {
+    const suspect = text.includes('\\') ? holds(value) : hasSecret(text);
+    return suspect ? walk(value) : value;
+  };
 }
