@@ -21,7 +21,7 @@ afterEach(async () => {
 const only = (w: World, name: string): string[] => names(w.events).filter((n) => n.startsWith(name));
 
 describe('a refused key or an unreachable panel', () => {
-  it('fires api.unauthorized once, at the end of the first cycle whose every request is refused, and resolves it with the next success', async () => {
+  it('fires api.unauthorized once, in the first cycle whose every request is refused, and resolves it with the next success', async () => {
     world = await startWorld();
     const app = world.app();
     await app.runOnce();
@@ -31,7 +31,10 @@ describe('a refused key or an unreachable panel', () => {
     // One alert for the whole API, not one per source.
     expect(only(world, 'api.')).toEqual(['api.unauthorized:firing']);
     const firing = world.events.find((e) => e.data.name === 'api.unauthorized')!;
-    expect(firing).toMatchObject({ subject: 'api', type: 'hostwatch.api.unauthorized', data: { severity: 'critical', source: 'sites', code: 'unauthorized', site_id: null } });
+    expect(firing).toMatchObject({ subject: 'api', type: 'hostwatch.api.unauthorized', data: { severity: 'critical', code: 'unauthorized', site_id: null } });
+    // Fired once two sources' cycles failed alike: the site list, then the first to finish.
+    expect((firing.data['sources'] as string[])[0]).toBe('sites');
+    expect(firing.data['sources']).toHaveLength(2);
     expect(firing.data.summary).toContain('refuses the API key');
     await app.runOnce();
     expect(only(world, 'api.')).toEqual(['api.unauthorized:firing']);
@@ -47,6 +50,11 @@ describe('a refused key or an unreachable panel', () => {
     const app = world.app();
     await app.runOnce();
     world.sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
+    await app.runOnce();
+    expect(only(world, 'api.')).toEqual([]);
+    // One endpoint that cannot be reached while the others answer is that source's problem.
+    world.sim.faults.clear();
+    world.sim.faults.add({ path: '^/sites$', kind: 'reset' });
     await app.runOnce();
     expect(only(world, 'api.')).toEqual([]);
     world.sim.faults.clear();

@@ -158,22 +158,38 @@ describe('labels, descriptions and shadow marks', () => {
     expect(e!.data['shadow']).toBe(true);
   });
 
-  it('render templates strictly: an unknown variable falls back to the plain summary, and is reported', () => {
+  it('render templates strictly: a field the data lacks falls back to the plain summary, and is reported', () => {
     const r = replayOf('typo', `rules:
   - name: typo
     event: site.typo
     kind: alert
     source: health
     when: "true"
-    summary: "{{ domian }} is here"
+    summary: "{{ after.onlin.status }} is here"
     description: "{{ after.online.nope }}"
 `);
     const out = r.observe(healthSource, 'sites/1/health', 1, 0, health('online'));
     expect(out.events[0]!.data.summary).toBe('site.typo on sites/1/health');
     expect(out.events[0]!.data['description']).toBeUndefined();
     expect(out.problems).toEqual([
-      'rule typo: summary template: undefined variable: domian, line:1, col:4',
+      'rule typo: summary template: undefined variable: after.onlin, line:1, col:4',
       'rule typo: description template: undefined variable: after.online.nope, line:1, col:4',
     ]);
+  });
+
+  it('refuse, when loading, a template variable no template has, naming the near miss (check reports it before run)', () => {
+    expect(() =>
+      replayOf('typo', `rules:
+  - name: typo
+    event: site.typo
+    kind: alert
+    source: health
+    when: "true"
+    summary: "{{ domian }} is {{ after.online.status }}"
+    description: "{% for c in changes %}{{ c.path }}{% endfor %} {{ stauts }}"
+`),
+    ).toThrow(
+      'rules[0].summary: unknown template variable "domian" (did you mean domain?); a template sees event, subject, site_id, domain, before, after, past, changes, params, labels, status',
+    );
   });
 });

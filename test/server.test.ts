@@ -27,6 +27,9 @@ describe('the health endpoints', () => {
     expect(notReady.status).toBe(503);
     expect(await notReady.json()).toMatchObject({ status: 'not ready', database: false });
     expect((await fetch(`${app.serverUrl}/livez`)).status).toBe(200);
+    // The outbox worker's next pass meets the closed database: a log line, not a crash.
+    await new Promise((r) => setTimeout(r, 1_300));
+    expect(world.logs.text).toContain('outbox worker pass failed');
   });
 
   it('report not ready once the scheduler has stopped', async () => {

@@ -138,6 +138,12 @@ export class Poller {
   private readonly scopeMissing = new Set<string>();
   /** API-wide operator alerts firing now (api.unauthorized, api.unreachable). */
   private readonly apiFiring = new Set<OperatorRule>();
+  /**
+   * Since the last successful poll: the sources whose polls all failed the same API-wide way
+   * (401, or not reaching the panel). One endpoint failing is that source's business
+   * (source.degraded); the API as a whole is failing only when two sources' cycles do.
+   */
+  private apiStreak: { kind: OperatorRule; sources: Set<string> } | null = null;
   /** When a poll last succeeded in this process (start time until one does): /readyz reads it. */
   lastSuccessAt: number;
   private readonly silences: SilenceSource;
@@ -244,6 +250,9 @@ export class Poller {
   }
 
   private failed(ref: EntityRef, err: ApiError, started: number): PollOutcome {
+    const kind = apiFailureKind(err);
+    if (kind === null) this.apiStreak = null;
+    else if (this.apiStreak?.kind !== kind) this.apiStreak = { kind, sources: new Set() };
     this.recordFailure(ref, err, started);
     return this.observed(ref, { entity: ref.entity, status: 'failed', events: 0, error: err, durationMs: this.deps.now() - started });
   }
@@ -381,20 +390,25 @@ export class Poller {
   }
 
   /**
-   * Every request of a cycle refused (401) or not reaching the panel: fire the API-wide
+   * Every request of a cycle refused (401) or not reaching the panel, and no poll of any
+   * source succeeded since another source's cycle failed the same way: fire the API-wide
    * alert at once. It resolves with the next successful poll of any source (recordSuccess).
    */
   private apiAlert(source: SourceDef, failures: readonly PollOutcome[], added: HostwatchEvent[]): void {
     const kind = apiFailureKind(failures[0]?.error);
     if (kind === null || !failures.every((o) => apiFailureKind(o.error) === kind)) return;
+    if (this.apiStreak?.kind !== kind) return;
+    this.apiStreak.sources.add(source.name);
+    if (this.apiStreak.sources.size < 2) return;
     const state = this.deps.alerts.get(kind, API_SUBJECT);
     if (state?.status === 'firing') return;
     const err = failures[0]!.error!;
     const summary =
       kind === 'api-unauthorized'
-        ? `the Hosting Control API refuses the API key (401 on every request of ${source.name}); check api.key`
-        : `the Hosting Control API cannot be reached (${err.code} on every request of ${source.name}); check api.base_url and the network`;
-    this.operatorAlert(kind, API_SUBJECT, 'firing', state, added, { summary, source: source.name, code: err.code, endpoint: err.endpoint, last_error: this.deps.scrub(err.message) });
+        ? `the Hosting Control API refuses the API key (401 on every request of ${[...this.apiStreak.sources].join(', ')}); check api.key`
+        : `the Hosting Control API cannot be reached (${err.code} on every request of ${[...this.apiStreak.sources].join(', ')}); check api.base_url and the network`;
+    const sources = [...this.apiStreak.sources];
+    this.operatorAlert(kind, API_SUBJECT, 'firing', state, added, { summary, source: source.name, sources, code: err.code, endpoint: err.endpoint, last_error: this.deps.scrub(err.message) });
     this.apiFiring.add(kind);
   }
 
@@ -486,6 +500,7 @@ export class Poller {
   ): void {
     const key = `${ref.source.name}\u0000${ref.entity}`;
     this.lastSuccessAt = Math.max(this.lastSuccessAt, at);
+    this.apiStreak = null;
     const needState = first || this.failing.has(key);
     const scopeSubject = `sources/${ref.source.name}`;
     const scopeFiring = this.scopeMissing.has(scopeSubject);
