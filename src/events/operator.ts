@@ -1,4 +1,4 @@
-import { alertEventId, envelope } from './envelope.js';
+import { alertEventId, alertId, envelope } from './envelope.js';
 import type { HostwatchEvent, Severity } from './types.js';
 
 /**
@@ -56,7 +56,7 @@ export function operatorEvent(init: {
     data: {
       name: def.name,
       severity: def.severity,
-      ...(init.alert ? { status: init.alert.status } : {}),
+      ...(init.alert ? { status: init.alert.status, alert_id: alertId(init.rule, init.subject, init.alert.seq) } : {}),
       summary: init.summary,
       site_id: null,
       domain: null,
