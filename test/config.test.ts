@@ -399,6 +399,32 @@ describe('invalid configs: every error names file, line, column, key path, value
 });
 
 describe('secrets', () => {
+  it('may be unset for commands that use none (secretsOptional): every secret of every channel type gets a placeholder of its form', () => {
+    const text = [
+      'api: { base_url: https://panel.example.com, key: "${API_KEY}" }',
+      'server: { listen: 127.0.0.1:8080, token: "${TOKEN}" }',
+      'channels:',
+      '  - { name: hooks, type: webhook, url: https://example.net/hook, secret: ["${HOOK_SECRET}", "${OLD_SECRET}"] }',
+      '  - { name: ops, type: slack, url: "${SLACK_URL}" }',
+      '  - { name: mail, type: email, to: a@example.net, from: b@example.net, smtp: { host: h, user: u, pass: "${SMTP_PASS}" } }',
+      '  - { name: team, type: teams, url: "${TEAMS_URL}" }',
+      '  - { name: disc, type: discord, url: "${DISCORD_URL}" }',
+      '  - { name: pager, type: pagerduty, routing_key: "${PD_KEY}" }',
+      '  - { name: genie, type: opsgenie, api_key: "${OG_KEY}" }',
+      '  - { name: tg, type: telegram, bot_token: "${TG_TOKEN}", chat_id: 42 }',
+      '  - { name: nt, type: ntfy, url: "${NTFY_URL}", token: "${NTFY_TOKEN}" }',
+      'storage: { path: "${DB_PATH}" }',
+      '',
+    ].join('\n');
+    const strict = parseText(text, { DB_PATH: '/tmp/x.db' });
+    expect(strict.ok ? [] : strict.errors.map((e) => e.path)).toHaveLength(13);
+    const relaxed = parseConfig(text, 'inline.yaml', { DB_PATH: '/tmp/x.db' }, { sourceNames: SOURCE_NAMES, baseDir: BASE_DIR, secretsOptional: true });
+    expect(relaxed.ok ? [] : formatConfigErrors(relaxed.errors)).toEqual([]);
+    // A variable that is not a secret stays required.
+    const noDb = parseConfig(text, 'inline.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: BASE_DIR, secretsOptional: true });
+    expect(noDb.ok ? [] : noDb.errors.map((e) => e.path)).toEqual(['storage.path']);
+  });
+
   it('never prints a bad secret value: not in the formatted errors, the error objects or the thrown error', async () => {
     const secrets = {
       WEBHOOK_SECRET: 'whsec_not base64 hunter2',

@@ -519,10 +519,17 @@ export const SECRET_HEADER = /auth|token|key|secret|signature|password|cookie/i;
  */
 export function secretPlaceholder(path: readonly (string | number)[]): string | null {
   if (!isSecretPath(path, {})) return null;
-  if (path.includes('secret')) return 'whsec_dW5zZXQtc2VjcmV0';
-  if (path[path.length - 1] === 'url') return 'https://unset.invalid/';
-  return 'unset-secret';
+  const key = path.includes('secret') ? 'secret' : String(path[path.length - 1]);
+  return SECRET_PLACEHOLDERS[key] ?? 'unset-secret';
 }
+
+/** Placeholders that pass each secret key's own format check. */
+const SECRET_PLACEHOLDERS: Record<string, string> = {
+  secret: 'whsec_dW5zZXQtc2VjcmV0',
+  url: 'https://unset.invalid/unset',
+  routing_key: 'unsetunsetunsetunsetunsetunset00',
+  bot_token: '0:unset',
+};
 
 /**
  * True if the value at `path` is a secret, whose value must never appear in an error:
