@@ -60,6 +60,10 @@ describe('hostwatch events', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(lines(r.stdout)).toHaveLength(3);
+    for (const args of [['deliveries'], ['silence', 'list'], ['explain', w.events[0]!.id], ['rules', 'backtest', '--since', '1d']]) {
+      const other = await hostwatch([...args, '-c', config], {}, ['API_KEY']);
+      expect({ args, code: other.code, stderr: other.stderr.replace(/^\((no deliveries|no silences)\)\n$/, '') }).toEqual({ args, code: 0, stderr: '' });
+    }
     // check, which stands for run, still insists on it.
     const checked = await hostwatch(['check', '-c', config], {}, ['API_KEY']);
     expect(checked.code).toBe(2);
