@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import BetterSqlite3 from 'better-sqlite3';
+import { SiteLabeler } from './labels.js';
 import { Command, InvalidArgumentError } from 'commander';
 import { parseDuration } from './config/duration.js';
 import { loadConfig } from './config/load.js';
@@ -291,6 +292,7 @@ rulesCmd
         now,
         everyMs: (s) => config.sources[s.name]?.every_ms ?? s.defaultEveryMs,
         sites: sites ? listOf(sitesSource, JSON.parse(sites.body)).map(siteInfoFromRecord) : [],
+        labeler: new SiteLabeler(config.site_labels),
       });
       const header = `backtest since ${new Date(since).toISOString()}: ${rules.filter((r) => r.enabled).length} rules, ${result.entities} entities, ${result.snapshots} snapshots replayed, ${result.events.length} events`;
       for (const line of formatBacktest(result, header)) process.stdout.write(`${line}\n`);

@@ -14,7 +14,19 @@ export function secretsOf(config: Config): string[] {
     if (c.type === 'slack') out.push(c.url, slackPath(c.url));
     if (c.type === 'email' && c.smtp.pass) out.push(c.smtp.pass);
   }
+  // A dead man's switch URL is its check's token: the URL, its path and its query values.
+  if (config.heartbeat) out.push(config.heartbeat.url, ...urlParts(config.heartbeat.url));
   return out.filter((s) => s.length >= 4);
+}
+
+function urlParts(url: string): string[] {
+  try {
+    const u = new URL(url);
+    const path = u.pathname.length > 1 ? [u.pathname, ...u.pathname.split('/').filter((p) => p.length >= 8)] : [];
+    return [...path, ...[...u.searchParams.values()]];
+  } catch {
+    return [];
+  }
 }
 
 function slackPath(url: string): string {

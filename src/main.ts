@@ -41,6 +41,12 @@ import { openStore, type Store } from './store/db.js';
 import { EventsRepo } from './store/events-repo.js';
 import { HistoryRepo, type PruneResult } from './store/history-repo.js';
 import { SnapshotsRepo } from './store/snapshots-repo.js';
+import { SiteLabeler } from './labels.js';
+import { IncidentTracker } from './notify/incidents.js';
+import { Reevaluator } from './pipeline/reevaluate.js';
+import { Timekeeper } from './scheduler/timekeeper.js';
+import { Heartbeat } from './selfwatch/heartbeat.js';
+import { Watchdog } from './selfwatch/watchdog.js';
 
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
@@ -71,6 +77,10 @@ export interface App {
   scheduler: Scheduler;
   /** What fetches imply for later fetches (detail reads, adaptive polling); fed by the poller. */
   followups: Followups;
+  /** Time-driven work: clock rules re-evaluated, platform incidents settled, the watchdog. */
+  timekeeper: Timekeeper;
+  /** The dead man's switch pinger (null without config `heartbeat`). */
+  heartbeat: Heartbeat | null;
   worker: OutboxWorker;
   /** Decides and queues where stored events go; `publish` stores and dispatches one. */
   notifier: Notifier;
@@ -134,7 +144,19 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     bus.emit('events', added);
     opts.onEvents?.(added);
   };
-  const notifier = new Notifier({ store, events, delivery, silences: new SilencesRepo(store.sqlite), dispatcher, log, now });
+  // The tracker and the notifier know each other: incidents hold events, and ending one
+  // releases them through the notifier.
+  let incidents: IncidentTracker | null = null;
+  const notifier = new Notifier({
+    store,
+    events,
+    delivery,
+    silences: new SilencesRepo(store.sqlite),
+    dispatcher,
+    log,
+    now,
+    incidents: () => incidents?.active() ?? new Set(),
+  });
   notifier.resumeInhibitions(
     alerts.firing().flatMap((a) => {
       const row = a.site_id === null || a.last_event_id === null ? undefined : history.event(a.last_event_id);
@@ -191,7 +213,24 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   });
   const scheduled: ScheduledSource[] = enabledSources(config);
   const followups = new Followups(scheduled.map((s) => s.def));
-  const poller = new Poller({
+  incidents = new IncidentTracker({
+    config: config.incidents,
+    rules,
+    store,
+    alerts,
+    delivery,
+    notifier,
+    humanChannels: dispatcher.humanChannels(),
+    // Called only once the poller below exists (from its commits and the timekeeper).
+    watched: (): number => poller.watchedCount(),
+    domainOf: (id): string | null => poller.site(id)?.domain ?? null,
+    instance: config.name,
+    now,
+    log,
+  });
+  const poller: Poller = new Poller({
+    labeler: new SiteLabeler(config.site_labels),
+    incidents,
     fetcher: new Fetcher(client, (name, siteId) => ({ paths: pathsFor(config, name, siteId) })),
     sources: scheduled.map((s) => s.def),
     onFetched: (ref, data) => followups.observe(ref, data),
@@ -211,6 +250,19 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     onPoll: (source, o) => metrics.poll(source, o, o.durationMs ?? 0),
     onEvents: announce,
   });
+  const timekeeper = new Timekeeper({
+    reevaluator: new Reevaluator({ poller, rules, sources: scheduled.map((s) => s.def), now, log }),
+    incidents,
+    watchdog: config.watchdog ? new Watchdog({ everyMs: config.watchdog.every_ms, store, alerts, notifier, instance: config.name, now }) : undefined,
+    onEvents: announce,
+    log,
+  });
+  // A cycle older than two of the slowest of (the heartbeat, the quickest source) no
+  // longer counts as succeeding: the pings stop when cycles stop.
+  const quickest = Math.min(...scheduled.filter((s) => s.def.per !== 'record').map((s) => s.everyMs));
+  const heartbeat = config.heartbeat
+    ? new Heartbeat({ config: config.heartbeat, staleMs: 2 * Math.max(config.heartbeat.every_ms, quickest), now, log })
+    : null;
   const scheduler = new Scheduler({
     poller,
     sources: scheduled,
@@ -222,7 +274,9 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     afterCycle: (s) => {
       const failed = s.outcomes.filter((o) => o.status === 'failed').length;
       log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
+      heartbeat?.observe(s);
     },
+    onTick: () => void timekeeper.tick(),
   });
 
   let stopped = false;
@@ -237,6 +291,8 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     poller,
     scheduler,
     followups,
+    timekeeper,
+    heartbeat,
     worker,
     notifier,
     metrics,
@@ -244,6 +300,9 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     scrub,
     async runOnce() {
       await scheduler.runAll();
+      // Time passed since the last run: clock rules are judged on what is stored now.
+      timekeeper.tick({ force: true });
+      if (heartbeat) await heartbeat.beat();
       // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour).
       delivery.flushGroups(now(), DIGEST_GROUP);
       const pending = await worker.drain(config.delivery.drain_timeout_ms);
@@ -280,6 +339,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');
       worker.start();
       scheduler.start();
+      heartbeat?.start();
       // History is pruned at start and then on a schedule, so the database stays bounded.
       app.pruneHistory();
       pruneTimer = setInterval(() => {
@@ -295,6 +355,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       if (stopped) return;
       stopped = true;
       if (pruneTimer) clearInterval(pruneTimer);
+      heartbeat?.stop();
       await scheduler.stop();
       await worker.stop();
       await server?.close();

@@ -100,11 +100,13 @@ describe('hostwatch rules backtest', () => {
     const r = await hostwatch(['rules', 'backtest', '--since', '7d', '-c', config()], { cwd: dir });
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`^backtest since \\S+: ${builtInRuleNames().length} rules, 3 entities, 11 snapshots replayed, 7 events$`, 'm'));
+    expect(r.stdout).toMatch(new RegExp(`^backtest since \\S+: ${builtInRuleNames().length} rules, 3 entities, 11 snapshots replayed, 8 events$`, 'm'));
     const events = r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l)).map((l) => l.replace(/^\S+\s+/, ''));
     expect(events).toEqual([
       'site.offline:firing sites/1/health "a.example is offline"  -> oncall',
       'site.offline:resolved sites/1/health "a.example is back online"  -> oncall',
+      // An absence rule: site 1's backup list held no Ok backup from the window's start on.
+      'backup.stale:firing sites/1/backups "No good backup of a.example in 26 h (none in the list)"  -> hooks',
       'site.offline:firing sites/1/health "a.example is offline"  -> oncall',
       'site.offline:resolved sites/1/health "a.example is back online"  -> oncall',
       'site.slow:firing sites/1/health "a.example is slow" (shadow)  -> shadow',
@@ -115,12 +117,13 @@ describe('hostwatch rules backtest', () => {
       [
         'per rule:',
         '  backup-failed    1 events (0 firing, 0 resolved, 0 repeats, 1 changes)',
+        '  backup-stale     1 events (1 firing, 0 resolved, 0 repeats, 0 changes)',
         '  site-offline     4 events (2 firing, 2 resolved, 0 repeats, 0 changes)',
         '  site-slow        1 events (1 firing, 0 resolved, 0 repeats, 0 changes)',
         '  usage-disk-high  1 events (1 firing, 0 resolved, 0 repeats, 0 changes)',
         'per channel:',
         '  (shadow: not delivered)  1',
-        '  hooks                    2',
+        '  hooks                    3',
         '  oncall                   4',
         '',
       ].join('\n'),

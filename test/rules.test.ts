@@ -52,7 +52,7 @@ describe('a rule file with an error is refused with file, line and reason', () =
     ['bad-kind.yaml', ['test/fixtures/rules/bad-kind.yaml:4: rules[0].kind: must be one of change, alert (got "level")']],
     ['bad-template.yaml', ['test/fixtures/rules/bad-template.yaml:7: rules[0].summary: template error: undefined filter: nosuchfilter, line:1, col:1']],
     ['duplicate-name.yaml', ['test/fixtures/rules/duplicate-name.yaml:2: rules[0].name: duplicate rule name; "site-offline" is already defined at rules/health.yaml:7']],
-    ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window']],
+    ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent']],
     [
       'bad-override.yaml',
       [
@@ -112,7 +112,7 @@ describe('alert decisions', () => {
   it('treat a condition that cannot be evaluated as unknown, never as false', () => {
     const rules = loadRules(BUILTIN, [], opts);
     const disk = rules.find((r) => r.name === 'usage-disk-high')!;
-    const verdict = check(disk, { subject: 's', site: null, before: null, after: { disk: { percent: null } }, changes: [] });
+    const verdict = check(disk, { subject: 's', site: null, before: null, after: { disk: { percent: null } }, changes: [], now: 0 });
     expect(verdict).toEqual({ unknown: expect.stringContaining('no matching overload') });
     expect(stepAlert(disk, null, { ...freshAlert(0), status: 'firing', seq: 1 }, 1)).toMatchObject({ emit: null, changed: false });
   });
@@ -188,7 +188,7 @@ describe('the planner', () => {
     const b = backupsSource;
     const changeRules = rules.filter((r) => r.kind === 'change' && r.source === 'backups');
     const list = [{ id: 5, state: 'Error' }];
-    const common = { source: b, entity: 'sites/1/backups', rules: { change: changeRules, alert: [], timed: false }, recordDiff: compileDiffOptions({}) };
+    const common = { source: b, entity: 'sites/1/backups', rules: { change: changeRules, alert: [], entity: [], timed: false }, recordDiff: compileDiffOptions({}) };
     expect(planEvents(base({ ...common, before: null, after: list, baseline: true })).events).toEqual([]);
     const later = planEvents(base({ ...common, before: [], after: list }));
     expect(later.events.map((e) => [e.data.name, e.subject])).toEqual([['backup.failed', 'sites/1/backups/5']]);

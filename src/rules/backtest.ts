@@ -5,6 +5,7 @@ import type { SiteInfo, SourceDef } from '../sources/types.js';
 import type { ChangeLogRow } from '../store/history-repo.js';
 import { eventLine, Replay } from './replay.js';
 import type { CompiledRule } from './types.js';
+import type { SiteLabeler } from '../labels.js';
 
 /** Where shadow events are counted in the per-channel table: they go nowhere. */
 export const SHADOW_CHANNEL = '(shadow: not delivered)';
@@ -23,6 +24,8 @@ export interface BacktestOptions {
   everyMs: (source: SourceDef) => number;
   /** Sites known beforehand (domains in summaries). */
   sites?: readonly SiteInfo[];
+  /** Site labels of the config (routes may match on them). */
+  labeler?: SiteLabeler;
 }
 
 /** One event the current rules would have made, and where it would have gone. */
@@ -56,20 +59,24 @@ interface Tracked {
 }
 
 /**
- * Replay stored history (change-log rows in time order) through the rules, polling each
- * entity with a running alert timer at its source's interval between its changes, as the
- * daemon would. Pure apart from iterating `rows`.
+ * Replay stored history (change-log rows in time order) through the rules, as the daemon
+ * would between changes: each entity with a running alert timer is polled again at its
+ * source's interval, and rules that read the clock (`now`, absence) are evaluated again on
+ * the last value at their `every`. Pure apart from iterating `rows`.
  */
 export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): BacktestResult {
-  const replay = new Replay(opts.rules, 'backtest');
+  const replay = new Replay(opts.rules, 'backtest', opts.labeler);
   replay.knowSites(opts.sites ?? []);
   const result: BacktestResult = { events: [], perRule: new Map(), perChannel: new Map(), snapshots: 0, entities: 0 };
   const tracked = new Map<string, Tracked>();
-  // Only entities with a running timer are polled between changes; scanning just these
-  // keeps a long history over many entities linear in its length.
+  // Only entities with a running timer or a clock rule are visited between changes;
+  // scanning just these keeps a long history over many entities linear in its length.
   const timed = new Set<Tracked>();
-  const mark = (t: Tracked): void => {
-    if (replay.timed(t.source, t.entity)) timed.add(t);
+  /** The next visit: a timer's unchanged poll (`pollAt`) or a clock rule coming due, whichever is first. */
+  const mark = (t: Tracked, pollAt: number): void => {
+    const timer = replay.timed(t.source, t.entity) ? pollAt : Infinity;
+    t.nextTick = Math.min(timer, replay.nextClock(t.source, t.entity) ?? Infinity);
+    if (t.nextTick !== Infinity) timed.add(t);
     else timed.delete(t);
   };
   const record = (events: HostwatchEvent[]): void => {
@@ -95,9 +102,9 @@ export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): B
       let next: Tracked | null = null;
       for (const t of timed) if (t.nextTick < until && (next === null || t.nextTick < next.nextTick)) next = t;
       if (next === null) return;
-      record(replay.tick(next.source, next.entity, next.siteId, next.nextTick)?.events ?? []);
-      next.nextTick += opts.everyMs(next.source);
-      mark(next);
+      const at = next.nextTick;
+      record(replay.tick(next.source, next.entity, next.siteId, at)?.events ?? []);
+      mark(next, at + opts.everyMs(next.source));
     }
   };
   for (const row of rows) {
@@ -115,8 +122,7 @@ export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): B
       t = { source, entity: row.entity, siteId: row.site_id, nextTick: 0 };
       tracked.set(key, t);
     }
-    t.nextTick = at + opts.everyMs(source);
-    mark(t);
+    mark(t, at + opts.everyMs(source));
   }
   tickUntil(opts.now + 1);
   return result;

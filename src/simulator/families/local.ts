@@ -90,9 +90,11 @@ export const localFamily: Family<LocalState> = {
   name: 'local',
   per: 'account',
   seed: ({ rng, world, epoch }) => {
-    const s: LocalState = { plan: { plan: 'local-50', unlimited: false, paid_until: dateOf(epoch, 18), checks_used: 0, checks_included: 500, keyword_limit: 50 }, businesses: [], towns: [], keywords: [], history: {}, recent_changes: {} };
+    const s: LocalState = { plan: { plan: 'local-50', unlimited: false, paid_until: dateOf(epoch, 48), checks_used: 0, checks_included: 500, keyword_limit: 50 }, businesses: [], towns: [], keywords: [], history: {}, recent_changes: {} };
     for (const [i, site] of world.sites.slice(0, 2).entries()) {
-      const b: Business = { id: i + 1, name: site.name, domain: site.domain, category: rng.pick(['Bakery', 'Dentist', 'Bike shop', 'Law firm']), address: `${rng.int(1, 200)} Main Street, Springfield`, phone: `+1 555 01${rng.int(10, 99)}`, rating: rng.int(35, 49) / 10, reviews: rng.int(10, 300), claimed: rng.chance(0.8), photos: rng.int(0, 40), last_checked_at: isoAgo(epoch, DAY_MS) };
+      // Every seeded profile is claimed (a healthy world: local.unclaimed stays quiet until a
+      // test or the `unclaim` action says otherwise); the draw stays so the seed stream is unchanged.
+      const b: Business = { id: i + 1, name: site.name, domain: site.domain, category: rng.pick(['Bakery', 'Dentist', 'Bike shop', 'Law firm']), address: `${rng.int(1, 200)} Main Street, Springfield`, phone: `+1 555 01${rng.int(10, 99)}`, rating: rng.int(35, 49) / 10, reviews: rng.int(10, 300), claimed: rng.chance(0.8) || true, photos: rng.int(0, 40), last_checked_at: isoAgo(epoch, DAY_MS) };
       s.businesses.push(b);
       const town = { id: b.id * 10 + 1, business_id: b.id, town: 'Springfield', device: 'mobile' };
       s.towns.push(town);
