@@ -3,8 +3,6 @@
  * for hooks.slack.com: escaping (injection strings show literally), Block Kit limits,
  * pacing, 429 Retry-After, Slack's named permanent errors and the request timeout.
  */
-import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
@@ -12,47 +10,7 @@ import { SLACK_MAX_BLOCKS, SLACK_SECTION_MAX, slackMessage } from '../src/notify
 import { testClock, type TestClock } from './clock.js';
 import { siteEvent } from './events-fixture.js';
 import { startWorld, type World, rows } from './harness.js';
-
-interface SlackPost {
-  body: string;
-  json: { text: string; blocks: Array<{ type: string; text?: { type: string; text: string }; elements?: Array<{ text: string }> }> };
-}
-type Reply = { status: number; body?: string; headers?: Record<string, string> } | 'hold';
-
-interface FakeSlack {
-  url: string;
-  posts: SlackPost[];
-  close(): Promise<void>;
-}
-
-/** A Slack incoming-webhook endpoint on loopback: answers "ok" unless `reply` says otherwise. */
-async function fakeSlack(reply: (n: number) => Reply = () => ({ status: 200, body: 'ok' })): Promise<FakeSlack> {
-  const posts: SlackPost[] = [];
-  const held: ServerResponse[] = [];
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString()));
-    req.on('end', () => {
-      posts.push({ body, json: JSON.parse(body) as SlackPost['json'] });
-      const r = reply(posts.length);
-      if (r === 'hold') return void held.push(res);
-      res.writeHead(r.status, { 'content-type': 'text/plain', ...r.headers });
-      res.end(r.body ?? '');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    url: `http://127.0.0.1:${port}/services/T000/B000/secret-token-abc123`,
-    posts,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const r of held) r.destroy();
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
-}
+import { fakeSlack, type FakeSlack, type Reply, type SlackPost } from './fake-slack.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {

@@ -1,7 +1,7 @@
 /**
  * The event catalog of PRODUCT.md: names other tools depend on (fixed: more may be added,
- * none renamed). Tests check that a built-in rule raises each (the `source.*` operator
- * events come from the poller) and that docs/events.md documents each.
+ * none renamed). Tests check that a built-in rule raises each (the operator events come
+ * from the poller, platform incidents and the watchdog) and that docs/events.md documents each.
  */
 export const CATALOG: readonly string[] = [
   'site.added',
@@ -43,4 +43,28 @@ export const CATALOG: readonly string[] = [
   'research.credits_low',
   'source.degraded',
   'source.scope_missing',
+  // Contract additions (2026-11-23): time, silence, clients and incidents.
+  'platform.incident',
+  'hostwatch.watchdog',
+  'site.suspended',
+  'backup.stale',
+  'backup.stuck',
+  'hourly_backup.stale',
+  'usage.db_high',
+  'usage.inodes_high',
+  'subscription.expiring',
+  'cron.wp_cron_dead',
+  'cron.runs_near_limit',
+  'mail_sending.fallback',
+  'mail_sending.disabled',
+  'extradb.read_only',
+  'extradb.error',
+  'local.profile_changed',
+  'local.unclaimed',
+  'reputation.brand_term_lost',
+  'backlink.lost',
+  'report.overdue',
 ];
+
+/** Catalog events hostwatch raises itself, not through a rule file (the poller, incidents, the watchdog). */
+export const OPERATOR_EVENTS: readonly string[] = ['source.degraded', 'source.scope_missing', 'platform.incident', 'hostwatch.watchdog'];

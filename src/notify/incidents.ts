@@ -21,8 +21,9 @@ import type { Notifier } from './notifier.js';
  *   transaction, so the holding starts before anything reaches a person);
  * - open → **fired** (its event goes out, listing every site firing then) when the cycle
  *   that opened it ends, or `wait` after it opened, whichever is first; open → idle again
- *   (nothing sent) if fewer than N fire by then;
- * - fired → **resolved** at the first check where fewer than N sites fire it.
+ *   (nothing sent) if fewer than N fire when that cycle ends;
+ * - fired → **resolved** at the end of a cycle (or re-evaluation pass) of its alert's
+ *   source where fewer than N sites fire it.
  */
 
 /** The rule name of incident alerts (an operator alert, not defined in a rule file). */
@@ -57,9 +58,11 @@ export interface FiringSite {
 export type IncidentStep = 'open' | 'fire' | 'cancel' | 'resolve' | null;
 
 /**
- * The incident state machine, pure. `row` is the incident's alert row; `settle` is true at
- * a batch boundary (the end of a cycle or of a re-evaluation pass), when an open incident
- * may be announced without waiting `wait`.
+ * The incident state machine, pure. `row` is the incident's alert row; `boundary` is true
+ * at a batch boundary of the alert's own source (the end of its cycle, or of a
+ * re-evaluation pass over it): every site has been looked at, so the count is whole. Only
+ * there does an incident end (resolve, or cancel an open one): mid-cycle, the sites not yet
+ * polled would make the count wrong. An open incident fires there, or once `wait` passed.
  */
 export function stepIncident(
   row: Pick<AlertRow, 'status' | 'pending_since'> | undefined,
@@ -67,14 +70,15 @@ export function stepIncident(
   now: number,
   threshold: number,
   cfg: Pick<IncidentsConfig, 'window_ms' | 'wait_ms'>,
-  settle: boolean,
+  boundary: boolean,
 ): IncidentStep {
   const fired = row?.status === 'firing';
   const open = !fired && row?.pending_since != null;
-  if (fired) return firing.length < threshold ? 'resolve' : null;
+  const below = firing.length < threshold;
+  if (fired) return below && boundary ? 'resolve' : null;
   if (open) {
-    if (firing.length < threshold) return 'cancel';
-    return settle || now - row!.pending_since! >= cfg.wait_ms ? 'fire' : null;
+    if (below) return boundary ? 'cancel' : null;
+    return boundary || now - row!.pending_since! >= cfg.wait_ms ? 'fire' : null;
   }
   const recent = firing.filter((f) => now - f.since <= cfg.window_ms);
   return recent.length >= threshold ? 'open' : null;
@@ -147,9 +151,10 @@ export class IncidentTracker {
   }
 
   /**
-   * A batch boundary or a clock tick: announce open incidents (at once when `sources`
-   * names a source of their alert, otherwise once `wait` has passed), cancel those that
-   * fell below N, resolve those that ended. Returns the events it stored.
+   * A batch boundary (`sources`: the sources whose cycle or re-evaluation pass just ended)
+   * or a clock tick (an empty set): announce open incidents (at once at a boundary of their
+   * alert's source, otherwise once `wait` has passed), and at such a boundary cancel those
+   * that fell below N and resolve those that ended. Returns the events it stored.
    */
   settle(sources: ReadonlySet<string> | null): HostwatchEvent[] {
     if (!this.enabled) return [];
@@ -159,8 +164,8 @@ export class IncidentTracker {
     this.deps.store.sqlite.transaction(() => {
       for (const row of active) {
         const name = row.subject.slice('incidents/'.length);
-        const settle = sources !== null && [...(this.sourcesOf.get(name) ?? [])].some((s) => sources.has(s));
-        const e = this.check(name, settle);
+        const boundary = sources !== null && [...(this.sourcesOf.get(name) ?? [])].some((s) => sources.has(s));
+        const e = this.check(name, boundary);
         if (e) out.push(e);
       }
     })();
@@ -183,14 +188,14 @@ export class IncidentTracker {
   }
 
   /** Check one alert's incident; the caller holds a transaction. Returns the event it stored, if any. */
-  private check(name: string, settle: boolean): HostwatchEvent | null {
+  private check(name: string, boundary: boolean): HostwatchEvent | null {
     const d = this.deps;
     const now = d.now();
     const subject = incidentSubject(name);
     const row = d.alerts.get(INCIDENT_RULE, subject);
     const firing = this.firingSites(name);
     const threshold = incidentThreshold(d.config, d.watched());
-    const step = stepIncident(row, firing, now, threshold, d.config, settle);
+    const step = stepIncident(row, firing, now, threshold, d.config, boundary);
     if (step === null) return null;
     const base: AlertRow = row ?? {
       rule: INCIDENT_RULE,

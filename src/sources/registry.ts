@@ -99,7 +99,6 @@ export const SOURCES: readonly SourceDef[] = [
   visibility.backlinksSource,
   visibility.backlinkSource,
   visibility.backlinkLinksSource,
-  visibility.backlinkPagesSource,
   visibility.archiveSource,
   visibility.competitorsSource,
   visibility.competitorDomainsSource,

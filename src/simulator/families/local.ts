@@ -109,6 +109,26 @@ export const localFamily: Family<LocalState> = {
     return s;
   },
   actions: {
+    /**
+     * An edit of a business's map profile (args.business_id, default the first; args.field:
+     * name, phone or address; args.to): the field changes and `recent_changes` records it
+     * as { what: <field>, from, to, at } (S23), as an owner's edit or a hijack would.
+     */
+    edit: (s, args, a) => {
+      const b = typeof args.business_id === 'number' ? s.businesses.find((x) => x.id === args.business_id) : s.businesses[0];
+      if (!b) return undefined;
+      const field = String(args.field ?? 'phone');
+      if (!['name', 'phone', 'address'].includes(field)) fail('validation_failed', 'field must be name, phone or address');
+      const key = field as 'name' | 'phone' | 'address';
+      const from = b[key];
+      const to = typeof args.to === 'string' ? args.to : `${from} (edited)`;
+      b[key] = to;
+      const changes = (s.recent_changes[b.id] ??= []);
+      changes.push({ what: field, from, to, at: a.iso() });
+      if (changes.length > 20) changes.shift();
+      a.record('edited', { business_id: b.id, field });
+      return { ...b };
+    },
     /** A check of a keyword (args.keyword_id, default random; args.map_position / organic_position to set). */
     move: (s, args, a) => {
       const k = byIdOrRandom(s.keywords, args.keyword_id, a.rng);

@@ -106,7 +106,11 @@ export const footprintFindingsSource = detail('footprint_findings', footprintRep
 
 export const backlinksSource = list('backlinks', 'sites:read', '/backlink-tracker', 6 * HOUR);
 export const backlinkSource = detail('backlink', backlinksSource, DAY);
-/** The links of one backlink domain's detail, one record per link: a link that goes is `backlink.lost`. */
+/**
+ * The links of one backlink domain's detail, one record per link: a link that goes is
+ * `backlink.lost`. (The `found_on` pages are not watched: a site leaving the account takes
+ * its posts along, which is site.removed, not a lost link.)
+ */
 export const backlinkLinksSource: SourceDef = {
   ...backlinkSource,
   name: 'backlink_links',
@@ -116,17 +120,6 @@ export const backlinkLinksSource: SourceDef = {
   listField: 'links',
   entity: 'backlink-tracker/{id}/links',
   volatile: ['found_on'],
-};
-/** The posts carrying links to the same domain, one record per page (`found_on`, keyed by url). */
-export const backlinkPagesSource: SourceDef = {
-  ...backlinkSource,
-  name: 'backlink_pages',
-  from: 'backlink',
-  path: '',
-  key: 'url',
-  listField: 'found_on',
-  entity: 'backlink-tracker/{id}/pages',
-  volatile: ['links'],
 };
 
 // ---- archive restore -----------------------------------------------------------------------
