@@ -331,11 +331,10 @@ const historySection = section({
   prune_every: duration(60_000).optional(),
 });
 
-const labelMap = z
-  .record(z.string(), z.string(M.labelValue).min(1, M.labelValue), 'must be a map of label names to values, like { client: acme, tier: gold }')
-  .superRefine((map, ctx) => {
-    for (const key of Object.keys(map)) if (!LABEL_NAME.test(key)) ctx.addIssue({ code: 'custom', path: [key], message: M.labelName });
-  });
+// A bad name and a bad value in one map are both reported (a key schema, not a refinement).
+const labelMap = z.record(z.string().regex(LABEL_NAME), z.string(M.labelValue).min(1, M.labelValue), {
+  error: (issue) => (issue.code === 'invalid_key' ? M.labelName : 'must be a map of label names to values, like { client: acme, tier: gold }'),
+});
 
 const siteLabelMatch = section({
   match: text(M.match).optional(),

@@ -1,4 +1,4 @@
-import { formatDuration } from '../config/duration.js';
+import { humanDuration } from '../config/duration.js';
 import { diff } from '../diff/index.js';
 import type { CompiledDiffOptions } from '../diff/index.js';
 import type { Change } from '../diff/types.js';
@@ -404,7 +404,7 @@ function evidence(
 export function absenceText(rule: CompiledRule): string {
   const a = rule.absence!;
   const guard = rule.when === 'true' ? '' : ` while ${rule.when}`;
-  return `no record with ${a.matchSource} (time ${a.timeSource}${a.withinSource ? `, in ${a.withinSource}` : ''}) in the last ${formatDuration(a.forMs)}${guard}`;
+  return `no record with ${a.matchSource} (time ${a.timeSource}${a.withinSource ? `, in ${a.withinSource}` : ''}) in the last ${humanDuration(a.forMs)}${guard}`;
 }
 
 /** The rule input of a record for a rule (a rule with a `window` also sees `past`). */

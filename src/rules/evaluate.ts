@@ -1,6 +1,6 @@
 import { isCelError, type CelResult } from '@bufbuild/cel';
 import { celTimestamp, timeOf } from '../cel.js';
-import { formatDuration, humanDuration } from '../config/duration.js';
+import { humanDuration } from '../config/duration.js';
 import type { Change } from '../diff/types.js';
 import type { AlertStatus } from '../events/types.js';
 import type { SiteInfo } from '../sources/types.js';
@@ -232,7 +232,7 @@ export function seenValues(rule: CompiledRule, input: RuleInput): Record<string,
     // What an absence rule saw: the newest matching record, not every record's fields.
     const found = findLatest(rule, input);
     out['absent.match'] = a.matchSource;
-    out['absent.for'] = formatDuration(a.forMs);
+    out['absent.for'] = humanDuration(a.forMs);
     out['absent.last_match'] = found.unknown ?? (found.last === null ? null : new Date(found.last).toISOString());
     out['absent.matches'] = found.matches;
   }
