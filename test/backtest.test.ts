@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore } from '../src/store/db.js';
@@ -156,6 +156,35 @@ describe('hostwatch rules backtest', () => {
     expect(all.stdout).toContain('"b.example disk at 95% (threshold 95%)"');
     const recent = await hostwatch(['rules', 'backtest', '--since', '36h', '--rule', 'site-offline', '-c', config()], { cwd: dir });
     expect(counts(recent.stdout)).toBe(['per rule:', '  (none)', 'per channel:', '  (none)', ''].join('\n'));
+  });
+
+  it('understands clock and absence rules and site labels: a backup that stopped 3 days ago goes stale 26 h after it, to the channel its client label routes to, and resolves when one arrives', async () => {
+    const now = Date.now();
+    const store = openStore(join(dir, 'hostwatch.db'), () => now);
+    const iso = (t: number): string => new Date(t).toISOString();
+    try {
+      const h = new HistoryRepo(store.sqlite);
+      h.add({ source: 'sites', entity: 'sites', site_id: null, version: 1, at: now - 9 * DAY, body: JSON.stringify([{ id: 1, domain: 'shop.acme.example' }, { id: 2, domain: 'b.example' }]) });
+      h.add({ source: 'backups', entity: 'sites/1/backups', site_id: 1, version: 1, at: now - 5 * DAY, body: JSON.stringify([{ id: 7, state: 'Ok', created_at: iso(now - 5 * DAY) }]) });
+      h.add({ source: 'backups', entity: 'sites/1/backups', site_id: 1, version: 2, at: now - 1 * DAY, body: JSON.stringify([{ id: 8, state: 'Ok', created_at: iso(now - 1 * DAY) }, { id: 7, state: 'Ok', created_at: iso(now - 5 * DAY) }]) });
+    } finally {
+      store.close();
+    }
+    writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
+    const path = config(`site_labels:\n  - { match: "glob(domain, '*.acme.example')", labels: { client: acme } }\n`);
+    writeFileSync(path, readFileSync(path, 'utf8').replace('routes:\n', "routes:\n  - { match: \"labels.client == 'acme'\", channels: [oncall] }\n"));
+    const r = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'backup-stale', '-c', path], { cwd: dir });
+    expect(r.code).toBe(0);
+    const events = r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l));
+    // The second good backup is 24 h old at the end: it does not go stale again.
+    expect(events).toHaveLength(2);
+    // Every 10 minutes (its `every`) after 26 h without a good backup.
+    const firedAt = Date.parse(events[0]!.split(' ')[0]!);
+    expect(firedAt - (now - 5 * DAY)).toBeGreaterThanOrEqual(26 * HOUR);
+    expect(firedAt - (now - 5 * DAY)).toBeLessThanOrEqual(26 * HOUR + 10 * MIN);
+    expect(events[0]).toMatch(/ backup\.stale:firing sites\/1\/backups "No good backup of shop\.acme\.example in 26 h \(the last Ok one is 26 h( \d+ min)? old\)"  -> oncall$/);
+    expect(events[1]).toMatch(/ backup\.stale:resolved sites\/1\/backups "shop\.acme\.example has a good backup again"  -> oncall$/);
+    expect(Date.parse(events[1]!.split(' ')[0]!)).toBe(now - DAY);
   });
 
   it('says there is no database yet instead of creating an empty one, exit 1', async () => {

@@ -12,6 +12,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { SOURCE_NAMES, rulesFor } from '../src/main.js';
 import { CATALOG, OPERATOR_EVENTS } from '../src/events/catalog.js';
+import { PROFILE_EDIT_FIELDS, SUSPENDED_SITE_STATES } from '../src/api/assumptions.js';
 import { packageRoot } from '../src/paths.js';
 import { Control } from './catalog-world.js';
 import { clockRuleNames, configFrom, names, startWorld, type World } from './harness.js';
@@ -607,6 +608,44 @@ describe('every catalog event, end to end against the simulator', () => {
       expect(names(world.events.slice(after))).toEqual([]);
     });
   }
+});
+
+describe('operator events hostwatch raises itself', () => {
+  it('platform.incident: two sites offline with incidents.min_sites 2 make one incident listing both', async () => {
+    world = await startWorld({ config: { incidents: { min_sites: 2 } } });
+    const c = new Control(world.sim);
+    await c.still();
+    const app = world.app();
+    await app.runOnce();
+    const base = world.events.length;
+    world.sim.world.setHealth(1, { status: 'offline' });
+    world.sim.world.setHealth(2, { status: 'offline' });
+    await app.runOnce();
+    const got = world.events.slice(base);
+    expect(names(got)).toEqual(['site.offline:firing', 'site.offline:firing', 'platform.incident:firing']);
+    const e = got[2]!;
+    expect(e).toMatchObject({ type: 'hostwatch.platform.incident', subject: 'incidents/site.offline', data: { alert: 'site.offline', count: 2, threshold: 2, site_id: null } });
+    expect((e.data['sites'] as Array<{ site_id: number }>).map((x) => x.site_id)).toEqual([1, 2]);
+    examples.set('platform.incident', e);
+  });
+
+  it('hostwatch.watchdog: with config watchdog, one firing at start', async () => {
+    world = await startWorld({ config: { watchdog: { every: '1h' } } });
+    const app = world.app();
+    await app.runOnce();
+    const dogs = world.events.filter((e) => e.data.name === 'hostwatch.watchdog');
+    expect(names(dogs)).toEqual(['hostwatch.watchdog:firing']);
+    examples.set('hostwatch.watchdog', dogs[0]!);
+  });
+});
+
+describe('the assumptions the built-in rules rest on', () => {
+  it('are the ones docs/api-assumptions.md and src/api/assumptions.ts write down (A24, A26)', () => {
+    const config = configFrom('api: { base_url: https://x.example, key: k }\n', {}, '/tmp');
+    const rules = rulesFor(config);
+    expect(rules.find((r) => r.name === 'site-suspended')!.params['states']).toEqual(SUSPENDED_SITE_STATES);
+    expect(rules.find((r) => r.name === 'local-profile-changed')!.params['fields']).toBe(PROFILE_EDIT_FIELDS);
+  });
 });
 
 afterAll(() => {

@@ -76,6 +76,19 @@ describe('a rule file with an error is refused with file, line and reason', () =
     ['bad-window.yaml', ['test/fixtures/rules/bad-window.yaml:6: rules[0].window: must be a duration like 30s, 10m, 4h or 1h30m (got "a-day")']],
     ['override-timing-on-change.yaml', ['test/fixtures/rules/override-timing-on-change.yaml:3: rules[0].for: only for kind: alert rules (backup-failed is a change rule)']],
     ['bad-override-mode.yaml', ['test/fixtures/rules/bad-override-mode.yaml:3: rules[0].mode: must be one of live, shadow (got "dry-run")']],
+    ['every-without-clock.yaml', ['test/fixtures/rules/every-without-clock.yaml:7: rules[0].every: only for rules that read the clock (now) or absence rules: other alerts are evaluated at each poll']],
+    ['every-too-short.yaml', ['test/fixtures/rules/every-too-short.yaml:7: rules[0].every: must be at least 1m (got "30s")']],
+    [
+      'bad-absent.yaml',
+      [
+        'test/fixtures/rules/bad-absent.yaml:9: rules[0].absent.since: unknown key; allowed: match, time, for, in',
+        'test/fixtures/rules/bad-absent.yaml:7: rules[0].absent.match: CEL error: <input>:1:12: found = but expecting end of input',
+        'test/fixtures/rules/bad-absent.yaml:6: rules[0].absent.time: is required: a CEL expression over each record (item)',
+        'test/fixtures/rules/bad-absent.yaml:8: rules[0].absent.for: must be a duration like 30s, 10m, 4h or 1h30m (got "soon")',
+      ],
+    ],
+    ['absent-on-change.yaml', ['test/fixtures/rules/absent-on-change.yaml:6: rules[0].absent: only for kind: alert rules']],
+    ['override-every-not-clock.yaml', ['test/fixtures/rules/override-every-not-clock.yaml:3: rules[0].every: only for rules that read the clock (now) or absence rules (site-offline is evaluated at each poll)']],
   ];
   for (const [fixture, expected] of cases) {
     it(fixture, () => {
