@@ -13,6 +13,11 @@ import { fakeSlack, type FakeSlack } from './fake-slack.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 import { startSmtp, type SmtpReceiver } from './smtp.js';
 import { siteEvent } from './events-fixture.js';
+import { explainEvent, explainWhyNot } from '../src/rules/explain.js';
+import { AlertsRepo } from '../src/store/alerts-repo.js';
+import { EventsRepo } from '../src/store/events-repo.js';
+import { HistoryRepo } from '../src/store/history-repo.js';
+import { SnapshotsRepo } from '../src/store/snapshots-repo.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -81,6 +86,17 @@ describe('a platform incident', () => {
     // The per-site alerts are stored and marked as held by the incident, not lost.
     const held = app.store.sqlite.prepare("SELECT count(*) n FROM events WHERE held_by = 'incident:site.offline' AND held_outcome IS NULL").get() as { n: number };
     expect(held.n).toBe(25);
+
+    // explain says so: held for people, delivered to the webhook.
+    const sqlite = app.store.sqlite;
+    const deps = { history: new HistoryRepo(sqlite), alerts: new AlertsRepo(sqlite), snapshots: new SnapshotsRepo(sqlite), events: new EventsRepo(sqlite), rules: app.rules, now: Date.now() };
+    const offline3 = hook.accepted().map((r) => r.event!).find((e) => e.data.name === 'site.offline' && e.data.site_id === 3)!;
+    expect(explainEvent(deps, offline3.id)!.slice(-2)).toEqual([
+      'delivery: held for human channels by the platform incident about site.offline (machine channels got it):',
+      '  hooks: delivered after 1 attempt(s)',
+    ]);
+    const why = explainWhyNot(deps, 'sites/3/health', 'site-offline');
+    expect(why.reason).toBe('incident');
   });
 
   it('resolves when fewer than N sites remain; the alerts still firing then reach people, those over meanwhile do not', async () => {

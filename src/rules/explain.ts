@@ -24,6 +24,7 @@ export type WhyNotReason =
   | 'shadow'
   | 'silenced'
   | 'inhibited'
+  | 'incident'
   | 'maintenance'
   | 'disabled'
   | 'no_data'
@@ -41,13 +42,18 @@ export interface ExplainDeps {
 
 /**
  * Why a stored event was held back from delivery (events.held_by, written by the notifier):
- * an inhibition (`inhibited:<source event>:<site id>`) or a maintenance window
- * (`maintenance:<name>`). Null when it was not held, or was held and then released.
+ * an inhibition (`inhibited:<source event>:<site id>`), a maintenance window
+ * (`maintenance:<name>`) or a platform incident (`incident:<alert>`: held for human
+ * channels only). Null when it was not held, or was held and then released.
  */
-function holdOf(row: StoredEvent): { reason: 'inhibited' | 'maintenance'; text: string } | null {
+function holdOf(row: StoredEvent): { reason: 'inhibited' | 'maintenance' | 'incident'; text: string } | null {
   if (!row.held_by || row.held_outcome === 'released') return null;
   const [kind, ...rest] = row.held_by.split(':');
   if (kind === 'maintenance') return { reason: 'maintenance', text: `held back by the maintenance window ${rest.join(':')}` };
+  if (kind === 'incident') {
+    const what = `held for human channels by the platform incident about ${rest.join(':')} (machine channels got it)`;
+    return { reason: 'incident', text: row.held_outcome === 'dropped' ? `${what}; it fired and resolved during the incident, so people never got it` : what };
+  }
   const [source, site] = rest;
   const what = `inhibited while ${source} fires for site ${site}`;
   return {
@@ -118,8 +124,9 @@ function deliveryLines(deps: ExplainDeps, row: StoredEvent, e: HostwatchEvent): 
   if (e.data['shadow'] === true) return ['delivery: none (shadow rule: stored and shown, never delivered)'];
   if (row.silenced_by) return [`delivery: none (silenced by ${row.silenced_by})`];
   const hold = holdOf(row);
-  if (hold) return [`delivery: none (${hold.text})`];
   const out = deps.events.outboxFor(e.id);
+  if (hold?.reason === 'incident') return [`delivery: ${hold.text}:`, ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`)];
+  if (hold) return [`delivery: none (${hold.text})`];
   if (out.length === 0) return ['delivery: none (no route matched, or it was a duplicate of a stored event)'];
   return ['delivery:', ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)${o.last_error ? ` (last error: ${o.last_error})` : ''}`)];
 }
@@ -228,6 +235,10 @@ function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: string
   if (e.data['shadow'] === true) return done('shadow', intro, 'the rule is in shadow mode: its events are stored and shown, never delivered');
   if (row.silenced_by) return done('silenced', intro, `silenced by ${row.silenced_by}: stored, not delivered`);
   const hold = holdOf(row);
+  if (hold?.reason === 'incident') {
+    const out = deps.events.outboxFor(e.id);
+    return done('incident', intro, hold.text, ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`));
+  }
   if (hold) return done(hold.reason, intro, `${hold.text}: stored, not delivered`);
   const out = deps.events.outboxFor(e.id);
   const delivered = out.some((o) => o.state === 'delivered');
