@@ -76,6 +76,14 @@ function quietClock(...keep: string[]): string {
   return `rules:\n${clockRuleNames().filter((n) => !keep.includes(n)).map((n) => `  - { name: ${n}, enabled: false }\n`).join('')}`;
 }
 
+/** Site 1's database size or file count at `share` of its limit. */
+async function usageShare(c: Control, figure: 'db' | 'inodes', share: number): Promise<void> {
+  const w = await c.world<{ usage: { site_id: number; db: { limit_mib: number }; inodes: { limit: number } }[] }>();
+  const u = w.usage.find((x) => x.site_id === SITE)!;
+  const limit = figure === 'db' ? u.db.limit_mib : u.inodes.limit;
+  await c.usage(SITE, { [figure === 'db' ? 'db_used_mib' : 'inodes_used']: Math.ceil(limit * share) });
+}
+
 /** An extra database on a watched site (sites 1-3). */
 async function extraDb(c: Control): Promise<Json> {
   const s = await c.state<{ databases: { id: number; site_id: number }[] }>('extradb');
@@ -398,11 +406,7 @@ const CASES: Case[] = [
   {
     event: 'usage.db_high',
     alert: true,
-    change: async (c) => {
-      const w = await c.world<{ usage: { site_id: number; db: { limit_mib: number } }[] }>();
-      const limit = w.usage.find((u) => u.site_id === SITE)!.db.limit_mib;
-      await c.usage(SITE, { db_used_mib: Math.ceil(limit * 0.95) });
-    },
+    change: (c) => usageShare(c, 'db', 0.95),
     subject: () => `sites/${SITE}/usage`,
     site: SITE,
     check: (e) => expect(e.data.changes.map((x) => x.path)).toContain('db.used_mib'),
@@ -410,11 +414,7 @@ const CASES: Case[] = [
   {
     event: 'usage.inodes_high',
     alert: true,
-    change: async (c) => {
-      const w = await c.world<{ usage: { site_id: number; inodes: { limit: number } }[] }>();
-      const limit = w.usage.find((u) => u.site_id === SITE)!.inodes.limit;
-      await c.usage(SITE, { inodes_used: Math.ceil(limit * 0.97) });
-    },
+    change: (c) => usageShare(c, 'inodes', 0.97),
     subject: () => `sites/${SITE}/usage`,
     site: SITE,
     check: (e) => expect(e.data.changes.map((x) => x.path)).toContain('inodes.used'),

@@ -93,6 +93,15 @@ export interface PlanInput {
   now: Date;
 }
 
+/**
+ * What a caller of planEvents decides about one plan: which snapshot pair, how to take it,
+ * with which rules. The rest of PlanInput (site directory, alert state, the past, the
+ * time) comes from the caller's own state: the database for the poller, memory for replays.
+ */
+export type PlanCall = Pick<PlanInput, 'source' | 'entity' | 'before' | 'after' | 'baseline' | 'alertsOnly' | 'reevaluation' | 'version' | 'rules'> & {
+  siteId: number | null;
+};
+
 export interface PlanOutput {
   events: HostwatchEvent[];
   alerts: AlertRow[];

@@ -20,7 +20,7 @@ import type { PollStateRow, SnapshotRow, SnapshotsRepo } from '../store/snapshot
 import type { EvidenceRow, HistoryRepo } from '../store/history-repo.js';
 import type { SiteLabeler } from '../labels.js';
 import type { IncidentTracker } from '../notify/incidents.js';
-import { listOf, planEvents, sourceRules, type PlanOutput, type SourceRules } from './plan.js';
+import { listOf, planEvents, sourceRules, type PlanCall, type PlanOutput, type SourceRules } from './plan.js';
 import { SiteDirectory } from './site-directory.js';
 
 /** The client list of client reports: it feeds site labels (`{ from: client_reports }`). */
@@ -259,7 +259,10 @@ export class Poller {
     // came back must not reuse the ids (rule, subject, version) of its earlier change events.
     const version = unchanged ? head.version : (head?.version ?? this.deps.history.lastVersion(ref.source.name, ref.entity) ?? 0) + 1;
     const now = new Date(this.deps.now());
-    const plan = this.plan(ref.source, ref.entity, ref.siteId, before, data, head === undefined && !fromEmpty, unchanged, version, p.rules, p);
+    const plan = this.plan(
+      { source: ref.source, entity: ref.entity, siteId: ref.siteId, before, after: data, baseline: head === undefined && !fromEmpty, alertsOnly: unchanged, version, rules: p.rules },
+      p,
+    );
     if (plan.timed) this.timed.add(stateKey);
     else this.timed.delete(stateKey);
     for (const problem of plan.problems) this.deps.log.warn({ source: ref.source.name }, problem);
@@ -297,7 +300,7 @@ export class Poller {
     if (!stored) return 0;
     const value: unknown = JSON.parse(stored.body);
     const p = this.prepare(source);
-    const plan = this.plan(source, entity, siteId, value, value, false, true, stored.version, rules, p, true);
+    const plan = this.plan({ source, entity, siteId, before: value, after: value, baseline: false, alertsOnly: true, reevaluation: true, version: stored.version, rules }, p);
     if (plan.timed) this.timed.add(key);
     for (const problem of plan.problems) this.deps.log.warn({ source: source.name }, problem);
     const events = this.watchedOnly(plan.events);
@@ -311,34 +314,17 @@ export class Poller {
     return this.deps.snapshots.entitiesOf(source.name);
   }
 
-  /** The planner over one snapshot pair (shared by polls and re-evaluations). */
-  private plan(
-    source: SourceDef,
-    entity: string,
-    siteId: number | null,
-    before: unknown,
-    after: unknown,
-    baseline: boolean,
-    alertsOnly: boolean,
-    version: number,
-    rules: SourceRules,
-    p: PreparedSource,
-    reevaluation = false,
-  ): PlanOutput {
+  /** The planner over one snapshot pair (shared by polls and re-evaluations), with state from the database. */
+  private plan(call: PlanCall, p: PreparedSource): PlanOutput {
+    const { siteId, source, entity, ...rest } = call;
     const pastCache = new Map<number, unknown>();
     return planEvents({
-      instance: this.deps.instance,
+      ...rest,
       source,
       entity,
+      instance: this.deps.instance,
       entitySite: siteId === null ? null : (this.directory.get(siteId) ?? { id: siteId, domain: `site-${siteId}` }),
       siteLookup: (id) => this.directory.get(id) ?? null,
-      before,
-      after,
-      baseline,
-      alertsOnly,
-      reevaluation,
-      version,
-      rules,
       recordDiff: p.record,
       alertState: (rule, subject) => this.deps.alerts.get(rule, subject),
       firingForSite: (id) => this.deps.alerts.firingForSite(id),

@@ -1,7 +1,7 @@
 import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
 import type { HostwatchEvent } from '../events/types.js';
 import type { SiteLabeler } from '../labels.js';
-import { clockRules, hasClockRules, planEvents, sourceRules, type PlanOutput, type SourceRules } from '../pipeline/plan.js';
+import { clockRules, hasClockRules, planEvents, sourceRules, type PlanCall, type PlanOutput, type SourceRules } from '../pipeline/plan.js';
 import { recordVolatile } from '../pipeline/poller.js';
 import { SiteDirectory } from '../pipeline/site-directory.js';
 import { reportClientsSource } from '../sources/families/visibility.js';
@@ -81,7 +81,8 @@ export class Replay {
       // Keep what a window can still reach: the versions inside it and the last one before.
       while (past.length > 1 && past[1]!.at <= at - this.maxWindow) past.shift();
     }
-    const plan = this.plan(source, entity, siteId, at, head === undefined ? null : unchanged ? value : head.value, value, head === undefined, unchanged, version, p.rules, past, false);
+    const before = head === undefined ? null : unchanged ? value : head.value;
+    const plan = this.plan({ source, entity, siteId, before, after: value, baseline: head === undefined, alertsOnly: unchanged, version, rules: p.rules }, at, past);
     this.heads.set(key, { hash, value, version, past });
     if (plan.timed) this.timedSet.add(key);
     else this.timedSet.delete(key);
@@ -105,7 +106,8 @@ export class Replay {
     if (!p.clock) return null;
     const due = clockRules(p.rules, (r) => (this.clockNext.get(`${key}\u0000${r.name}`) ?? 0) <= at);
     if (due.alert.length === 0 && due.entity.length === 0) return null;
-    const plan = this.plan(source, entity, siteId, at, head.value, head.value, false, true, head.version, due, head.past, true);
+    const call = { source, entity, siteId, before: head.value, after: head.value, baseline: false, alertsOnly: true, reevaluation: true, version: head.version, rules: due };
+    const plan = this.plan(call, at, head.past);
     if (plan.timed) this.timedSet.add(key);
     this.scheduleClock(key, due, at);
     return plan;
@@ -137,34 +139,15 @@ export class Replay {
     for (const r of [...rules.alert, ...rules.entity]) if (r.clock) this.clockNext.set(`${key}\u0000${r.name}`, at + r.everyMs);
   }
 
-  private plan(
-    source: SourceDef,
-    entity: string,
-    siteId: number | null,
-    at: number,
-    before: unknown,
-    after: unknown,
-    baseline: boolean,
-    alertsOnly: boolean,
-    version: number,
-    rules: SourceRules,
-    past: Head['past'],
-    reevaluation: boolean,
-  ): PlanOutput {
+  /** The planner over one snapshot pair at `at`, with alert state and the past in memory. */
+  private plan(call: PlanCall, at: number, past: Head['past']): PlanOutput {
+    const { siteId, ...rest } = call;
     const plan = planEvents({
+      ...rest,
       instance: this.instance,
-      source,
-      entity,
       entitySite: siteId === null ? null : (this.site(siteId) ?? { id: siteId, domain: `site-${siteId}` }),
       siteLookup: (id) => this.site(id),
-      before,
-      after,
-      baseline,
-      alertsOnly,
-      reevaluation,
-      version,
-      rules,
-      recordDiff: this.prepare(source).record,
+      recordDiff: this.prepare(call.source).record,
       alertState: (rule, subject) => this.alerts.get(`${rule}\u0000${subject}`),
       firingForSite: (id) => [...this.alerts.values()].filter((a) => a.site_id === id && a.status === 'firing'),
       ruleByName: (name) => this.ruleByName.get(name),
