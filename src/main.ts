@@ -223,6 +223,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     humanChannels: dispatcher.humanChannels(),
     // Called only once the poller below exists (from its commits and the timekeeper).
     watched: (): number => poller.watchedCount(),
+    isWatched: (id): boolean => poller.isWatched(id),
     domainOf: (id): string | null => poller.site(id)?.domain ?? null,
     instance: config.name,
     now,

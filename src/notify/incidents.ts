@@ -96,6 +96,8 @@ export interface IncidentDeps {
   humanChannels: readonly string[];
   /** How many sites are watched now (for a percentage threshold). */
   watched: () => number;
+  /** Whether a site is watched (config `sites`): alerts of other sites never count. */
+  isWatched: (siteId: number) => boolean;
   /** The domain of a site, for the incident's site list. */
   domainOf: (siteId: number) => string | null;
   instance: string;
@@ -241,7 +243,7 @@ export class IncidentTracker {
     const bySite = new Map<number, FiringSite>();
     for (const rule of this.rulesOf.get(name) ?? []) {
       for (const a of this.deps.alerts.firingOfRule(rule)) {
-        if (a.site_id === null) continue;
+        if (a.site_id === null || !this.deps.isWatched(a.site_id)) continue;
         const cur = bySite.get(a.site_id);
         if (!cur || a.since < cur.since) bySite.set(a.site_id, { site_id: a.site_id, since: a.since, event_id: a.last_event_id });
       }

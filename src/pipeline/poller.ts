@@ -154,6 +154,11 @@ export class Poller {
     return this.directory.get(id);
   }
 
+  /** Whether events about a site are kept (config `sites`). */
+  isWatched(siteId: number): boolean {
+    return this.watched === null || this.watched.has(siteId);
+  }
+
   /** How many sites are watched now (config `sites`, among the known ones). */
   watchedCount(): number {
     if (this.watched === null) return this.directory.size;
