@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Dispatcher, isHumanChannel, MACHINE_CHANNEL_TYPES, type DispatchView } from '../src/notify/dispatch.js';
 import { incidentThreshold, stepIncident } from '../src/notify/incidents.js';
 import { configFrom, names, startWorld, type World } from './harness.js';
-import { fakeSlack, type FakeSlack } from './fake-slack.js';
+import { fakeSlack, type FakeSlack } from './fakes/slack.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 import { startSmtp, type SmtpReceiver } from './smtp.js';
 import { siteEvent } from './events-fixture.js';

@@ -9,8 +9,8 @@ import type { App } from '../src/main.js';
 import { SLACK_MAX_BLOCKS, SLACK_SECTION_MAX, slackMessage } from '../src/notify/channels/slack.js';
 import { testClock, type TestClock } from './clock.js';
 import { siteEvent } from './events-fixture.js';
+import { fakeSlack, slackTexts as texts, type FakeSlack, type SlackReply as Reply } from './fakes/slack.js';
 import { startWorld, type World, rows } from './harness.js';
-import { fakeSlack, type FakeSlack, type Reply, type SlackPost } from './fake-slack.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -38,11 +38,6 @@ async function setup(
     { now: clock.now, sleep: async (ms) => void sleeps.push(ms), consoleWrite: () => undefined },
   );
   return { w, app, slack, clock, sleeps };
-}
-
-/** Every mrkdwn text of a message: the fallback, the sections and the context lines. */
-function texts(p: SlackPost): string[] {
-  return [p.json.text, ...p.json.blocks.flatMap((b) => [b.text?.text ?? '', ...(b.elements ?? []).map((e) => e.text)])].filter(Boolean);
 }
 
 describe('the Slack channel', () => {

@@ -1,7 +1,4 @@
-/**
- * A Slack incoming-webhook endpoint on loopback standing in for hooks.slack.com: records
- * every post (parsed) and answers "ok" unless `reply` says otherwise.
- */
+/** A Slack incoming-webhook endpoint on loopback: answers "ok" unless `reply` says otherwise. */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -9,7 +6,7 @@ export interface SlackPost {
   body: string;
   json: { text: string; blocks: Array<{ type: string; text?: { type: string; text: string }; elements?: Array<{ text: string }> }> };
 }
-export type Reply = { status: number; body?: string; headers?: Record<string, string> } | 'hold';
+export type SlackReply = { status: number; body?: string; headers?: Record<string, string> } | 'hold';
 
 export interface FakeSlack {
   url: string;
@@ -17,8 +14,8 @@ export interface FakeSlack {
   close(): Promise<void>;
 }
 
-/** A Slack incoming-webhook endpoint on loopback: answers "ok" unless `reply` says otherwise. */
-export async function fakeSlack(reply: (n: number) => Reply = () => ({ status: 200, body: 'ok' })): Promise<FakeSlack> {
+/** Start the endpoint; `reply(n)` answers the n-th post (1-based). */
+export async function fakeSlack(reply: (n: number) => SlackReply = () => ({ status: 200, body: 'ok' })): Promise<FakeSlack> {
   const posts: SlackPost[] = [];
   const held: ServerResponse[] = [];
   const server: Server = createServer((req, res) => {
@@ -46,3 +43,7 @@ export async function fakeSlack(reply: (n: number) => Reply = () => ({ status: 2
   };
 }
 
+/** Every mrkdwn text of a message: the fallback, the sections and the context lines. */
+export function slackTexts(p: SlackPost): string[] {
+  return [p.json.text, ...p.json.blocks.flatMap((b) => [b.text?.text ?? '', ...(b.elements ?? []).map((e) => e.text)])].filter(Boolean);
+}
