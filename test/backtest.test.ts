@@ -187,6 +187,46 @@ describe('hostwatch rules backtest', () => {
     expect(Date.parse(events[1]!.split(' ')[0]!)).toBe(now - DAY);
   });
 
+  it('understands platform incidents: six sites offline at once show one platform.incident, the later per-site alerts held from people, and its end', async () => {
+    const now = Date.now();
+    const store = openStore(join(dir, 'hostwatch.db'), () => now);
+    try {
+      const h = new HistoryRepo(store.sqlite);
+      const list = Array.from({ length: 6 }, (_, i) => ({ id: i + 1, domain: `s${i + 1}.example` }));
+      h.add({ source: 'sites', entity: 'sites', site_id: null, version: 1, at: now - 9 * DAY, body: JSON.stringify(list) });
+      const hh = (id: number, status: string): string => JSON.stringify({ site_id: id, online: { status, label: status }, integrity: { status: 'ok', problems: 0 } });
+      for (const { id } of list) h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 1, at: now - 8 * DAY, body: hh(id, 'online') });
+      for (const { id } of list) h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 2, at: now - 2 * DAY + id * 1000, body: hh(id, 'offline') });
+      for (const { id } of list.slice(0, 3)) h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 3, at: now - DAY + id * 1000, body: hh(id, 'online') });
+    } finally {
+      store.close();
+    }
+    writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
+    const path = join(dir, 'incident.yaml');
+    writeFileSync(
+      path,
+      `api: { base_url: http://127.0.0.1:9, key: k }
+storage: { path: ./hostwatch.db }
+channels:
+  - { name: oncall, type: console }
+  - { name: hooks, type: webhook, url: https://hooks.example/in, secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw }
+`,
+    );
+    const r = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'site-offline', '-c', path], { cwd: dir });
+    expect(r.code).toBe(0);
+    const events = r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l)).map((l) => l.replace(/^\S+\s+/, ''));
+    expect(events).toEqual([
+      ...[1, 2, 3, 4, 5].map((id) => `site.offline:firing sites/${id}/health "s${id}.example is offline"  -> oncall, hooks`),
+      'platform.incident:firing incidents/site.offline "Platform incident: site.offline on 5 sites (s1.example, s2.example, s3.example, s4.example, s5.example)"  -> oncall, hooks',
+      'site.offline:firing sites/6/health "s6.example is offline"  -> hooks  (held from oncall by the platform incident)',
+      'site.offline:resolved sites/1/health "s1.example is back online"  -> hooks  (held from oncall by the platform incident)',
+      // Five still fire: the incident goes on. The second recovery leaves four: it ends.
+      'site.offline:resolved sites/2/health "s2.example is back online"  -> hooks  (held from oncall by the platform incident)',
+      'platform.incident:resolved incidents/site.offline "Platform incident over: site.offline on 4 sites now (below 5)"  -> oncall, hooks',
+      'site.offline:resolved sites/3/health "s3.example is back online"  -> oncall, hooks',
+    ]);
+  });
+
   it('says there is no database yet instead of creating an empty one, exit 1', async () => {
     writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
     const r = await hostwatch(['rules', 'backtest', '-c', config()], { cwd: dir });

@@ -84,6 +84,61 @@ export function stepIncident(
   return recent.length >= threshold ? 'open' : null;
 }
 
+/** The `platform.incident` event of an incident about `alert` (its n-th firing or that firing's end). Pure. */
+export function incidentEvent(o: {
+  instance: string;
+  alert: string;
+  seq: number;
+  status: 'firing' | 'resolved';
+  sites: readonly FiringSite[];
+  threshold: number;
+  now: number;
+  severity: Severity;
+  domainOf: (siteId: number) => string | null;
+}): HostwatchEvent {
+  const subject = incidentSubject(o.alert);
+  const sites = o.sites.map((f) => ({ site_id: f.site_id, domain: o.domainOf(f.site_id), since: new Date(f.since).toISOString() }));
+  const shown = sites.slice(0, 5).map((s) => s.domain ?? `site ${s.site_id}`);
+  const more = sites.length > shown.length ? ` and ${sites.length - shown.length} more` : '';
+  const summary =
+    o.status === 'firing'
+      ? `Platform incident: ${o.alert} on ${sites.length} sites (${shown.join(', ')}${more})`
+      : `Platform incident over: ${o.alert} on ${sites.length} site${sites.length === 1 ? '' : 's'} now (below ${o.threshold})`;
+  const at = new Date(o.now);
+  return envelope({
+    id: alertEventId(INCIDENT_RULE, subject, o.seq, o.status),
+    instance: o.instance,
+    subject,
+    time: at,
+    data: {
+      name: INCIDENT_EVENT,
+      severity: o.severity,
+      status: o.status,
+      summary,
+      site_id: null,
+      domain: null,
+      changes: [],
+      rule: INCIDENT_RULE,
+      observed_at: at.toISOString(),
+      alert: o.alert,
+      count: sites.length,
+      threshold: o.threshold,
+      sites,
+    },
+  });
+}
+
+/** The highest severity of each alert event name among the rules (an incident takes its alert's). */
+export function alertSeverities(rules: readonly CompiledRule[]): Map<string, Severity> {
+  const out = new Map<string, Severity>();
+  for (const r of rules) {
+    if (r.kind !== 'alert') continue;
+    const sev = out.get(r.event);
+    if (sev === undefined || SEVERITY_RANK[r.severity] > SEVERITY_RANK[sev]) out.set(r.event, r.severity);
+  }
+  return out;
+}
+
 /** What the tracker needs of the rest of the program. */
 export interface IncidentDeps {
   config: IncidentsConfig;
@@ -114,7 +169,7 @@ const SEVERITY_RANK: Record<Severity, number> = { info: 0, warning: 1, critical:
 export class IncidentTracker {
   private readonly rulesOf = new Map<string, string[]>();
   private readonly sourcesOf = new Map<string, Set<string>>();
-  private readonly severityOf = new Map<string, Severity>();
+  private readonly severityOf: Map<string, Severity>;
   private readonly eligible: ReadonlySet<string> | null;
 
   constructor(private readonly deps: IncidentDeps) {
@@ -122,9 +177,8 @@ export class IncidentTracker {
       if (r.kind !== 'alert') continue;
       this.rulesOf.set(r.event, [...(this.rulesOf.get(r.event) ?? []), r.name]);
       this.sourcesOf.set(r.event, (this.sourcesOf.get(r.event) ?? new Set()).add(r.source));
-      const sev = this.severityOf.get(r.event);
-      if (sev === undefined || SEVERITY_RANK[r.severity] > SEVERITY_RANK[sev]) this.severityOf.set(r.event, r.severity);
     }
+    this.severityOf = alertSeverities(deps.rules);
     this.eligible = deps.config.alerts.length > 0 ? new Set(deps.config.alerts) : null;
   }
 
@@ -262,34 +316,6 @@ export class IncidentTracker {
 
   private event(name: string, subject: string, seq: number, status: 'firing' | 'resolved', firing: readonly FiringSite[], threshold: number, now: number): HostwatchEvent {
     const d = this.deps;
-    const sites = firing.map((f) => ({ site_id: f.site_id, domain: d.domainOf(f.site_id), since: new Date(f.since).toISOString() }));
-    const shown = sites.slice(0, 5).map((s) => s.domain ?? `site ${s.site_id}`);
-    const more = sites.length > shown.length ? ` and ${sites.length - shown.length} more` : '';
-    const summary =
-      status === 'firing'
-        ? `Platform incident: ${name} on ${sites.length} sites (${shown.join(', ')}${more})`
-        : `Platform incident over: ${name} on ${sites.length} site${sites.length === 1 ? '' : 's'} now (below ${threshold})`;
-    const at = new Date(now);
-    return envelope({
-      id: alertEventId(INCIDENT_RULE, subject, seq, status),
-      instance: d.instance,
-      subject,
-      time: at,
-      data: {
-        name: INCIDENT_EVENT,
-        severity: this.severityOf.get(name) ?? 'warning',
-        status,
-        summary,
-        site_id: null,
-        domain: null,
-        changes: [],
-        rule: INCIDENT_RULE,
-        observed_at: at.toISOString(),
-        alert: name,
-        count: sites.length,
-        threshold,
-        sites,
-      },
-    });
+    return incidentEvent({ instance: d.instance, alert: name, seq, status, sites: firing, threshold, now, severity: this.severityOf.get(name) ?? 'warning', domainOf: d.domainOf });
   }
 }

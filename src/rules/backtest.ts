@@ -6,6 +6,9 @@ import type { ChangeLogRow } from '../store/history-repo.js';
 import { eventLine, Replay } from './replay.js';
 import type { CompiledRule } from './types.js';
 import type { SiteLabeler } from '../labels.js';
+import type { IncidentsConfig } from '../config/types.js';
+import type { Severity } from '../events/types.js';
+import { alertSeverities, INCIDENT_EVENT, incidentEvent, incidentThreshold, stepIncident, type FiringSite } from '../notify/incidents.js';
 
 /** Where shadow events are counted in the per-channel table: they go nowhere. */
 export const SHADOW_CHANNEL = '(shadow: not delivered)';
@@ -26,12 +29,20 @@ export interface BacktestOptions {
   sites?: readonly SiteInfo[];
   /** Site labels of the config (routes may match on them). */
   labeler?: SiteLabeler;
+  /**
+   * Platform incidents of the config: while one is open, the per-site alerts it covers go
+   * to machine channels only (`held` names the human ones). `watched`: how many sites the
+   * percentage of `min_sites` is taken of.
+   */
+  incidents?: { config: IncidentsConfig; isHuman: (channel: string) => boolean; watched: number };
 }
 
 /** One event the current rules would have made, and where it would have gone. */
 export interface BacktestEvent {
   event: HostwatchEvent;
   channels: string[];
+  /** Human channels a platform incident would have held it from (it went to `channels` only). */
+  held?: string[];
 }
 
 /** Counts of one rule's events. */
@@ -79,11 +90,14 @@ export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): B
     if (t.nextTick !== Infinity) timed.add(t);
     else timed.delete(t);
   };
-  const record = (events: HostwatchEvent[]): void => {
+  const incidents = opts.incidents?.config.enabled ? new IncidentReplay(opts.incidents, opts.rules, (id) => replay.site(id)?.domain ?? null) : null;
+  const record = (events: HostwatchEvent[], at?: number): void => {
     for (const event of events) {
       const shadow = event.data['shadow'] === true;
-      const routed = shadow ? [] : opts.router(event);
-      result.events.push({ event, channels: routed });
+      let routed = shadow ? [] : opts.router(event);
+      const held = incidents && !shadow ? incidents.held(event, routed) : [];
+      if (held.length) routed = routed.filter((c) => !held.includes(c));
+      result.events.push(held.length ? { event, channels: routed, held } : { event, channels: routed });
       const c = result.perRule.get(event.data.rule) ?? { events: 0, firing: 0, resolved: 0, repeats: 0, changes: 0 };
       c.events++;
       if (event.data['repeat'] !== undefined) c.repeats++;
@@ -95,6 +109,11 @@ export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): B
         result.perChannel.set(ch, (result.perChannel.get(ch) ?? 0) + 1);
       }
     }
+    // The batch may open or end an incident (its own event is routed like any other).
+    if (incidents && at !== undefined) {
+      const made = incidents.after(events, at);
+      if (made.length) record(made);
+    }
   };
   // Unchanged polls of timed entities, in time order, up to (not including) `until`.
   const tickUntil = (until: number): void => {
@@ -103,7 +122,7 @@ export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): B
       for (const t of timed) if (t.nextTick < until && (next === null || t.nextTick < next.nextTick)) next = t;
       if (next === null) return;
       const at = next.nextTick;
-      record(replay.tick(next.source, next.entity, next.siteId, at)?.events ?? []);
+      record(replay.tick(next.source, next.entity, next.siteId, at)?.events ?? [], at);
       mark(next, at + opts.everyMs(next.source));
     }
   };
@@ -113,7 +132,7 @@ export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): B
     // State from before the window is where the replay starts, as of the window's start.
     const at = Math.max(row.at, opts.since);
     tickUntil(at);
-    record(replay.observe(source, row.entity, row.site_id, at, JSON.parse(row.body)).events);
+    record(replay.observe(source, row.entity, row.site_id, at, JSON.parse(row.body)).events, at);
     result.snapshots++;
     const key = `${row.source}\u0000${row.entity}`;
     let t = tracked.get(key);
@@ -128,10 +147,75 @@ export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): B
   return result;
 }
 
+/**
+ * Platform incidents in a backtest. The replay has no cycles, so an incident is announced
+ * when it opens and ends as soon as fewer than N sites fire (the daemon waits for the end of
+ * the cycle, at most `wait`); held events are not released into the output at the end.
+ */
+class IncidentReplay {
+  private readonly firing = new Map<string, Map<number, number>>();
+  private readonly fired = new Map<string, number>();
+  private readonly covered: Set<string>;
+  private readonly severities: Map<string, Severity>;
+
+  constructor(
+    private readonly opts: NonNullable<BacktestOptions['incidents']>,
+    rules: readonly CompiledRule[],
+    private readonly domainOf: (siteId: number) => string | null,
+  ) {
+    this.severities = alertSeverities(rules);
+    const eligible = opts.config.alerts;
+    this.covered = new Set([...this.severities.keys()].filter((n) => n !== INCIDENT_EVENT && (eligible.length === 0 || eligible.includes(n))));
+  }
+
+  /** The human channels an incident open now holds this event from ([] when none does). */
+  held(e: HostwatchEvent, channels: readonly string[]): string[] {
+    if (e.data.status === undefined || e.data.site_id === null || !this.fired.has(e.data.name)) return [];
+    return channels.filter((c) => this.opts.isHuman(c));
+  }
+
+  /** Take a batch's alerts at `now`; the incident events it causes. */
+  after(events: readonly HostwatchEvent[], now: number): HostwatchEvent[] {
+    const touched = new Set<string>();
+    for (const e of events) {
+      const name = e.data.name;
+      if (!this.covered.has(name) || e.data.site_id === null || e.data.status === undefined || e.data['repeat'] !== undefined) continue;
+      const sites = this.firing.get(name) ?? new Map<number, number>();
+      if (e.data.status === 'firing') sites.set(e.data.site_id, Date.parse(e.time));
+      else sites.delete(e.data.site_id);
+      this.firing.set(name, sites);
+      touched.add(name);
+    }
+    const out: HostwatchEvent[] = [];
+    const threshold = incidentThreshold(this.opts.config, this.opts.watched);
+    for (const name of touched) {
+      const sites: FiringSite[] = [...this.firing.get(name)!].map(([site_id, since]) => ({ site_id, since, event_id: null })).sort((a, b) => a.site_id - b.site_id);
+      const seq = this.fired.get(name);
+      const base = { instance: 'backtest', alert: name, sites, threshold, now, severity: this.severities.get(name) ?? 'warning', domainOf: this.domainOf } as const;
+      if (seq !== undefined) {
+        if (sites.length >= threshold) continue;
+        this.fired.delete(name);
+        out.push(incidentEvent({ ...base, seq, status: 'resolved' }));
+      } else if (stepIncident(undefined, sites, now, threshold, this.opts.config, false) === 'open') {
+        const next = (this.seqs.get(name) ?? 0) + 1;
+        this.seqs.set(name, next);
+        this.fired.set(name, next);
+        out.push(incidentEvent({ ...base, seq: next, status: 'firing' }));
+      }
+    }
+    return out;
+  }
+
+  private readonly seqs = new Map<string, number>();
+}
+
 /** The backtest as text: one line per event, then counts per rule and per channel. */
 export function formatBacktest(r: BacktestResult, header: string): string[] {
   const lines = [header, ''];
-  for (const e of r.events) lines.push(`${e.event.time}  ${eventLine(e.event)}  -> ${e.channels.join(', ') || (e.event.data['shadow'] ? 'shadow' : 'none')}`);
+  for (const e of r.events) {
+    const to = e.channels.join(', ') || (e.event.data['shadow'] ? 'shadow' : 'none');
+    lines.push(`${e.event.time}  ${eventLine(e.event)}  -> ${to}${e.held ? `  (held from ${e.held.join(', ')} by the platform incident)` : ''}`);
+  }
   if (r.events.length === 0) lines.push('(no events)');
   lines.push('', 'per rule:');
   const rules = [...r.perRule.entries()].sort(([a], [b]) => a.localeCompare(b));

@@ -63,7 +63,8 @@ export class Replay {
     for (const s of sites) this.known.set(s.id, s);
   }
 
-  private site(id: number): SiteInfo | null {
+  /** A site as the replay knows it (from the site list it saw, or knowSites), or null. */
+  site(id: number): SiteInfo | null {
     return this.directory.get(id) ?? this.known.get(id) ?? null;
   }
 
