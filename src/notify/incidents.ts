@@ -249,6 +249,10 @@ export class IncidentTracker {
     const now = d.now();
     const subject = incidentSubject(name);
     const row = d.alerts.get(INCIDENT_RULE, subject);
+    // Mid-cycle, a fired incident cannot end and an open one waits for `wait`: no need to
+    // count the firing sites (which, in a 1,000-site outage, every commit would do).
+    if (!boundary && row?.status === 'firing') return null;
+    if (!boundary && row?.pending_since != null && now - row.pending_since < d.config.wait_ms) return null;
     const firing = this.firingSites(name);
     const threshold = incidentThreshold(d.config, d.watched());
     const step = stepIncident(row, firing, now, threshold, d.config, boundary);
