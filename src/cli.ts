@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import BetterSqlite3 from 'better-sqlite3';
+import { SiteLabeler } from './labels.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseDuration } from './config/duration.js';
 import { loadConfig } from './config/load.js';
@@ -8,7 +9,7 @@ import type { Config } from './config/types.js';
 import { createApp, rulesFor, SOURCE_NAMES, type App } from './main.js';
 import type { HostwatchEvent } from './events/types.js';
 import { formatEventLine } from './notify/channels/console.js';
-import { Dispatcher } from './notify/dispatch.js';
+import { Dispatcher, isHumanChannel } from './notify/dispatch.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
 import { compileRouter, RouteError } from './notify/routing.js';
 import { registerDeliveryCommands } from './notify/cli-commands.js';
@@ -379,13 +380,21 @@ rulesCmd
       const now = Date.now();
       const since = now - o.since;
       const sites = new SnapshotsRepo(store.sqlite).get(sitesSource.name, sitesSource.name);
+      const known = sites ? listOf(sitesSource, JSON.parse(sites.body)).map(siteInfoFromRecord) : [];
+      const human = new Set(config.channels.filter((c) => isHumanChannel(c.type)).map((c) => c.name));
       const result = backtest(new HistoryRepo(store.sqlite).since(since), {
         rules,
         router,
         since,
         now,
         everyMs: (s) => config.sources[s.name]?.every_ms ?? s.defaultEveryMs,
-        sites: sites ? listOf(sitesSource, JSON.parse(sites.body)).map(siteInfoFromRecord) : [],
+        sites: known,
+        labeler: new SiteLabeler(config.site_labels),
+        incidents: {
+          config: config.incidents,
+          isHuman: (c) => human.has(c),
+          watched: config.sites === 'all' ? known.length : config.sites.length,
+        },
       });
       const header = `backtest since ${new Date(since).toISOString()}: ${rules.filter((r) => r.enabled).length} rules, ${result.entities} entities, ${result.snapshots} snapshots replayed, ${result.events.length} events`;
       for (const line of formatBacktest(result, header)) process.stdout.write(`${line}\n`);

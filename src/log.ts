@@ -44,7 +44,18 @@ export function secretsOf(config: Config): string[] {
         break;
     }
   }
+  // A dead man's switch URL is its check's token, often a single path part (hc-ping.com/<uuid>).
+  if (config.heartbeat) out.push(...urlSecrets(config.heartbeat.url), ...longPathParts(config.heartbeat.url));
   return out.filter((s) => s.length >= 4);
+}
+
+/** Path parts of 16 characters or more (a check's uuid), never short words like `services`. */
+function longPathParts(url: string): string[] {
+  try {
+    return new URL(url).pathname.split('/').filter((p) => p.length >= 16);
+  } catch {
+    return [];
+  }
 }
 
 /** A credential-bearing URL, its path when that holds at least two parts, and the values of its query parameters. */

@@ -54,6 +54,12 @@ import { SnapshotsRepo } from './store/snapshots-repo.js';
 import { DaemonRepo, HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
 import { DEFAULTS } from './config/parse.js';
 import { hostname } from 'node:os';
+import { SiteLabeler } from './labels.js';
+import { IncidentTracker } from './notify/incidents.js';
+import { Reevaluator } from './pipeline/reevaluate.js';
+import { Timekeeper } from './scheduler/timekeeper.js';
+import { Heartbeat } from './selfwatch/heartbeat.js';
+import { Watchdog } from './selfwatch/watchdog.js';
 
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
@@ -84,6 +90,10 @@ export interface App {
   scheduler: Scheduler;
   /** What fetches imply for later fetches (detail reads, adaptive polling); fed by the poller. */
   followups: Followups;
+  /** Time-driven work: clock rules re-evaluated, platform incidents settled, the watchdog. */
+  timekeeper: Timekeeper;
+  /** The dead man's switch pinger (null without config `heartbeat`). */
+  heartbeat: Heartbeat | null;
   worker: OutboxWorker;
   /** Decides and queues where stored events go; `publish` stores and dispatches one. */
   notifier: Notifier;
@@ -152,7 +162,19 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     bus.emit('events', added);
     opts.onEvents?.(added);
   };
-  const notifier = new Notifier({ store, events, delivery, silences: new SilencesRepo(store.sqlite), dispatcher, log, now });
+  // The tracker and the notifier know each other: incidents hold events, and ending one
+  // releases them through the notifier.
+  let incidents: IncidentTracker | null = null;
+  const notifier = new Notifier({
+    store,
+    events,
+    delivery,
+    silences: new SilencesRepo(store.sqlite),
+    dispatcher,
+    log,
+    now,
+    incidents: () => incidents?.active() ?? new Set(),
+  });
   notifier.resumeInhibitions(
     alerts.firing().flatMap((a) => {
       const row = a.site_id === null || a.last_event_id === null ? undefined : history.event(a.last_event_id);
@@ -199,7 +221,25 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   });
   const scheduled: ScheduledSource[] = enabledSources(config);
   const followups = new Followups(scheduled.map((s) => s.def));
-  const poller = new Poller({
+  incidents = new IncidentTracker({
+    config: config.incidents,
+    rules,
+    store,
+    alerts,
+    delivery,
+    notifier,
+    humanChannels: dispatcher.humanChannels(),
+    // Called only once the poller below exists (from its commits and the timekeeper).
+    watched: (): number => poller.watchedCount(),
+    isWatched: (id): boolean => poller.isWatched(id),
+    domainOf: (id): string | null => poller.site(id)?.domain ?? null,
+    instance: config.name,
+    now,
+    log,
+  });
+  const poller: Poller = new Poller({
+    labeler: new SiteLabeler(config.site_labels),
+    incidents,
     fetcher: new Fetcher(client, (name, siteId) => ({ paths: pathsFor(config, name, siteId) })),
     sources: scheduled.map((s) => s.def),
     onFetched: (ref, data) => followups.observe(ref, data),
@@ -222,6 +262,19 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     onPoll: (source, o) => metrics.poll(source, o, o.durationMs ?? 0),
     onEvents: announce,
   });
+  const timekeeper = new Timekeeper({
+    reevaluator: new Reevaluator({ poller, rules, sources: scheduled.map((s) => s.def), now, log }),
+    incidents,
+    watchdog: config.watchdog ? new Watchdog({ everyMs: config.watchdog.every_ms, store, alerts, notifier, instance: config.name, now }) : undefined,
+    onEvents: announce,
+    log,
+  });
+  // A cycle older than two of the slowest of (the heartbeat, the quickest source) no
+  // longer counts as succeeding: the pings stop when cycles stop.
+  const quickest = Math.min(...scheduled.filter((s) => s.def.per !== 'record').map((s) => s.everyMs));
+  const heartbeat = config.heartbeat
+    ? new Heartbeat({ config: config.heartbeat, staleMs: 2 * Math.max(config.heartbeat.every_ms, quickest), now, log })
+    : null;
   const scheduler = new Scheduler({
     poller,
     sources: scheduled,
@@ -233,7 +286,9 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     afterCycle: (s) => {
       const failed = s.outcomes.filter((o) => o.status === 'failed').length;
       log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
+      heartbeat?.observe(s);
     },
+    onTick: () => void timekeeper.tick(),
   });
 
   let stopped = false;
@@ -250,6 +305,8 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     poller,
     scheduler,
     followups,
+    timekeeper,
+    heartbeat,
     worker,
     notifier,
     metrics,
@@ -257,6 +314,9 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     scrub,
     async runOnce() {
       const outcomes = (await scheduler.runAll()).flatMap((c) => c.outcomes);
+      // Time passed since the last run: clock rules are judged on what is stored now.
+      timekeeper.tick({ force: true });
+      if (heartbeat) await heartbeat.beat();
       // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour).
       delivery.flushGroups(now(), DIGEST_GROUP);
       const pending = await worker.drain(config.delivery.drain_timeout_ms);
@@ -309,6 +369,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       beat();
       heartbeatTimer = setInterval(beat, HEARTBEAT_EVERY_MS);
       heartbeatTimer.unref();
+      heartbeat?.start();
       // History is pruned at start and then on a schedule, so the database stays bounded.
       app.pruneHistory();
       pruneTimer = setInterval(() => {
@@ -328,6 +389,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
         clearInterval(heartbeatTimer);
         daemon.stopped(config.name, now());
       }
+      heartbeat?.stop();
       await scheduler.stop();
       await worker.stop();
       await server?.close();

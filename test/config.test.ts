@@ -94,6 +94,10 @@ describe('valid configs', () => {
       degraded: { after_failures: 3, after_ms: 600_000 },
       log: { level: 'debug', pretty: true },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
+      site_labels: [],
+      heartbeat: null,
+      watchdog: null,
+      incidents: { enabled: true, min_sites: { count: 5 }, window_ms: 900_000, wait_ms: 30_000, alerts: [] },
     } satisfies Config);
   });
 
@@ -142,6 +146,10 @@ describe('valid configs', () => {
       degraded: { after_failures: 3, after_ms: 600_000 },
       log: { level: 'info', pretty: false },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
+      site_labels: [],
+      heartbeat: null,
+      watchdog: null,
+      incidents: { enabled: true, min_sites: { count: 5 }, window_ms: 900_000, wait_ms: 30_000, alerts: [] },
     } satisfies Config);
   });
 
@@ -215,7 +223,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an unknown top-level key is an error that suggests the near miss',
       fixture: 'unknown-top-level-key.yaml',
       errors: [
-        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history',
+        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history, site_labels, heartbeat, watchdog, incidents',
       ],
     },
     {
@@ -364,7 +372,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'a file that is a list, not a map, lists the top-level keys',
       fixture: 'not-a-map.yaml',
       errors: [
-        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history (got a list)',
+        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history, site_labels, heartbeat, watchdog, incidents (got a list)',
       ],
     },
   ];

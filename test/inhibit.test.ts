@@ -199,6 +199,7 @@ describe('the dispatch decision (pure)', async () => {
     silences: silences.map((s) => ({ ...s, starts_at: 0, ends_at: 10_000, comment: 'c', created_by: 't', created_at: 0, expired_at: null })),
     inhibitions: (site: number) => inhibited.filter((k) => k.endsWith(`:${site}`)),
     group: () => ({ pendingDue: null, lastSent: null }),
+    incidents: () => new Set<string>(),
   });
 
   it('a silence is decided before an inhibition; an inhibition only holds what its target matches, on its own site', () => {

@@ -8,6 +8,7 @@
  */
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseCel } from '../cel.js';
+import { SITE_LABEL_VARIABLES, unknownSiteLabelVariables } from '../labels.js';
 import { checkTemplate } from '../notify/templates.js';
 import type { z } from 'zod';
 import type { Env } from './env.js';
@@ -77,6 +78,9 @@ export const DEFAULTS = {
   /** source.degraded: this many failed polls in a row, or two or more over this long. */
   degraded: { after_failures: 3, after_ms: 10 * 60_000 },
   history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
+  heartbeat: { every_ms: 5 * 60_000, timeout_ms: 10_000 },
+  watchdog: { every_ms: 60 * 60_000 },
+  incidents: { min_sites: 5, window_ms: 15 * 60_000, wait_ms: 30_000 },
 } as const;
 
 /**
@@ -275,10 +279,35 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
       errors.push(valueError(path, `is not a valid CEL expression: ${(e as Error).message}`, data, tree, file));
     }
   };
-  for (const [key, field] of [['maintenance', 'match'], ['inhibit', 'target']] as const) {
+  for (const [key, field] of [['maintenance', 'match'], ['inhibit', 'target'], ['site_labels', 'match']] as const) {
     const list = record[key];
     if (!Array.isArray(list)) continue;
     list.forEach((item: unknown, index) => checkCel([key, index, field], (item as Record<string, unknown> | null)?.[field]));
+  }
+  // A site label match over a variable sites do not have would label nothing, silently.
+  const labelList = record['site_labels'];
+  if (Array.isArray(labelList)) {
+    labelList.forEach((item: unknown, index) => {
+      const match = (item as Record<string, unknown> | null)?.['match'];
+      if (typeof match !== 'string' || match.trim() === '') return;
+      let unknown: string[];
+      try {
+        unknown = unknownSiteLabelVariables(match);
+      } catch {
+        return; // the syntax error is reported above
+      }
+      if (unknown.length > 0) {
+        errors.push(
+          valueError(
+            ['site_labels', index, 'match'],
+            `uses unknown variable ${unknown.map((n) => `"${n}"`).join(', ')}; a site label match can use ${SITE_LABEL_VARIABLES.join(', ')}`,
+            data,
+            tree,
+            file,
+          ),
+        );
+      }
+    });
   }
 
   if (!Array.isArray(routes)) return errors;
@@ -403,12 +432,40 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
       retention_ms: written.history?.retention ?? DEFAULTS.history.retention_ms,
       prune_every_ms: written.history?.prune_every ?? DEFAULTS.history.prune_every_ms,
     },
+    site_labels: (written.site_labels ?? []).map((l) =>
+      'from' in l ? { from: l.from, label: l.label } : { match: l.match ?? null, labels: { ...l.labels } },
+    ),
+    heartbeat: written.heartbeat
+      ? {
+          url: written.heartbeat.url,
+          every_ms: written.heartbeat.every ?? DEFAULTS.heartbeat.every_ms,
+          timeout_ms: written.heartbeat.timeout ?? DEFAULTS.heartbeat.timeout_ms,
+        }
+      : null,
+    // `watchdog:` present (even empty) turns it on, unless it says enabled: false.
+    watchdog:
+      written.watchdog === undefined || written.watchdog?.enabled === false
+        ? null
+        : { every_ms: written.watchdog?.every ?? DEFAULTS.watchdog.every_ms },
+    incidents: {
+      enabled: written.incidents?.enabled ?? true,
+      min_sites: minSitesOf(written.incidents?.min_sites),
+      window_ms: written.incidents?.window ?? DEFAULTS.incidents.window_ms,
+      wait_ms: written.incidents?.wait ?? DEFAULTS.incidents.wait_ms,
+      alerts: written.incidents?.alerts ?? [],
+    },
   };
 }
 
 function normalizeSites(written: CheckedConfig['sites']): Pick<Config, 'sites' | 'sites_max'> {
   if (written === undefined || written === 'all' || Array.isArray(written)) return { sites: written ?? 'all', sites_max: DEFAULTS.sitesMax };
   return { sites: written.watch ?? 'all', sites_max: written.max ?? DEFAULTS.sitesMax };
+}
+
+function minSitesOf(v: number | string | undefined): Config['incidents']['min_sites'] {
+  if (v === undefined) return { count: DEFAULTS.incidents.min_sites };
+  if (typeof v === 'number') return { count: v };
+  return { percent: Number(v.replace('%', '').trim()) };
 }
 
 function normalizeChannel(channel: NonNullable<CheckedConfig['channels']>[number]): ChannelConfig {

@@ -49,12 +49,18 @@ const M = {
   bool: 'must be true or false',
   secrets: 'must be a Standard Webhooks secret or a list of them (rotation: every one signs), like [whsec_new..., whsec_old...]',
   mode: 'must be structured (the whole CloudEvent as JSON, the default) or binary (ce-* headers, data as the body)',
-  groupBy: `must be a list of event fields to group by, like [site_id] or [site_id, name]; allowed: site_id, domain, name, type, severity, rule, subject, status`,
+  groupBy: `must be a list of event fields to group by, like [site_id] or [labels.client, name]; allowed: site_id, domain, name, type, severity, rule, subject, status, labels.<name>`,
   digest: 'must be like "daily at 08:00" or "daily at 08:00 Europe/Paris" (24-hour time, IANA time zone)',
   cron: 'must be a cron expression of 5 fields, like "0 2 * * 0" (Sundays at 02:00)',
   timezone: 'must be an IANA time zone like Europe/Paris or UTC',
   windowName: 'must be lowercase letters, digits, "_" or "-", like nightly-backup',
   eventName: 'must be an event name like site.offline',
+  labelName: 'must be a label name: lower-case letters, digits and underscores, like client or tier',
+  labelValue: 'must be a text value, like acme',
+  siteLabels: 'must be a list of entries, each like { match: "glob(domain, \'*.acme.com\')", labels: { client: acme } } or { from: client_reports, label: client }',
+  siteLabelFrom: 'must be client_reports (client reports tie sites to clients by domain)',
+  heartbeatUrl: 'must be an http(s) URL like https://hc-ping.com/<uuid> (a dead man\'s switch check)',
+  minSites: 'must be a number of sites from 2 up (like 5), or a percentage of the watched sites (like "20%")',
   template: 'must be a non-empty Liquid template, like "{{ data.summary }} ({{ data.domain }})"',
   routingKey: 'must be the 32-character integration key of a PagerDuty Events API v2 integration, usually routing_key: ${PAGERDUTY_ROUTING_KEY}',
   opsgenieKey: 'must be the API key of an Opsgenie API integration, usually api_key: ${OPSGENIE_API_KEY}',
@@ -67,8 +73,10 @@ const M = {
   webhookTemplate: 'must be a map like { body: "{\"text\": {{ data.summary | json }}}", headers: { X-Kind: "{{ type }}" }, content_type: application/json }',
 } as const;
 
-/** Event fields a route's group_by may name (`site` is site_id and domain together). */
+/** Event fields a route's group_by may name (`site` is site_id and domain together); `labels.<name>` too. */
 export const GROUP_FIELDS = ['site_id', 'domain', 'name', 'type', 'severity', 'rule', 'subject', 'status'] as const;
+const LABEL_NAME = /^[a-z_][a-z0-9_]*$/;
+const GROUP_LABEL = /^labels\.[a-z_][a-z0-9_]*$/;
 
 /** `daily at HH:MM [Zone]`: the digest schedule of a channel. */
 const DIGEST = /^daily at ([01]\d|2[0-3]):([0-5]\d)(?: ([A-Za-z_]+(?:\/[A-Za-z0-9_+-]+)*))?$/;
@@ -422,7 +430,9 @@ const route = section({
   match: text(M.match).nullable().optional(),
   channels: z.array(channelName, M.routeChannels).min(1, M.routeChannels),
   continue: bool().optional(),
-  group_by: z.array(z.enum(GROUP_FIELDS, M.groupBy), M.groupBy).optional(),
+  group_by: z
+    .array(z.string(M.groupBy).refine((f) => (GROUP_FIELDS as readonly string[]).includes(f) || GROUP_LABEL.test(f), M.groupBy), M.groupBy)
+    .optional(),
   group_wait: duration().optional(),
   group_interval: duration().optional(),
   send_resolved: bool().optional(),
@@ -470,6 +480,51 @@ const historySection = section({
   prune_every: duration(60_000).optional(),
 });
 
+// A bad name and a bad value in one map are both reported (a key schema, not a refinement).
+const labelMap = z.record(z.string().regex(LABEL_NAME), z.string(M.labelValue).min(1, M.labelValue), {
+  error: (issue) => (issue.code === 'invalid_key' ? M.labelName : 'must be a map of label names to values, like { client: acme, tier: gold }'),
+});
+
+const siteLabelMatch = section({
+  match: text(M.match).optional(),
+  labels: labelMap,
+});
+const siteLabelFrom = section({
+  from: z.literal('client_reports', M.siteLabelFrom),
+  label: z.string(M.labelName).regex(LABEL_NAME, M.labelName),
+});
+const siteLabel = z.union([siteLabelMatch, siteLabelFrom], M.siteLabels);
+
+const heartbeatSection = section({
+  url: httpUrl(M.heartbeatUrl),
+  every: duration(10_000).optional(),
+  timeout: duration(1).optional(),
+});
+
+const watchdogSection = section({
+  enabled: bool().optional(),
+  every: duration(60_000).optional(),
+});
+
+const minSites = z.union(
+  [
+    integer(2, 1_000_000, M.minSites),
+    z.string(M.minSites).regex(/^\s*\d{1,3}(\.\d+)?\s*%\s*$/, M.minSites).refine((v) => {
+      const n = Number(v.replace('%', '').trim());
+      return n > 0 && n <= 100;
+    }, M.minSites),
+  ],
+  M.minSites,
+);
+
+const incidentsSection = section({
+  enabled: bool().optional(),
+  min_sites: minSites.optional(),
+  window: duration(60_000).optional(),
+  wait: duration().optional(),
+  alerts: z.array(eventName, 'must be a list of alert event names, like [site.offline, backup.stale]').optional(),
+});
+
 const logSection = section({
   level: z.enum(LOG_LEVELS, M.level).optional(),
   pretty: bool().optional(),
@@ -496,6 +551,10 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
     degraded: degradedSection.nullish(),
     log: logSection.nullish(),
     history: historySection.nullish(),
+    site_labels: z.array(siteLabel, M.siteLabels).nullish(),
+    heartbeat: heartbeatSection.nullish(),
+    watchdog: watchdogSection.nullish(),
+    incidents: incidentsSection.nullish(),
   };
   return section(shape, { notAMap: `the file must be a map with keys ${Object.keys(shape).join(', ')}` });
 }
@@ -533,7 +592,7 @@ const SECRET_PLACEHOLDERS: Record<string, string> = {
 
 /**
  * True if the value at `path` is a secret, whose value must never appear in an error:
- * api.key, server.token, channels[*].secret / routing_key / api_key / bot_token / token,
+ * api.key, server.token, heartbeat.url, channels[*].secret / routing_key / api_key / bot_token / token,
  * channels[*].smtp.pass, credential-like headers of a webhook template, and
  * channels[*].url of every channel that is not a plain webhook (a Slack, Teams, Discord or
  * ntfy URL is its own credential).
@@ -541,6 +600,8 @@ const SECRET_PLACEHOLDERS: Record<string, string> = {
 export function isSecretPath(path: readonly (string | number)[], data: unknown): boolean {
   const [first, second, third, fourth, fifth] = path;
   if (first === 'api' && second === 'key') return true;
+  // A dead man's switch URL carries its check's token (hc-ping.com/<uuid>).
+  if (first === 'heartbeat' && second === 'url') return true;
   if (first === 'server' && second === 'token') return true;
   if (first !== 'channels' || typeof second !== 'number') return false;
   if (typeof third === 'string' && SECRET_CHANNEL_KEYS.has(third)) return true;

@@ -32,6 +32,39 @@ export interface Config {
   log: { level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'; pretty: boolean };
   /** The change log the trust tools read (backtest, explain): kept this long, pruned this often. */
   history: { retention_ms: number; prune_every_ms: number };
+  /** Labels given to sites (data.labels of every event about the site), in order: later entries win. */
+  site_labels: SiteLabelConfig[];
+  /** A dead man's switch pinged while cycles succeed (null: none). */
+  heartbeat: HeartbeatConfig | null;
+  /** The always-firing `hostwatch.watchdog` alert, re-sent every `every_ms` (null: off). */
+  watchdog: { every_ms: number } | null;
+  /** One `platform.incident` instead of many pages when many sites fire the same alert. */
+  incidents: IncidentsConfig;
+}
+
+/** `{ match, labels }`: labels for the sites the CEL match accepts; `{ from, label }`: a label fed by the API. */
+export type SiteLabelConfig =
+  | { match: string | null; labels: Record<string, string> }
+  | { from: 'client_reports'; label: string };
+
+/** `heartbeat: { url, every }`: GET `url` every `every_ms` while cycles succeed. The URL is a secret. */
+export interface HeartbeatConfig {
+  url: string;
+  every_ms: number;
+  timeout_ms: number;
+}
+
+/** `incidents:` (docs/routing.md, "Platform incidents"). */
+export interface IncidentsConfig {
+  enabled: boolean;
+  /** A number of sites, or a share of the watched sites. */
+  min_sites: { count: number } | { percent: number };
+  /** Sites count toward an incident when their alert started firing within this long. */
+  window_ms: number;
+  /** How long an opened incident gathers sites before its event goes out (or its source's cycle ends). */
+  wait_ms: number;
+  /** Alert event names that can make an incident ([] = every per-site alert). */
+  alerts: string[];
 }
 
 /** How hostwatch talks to the Hosting Control API. */

@@ -1,5 +1,5 @@
 import { isCelError } from '@bufbuild/cel';
-import { parseCel, planCel, type CelProgram } from '../cel.js';
+import { CEL_TYPE_NAMES, freeIdentifiers, parseCel, planCel, type CelProgram } from '../cel.js';
 import { isRecord } from '../is-record.js';
 import { parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
@@ -63,9 +63,6 @@ const SAMPLE = routeBindings({
 /** The variables a silence's match can use (the same as a route's match). */
 export const SILENCE_VARIABLES: readonly string[] = Object.keys(SAMPLE);
 
-// CEL type names are identifiers too (`type(site_id) == int`).
-const CEL_TYPE_NAMES = new Set(['int', 'uint', 'double', 'bool', 'string', 'bytes', 'list', 'map', 'null_type', 'type', 'dyn']);
-
 /**
  * Compile a silence match. Throws SilenceMatchError with the CEL error for a syntax error,
  * for a variable events do not have (a typo would otherwise silence nothing, silently), and
@@ -93,22 +90,9 @@ export function compileSilenceMatch(match: string): Test {
   return test;
 }
 
-/** Identifiers in a parsed expression that are neither event variables, loop variables nor type names. */
+/** Identifiers in a parsed expression that are neither event variables nor type names. */
 function unknownIdentifiers(root: unknown): string[] {
-  const used = new Set<string>();
-  const bound = new Set<string>();
-  const visit = (node: unknown): void => {
-    if (node === null || typeof node !== 'object') return;
-    if (Array.isArray(node)) return node.forEach(visit);
-    const kind = (node as { exprKind?: { case?: string; value?: Record<string, unknown> } }).exprKind;
-    if (kind?.case === 'identExpr') used.add(String(kind.value?.['name']));
-    if (kind?.case === 'comprehensionExpr') {
-      for (const k of ['iterVar', 'iterVar2', 'accuVar']) if (kind.value?.[k]) bound.add(String(kind.value[k]));
-    }
-    for (const [key, value] of Object.entries(node)) if (key !== 'sourceInfo' && typeof value === 'object') visit(value);
-  };
-  visit(root);
-  return [...used].filter((n) => !bound.has(n) && !SILENCE_VARIABLES.includes(n) && !CEL_TYPE_NAMES.has(n));
+  return [...freeIdentifiers(root)].filter((n) => !SILENCE_VARIABLES.includes(n) && !CEL_TYPE_NAMES.has(n));
 }
 
 /**

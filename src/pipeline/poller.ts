@@ -10,6 +10,7 @@ import type { Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
 import { checkShape, Fetcher } from '../sources/fetch.js';
 import { recordVolatile } from '../sources/records.js';
+import { reportClientsSource } from '../sources/families/visibility.js';
 import { entityOf, pathOf, sitesSource, viewsOf } from '../sources/registry.js';
 import type { EntityRef, SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertRow, AlertsRepo } from '../store/alerts-repo.js';
@@ -18,7 +19,13 @@ import { toEventRow, type EventsRepo } from '../store/events-repo.js';
 import { SilencesRepo } from '../store/silences-repo.js';
 import type { PollStateRow, SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
 import type { EvidenceRow, HistoryRepo } from '../store/history-repo.js';
-import { listOf, planEvents, siteInfoFromRecord, sourceRules, type SourceRules } from './plan.js';
+import type { SiteLabeler } from '../labels.js';
+import type { IncidentTracker } from '../notify/incidents.js';
+import { listOf, planEvents, sourceRules, type PlanCall, type PlanOutput, type SourceRules } from './plan.js';
+import { SiteDirectory } from './site-directory.js';
+
+/** The client list of client reports: it feeds site labels (`{ from: client_reports }`). */
+const REPORT_CLIENTS = reportClientsSource.name;
 
 /** When `source.degraded` fires by default (config `degraded`). */
 export const DEGRADED_DEFAULTS = { after_failures: 3, after_ms: 10 * 60_000 } as const;
@@ -72,6 +79,10 @@ export interface PollerDeps {
   onFetched?: (ref: EntityRef, data: unknown) => void;
   /** Called after a commit that added events (wakes the outbox worker, feeds the demo). */
   onEvents?: (events: HostwatchEvent[]) => void;
+  /** Site labels (config `site_labels`); default none. */
+  labeler?: SiteLabeler;
+  /** Platform incidents: told of every commit's alert events, settled when a cycle ends. */
+  incidents?: Pick<IncidentTracker, 'onAlerts' | 'settle'>;
 }
 
 /** What the poller needs of the silences table (SilencesRepo). */
@@ -130,7 +141,7 @@ export class Poller {
    * re-send. Filled by each plan; after a restart the first poll of every entity plans.
    */
   private readonly timed = new Set<string>();
-  private directory = new Map<number, SiteInfo>();
+  private readonly directory: SiteDirectory;
   private readonly watched: ReadonlySet<number> | null;
   /** Entities whose last poll failed (so a success must write their recovery). */
   private readonly failing = new Set<string>();
@@ -157,6 +168,7 @@ export class Poller {
     this.silences = deps.silences ?? new SilencesRepo(deps.store.sqlite);
     this.ruleByName = new Map(deps.rules.map((r) => [r.name, r]));
     this.watched = deps.sites === undefined || deps.sites === 'all' ? null : new Set(deps.sites);
+    this.directory = new SiteDirectory(deps.labeler);
     this.loadDirectory();
     for (const row of deps.snapshots.allFailing()) this.failing.add(`${row.source}\u0000${row.entity}`);
     for (const a of deps.alerts.firing()) {
@@ -166,9 +178,27 @@ export class Poller {
     this.lastSuccessAt = deps.now();
   }
 
-  /** The sites known from the last stored site list, in id order. */
+  /** The sites known from the last stored site list, in id order (with their labels). */
   sites(): SiteInfo[] {
-    return [...this.directory.values()].sort((a, b) => a.id - b.id);
+    return this.directory.all();
+  }
+
+  /** One known site (with its labels), or undefined. */
+  site(id: number): SiteInfo | undefined {
+    return this.directory.get(id);
+  }
+
+  /** Whether events about a site are kept (config `sites`). */
+  isWatched(siteId: number): boolean {
+    return this.watched === null || this.watched.has(siteId);
+  }
+
+  /** How many sites are watched now (config `sites`, among the known ones). */
+  watchedCount(): number {
+    if (this.watched === null) return this.directory.size;
+    let n = 0;
+    for (const id of this.directory.ids()) if (this.watched.has(id)) n++;
+    return n;
   }
 
   /** Poll one entity and commit what it caused. Never throws for API failures. */
@@ -284,38 +314,14 @@ export class Poller {
     // came back must not reuse the ids (rule, subject, version) of its earlier change events.
     const version = unchanged ? head.version : (head?.version ?? this.deps.history.lastVersion(ref.source.name, ref.entity) ?? 0) + 1;
     const now = new Date(this.deps.now());
-    const pastCache = new Map<number, unknown>();
-    const plan = planEvents({
-      instance: this.deps.instance,
-      source: ref.source,
-      entity: ref.entity,
-      entitySite: ref.siteId === null ? null : (this.directory.get(ref.siteId) ?? { id: ref.siteId, domain: `site-${ref.siteId}` }),
-      siteLookup: (id) => this.directory.get(id) ?? null,
-      before,
-      after: data,
-      baseline: head === undefined && !fromEmpty,
-      alertsOnly: unchanged,
-      version,
-      rules: p.rules,
-      recordDiff: p.record,
-      alertState: (rule, subject) => this.deps.alerts.get(rule, subject),
-      firingForSite: (id) => this.deps.alerts.firingForSite(id),
-      ruleByName: (name) => this.ruleByName.get(name),
-      // Read (once per window length in this plan) only by rules with a `window`.
-      pastValue: (at) => {
-        if (!pastCache.has(at)) {
-          const row = this.deps.history.at(ref.source.name, ref.entity, at);
-          pastCache.set(at, row === undefined ? undefined : JSON.parse(row.body));
-        }
-        return pastCache.get(at);
-      },
-      now,
-    });
+    const plan = this.plan(
+      { source: ref.source, entity: ref.entity, siteId: ref.siteId, before, after: data, baseline: head === undefined && !fromEmpty, alertsOnly: unchanged, version, rules: p.rules },
+      p,
+    );
     if (plan.timed) this.timed.add(stateKey);
     else this.timed.delete(stateKey);
     for (const problem of plan.problems) this.deps.log.warn({ source: ref.source.name }, problem);
-    const watched = this.watched ? plan.events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : plan.events;
-    const { events, evidence } = this.capChanges(ref, version, now.getTime(), watched, plan.evidence);
+    const { events, evidence } = this.capChanges(ref, version, now.getTime(), this.watchedOnly(plan.events), plan.evidence);
     const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
     const snapshot: SnapshotRow | null = unchanged
       ? null
@@ -330,7 +336,8 @@ export class Poller {
         };
     this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites, evidence);
     this.heads.set(stateKey, { hash, version });
-    if (snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
+    if (snapshot && ref.source.name === sitesSource.name) this.directory.setSites(data);
+    if (snapshot && ref.source.name === REPORT_CLIENTS) this.directory.setClients(data);
     return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: events.length };
   }
 
@@ -362,6 +369,66 @@ export class Poller {
   }
 
   /**
+   * Evaluate clock rules (`rules`, a subset of the source's) again on the stored snapshot of
+   * an entity, at the present time, and commit what they decide: the re-evaluation that lets
+   * `now` and absence rules fire and resolve without a poll. No request is made. An entity
+   * whose last poll failed is skipped: its snapshot may be stale, and a failed fetch is not
+   * a change (nor a reason to say "nothing arrived for 26 h"). Returns the events stored.
+   */
+  reevaluate(source: SourceDef, entity: string, siteId: number | null, rules: SourceRules): number {
+    const key = `${source.name}\u0000${entity}`;
+    if (this.failing.has(key)) return 0;
+    const stored = this.deps.snapshots.get(source.name, entity);
+    if (!stored) return 0;
+    const value: unknown = JSON.parse(stored.body);
+    const p = this.prepare(source);
+    const plan = this.plan({ source, entity, siteId, before: value, after: value, baseline: false, alertsOnly: true, reevaluation: true, version: stored.version, rules }, p);
+    if (plan.timed) this.timed.add(key);
+    for (const problem of plan.problems) this.deps.log.warn({ source: source.name }, problem);
+    const events = this.watchedOnly(plan.events);
+    if (events.length === 0 && plan.alerts.length === 0) return 0;
+    this.commit((added) => this.writeResult(events, plan.alerts, plan.evidence, added));
+    return events.length;
+  }
+
+  /** Entities of a source that have a stored snapshot (for the re-evaluator). */
+  storedEntities(source: SourceDef): Array<{ entity: string; site_id: number | null }> {
+    return this.deps.snapshots.entitiesOf(source.name);
+  }
+
+  /** The planner over one snapshot pair (shared by polls and re-evaluations), with state from the database. */
+  private plan(call: PlanCall, p: PreparedSource): PlanOutput {
+    const { siteId, source, entity, ...rest } = call;
+    const pastCache = new Map<number, unknown>();
+    return planEvents({
+      ...rest,
+      source,
+      entity,
+      instance: this.deps.instance,
+      entitySite: siteId === null ? null : (this.directory.get(siteId) ?? { id: siteId, domain: `site-${siteId}` }),
+      siteLookup: (id) => this.directory.get(id) ?? null,
+      recordDiff: p.record,
+      alertState: (rule, subject) => this.deps.alerts.get(rule, subject),
+      firingForSite: (id) => this.deps.alerts.firingForSite(id),
+      ruleByName: (name) => this.ruleByName.get(name),
+      // Read (once per window length in this plan) only by rules with a `window`.
+      pastValue: (at) => {
+        if (!pastCache.has(at)) {
+          const row = this.deps.history.at(source.name, entity, at);
+          pastCache.set(at, row === undefined ? undefined : JSON.parse(row.body));
+        }
+        return pastCache.get(at);
+      },
+      now: new Date(this.deps.now()),
+    });
+  }
+
+  /** Events about sites outside config `sites` are dropped. */
+  private watchedOnly(events: HostwatchEvent[]): HostwatchEvent[] {
+    return this.watched ? events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : events;
+  }
+
+  /**
    * After a cycle of a source: record the source's own poll state (one row per source,
    * entity ''), and fire or resolve its `source.degraded` operator alert from the
    * per-entity failure counts.
@@ -387,6 +454,10 @@ export class Poller {
       this.degradedAlert(source, added);
       if (allFailed) this.apiAlert(source, failures, added);
     });
+    // The end of a cycle is a batch boundary: an incident it opened is announced now, with
+    // every site the cycle found (docs/routing.md, "Platform incidents").
+    const settled = this.deps.incidents?.settle(new Set([source.name])) ?? [];
+    if (settled.length) this.deps.onEvents?.(settled);
   }
 
   /**
@@ -515,9 +586,7 @@ export class Poller {
         this.deps.history.add({ source, entity, site_id, version, at: changed_at, body });
       }
       for (const id of removedSites) this.deps.snapshots.forgetSite(id);
-      for (const e of events) if (this.addEvent(e)) added.push(e);
-      for (const a of alerts) this.deps.alerts.put(a);
-      for (const ev of evidence) this.deps.history.putEvidence(ev);
+      this.writeResult(events, alerts, evidence, added);
       if (needState) {
         const row: PollStateRow = {
           source: ref.source.name,
@@ -562,6 +631,19 @@ export class Poller {
       for (const k of [...this.heads.keys()]) if (isGone(k)) this.heads.delete(k);
       for (const k of [...this.timed]) if (isGone(k)) this.timed.delete(k);
     }
+  }
+
+  /**
+   * Write what a plan decided (inside the caller's transaction): events (stored and
+   * dispatched), alert state and evidence; then tell platform incidents of the alert events.
+   */
+  private writeResult(events: HostwatchEvent[], alerts: AlertRow[], evidence: EvidenceRow[], added: HostwatchEvent[]): void {
+    const fresh: HostwatchEvent[] = [];
+    for (const e of events) if (this.addEvent(e)) fresh.push(e);
+    added.push(...fresh);
+    for (const a of alerts) this.deps.alerts.put(a);
+    for (const ev of evidence) this.deps.history.putEvidence(ev);
+    if (this.deps.incidents && fresh.some((e) => e.data.status === 'firing')) added.push(...this.deps.incidents.onAlerts(fresh));
   }
 
   /**
@@ -632,20 +714,14 @@ export class Poller {
   /** Ids in the current directory that are missing from a new site list. */
   private removedSites(data: unknown): number[] {
     const now = new Set(listOf(sitesSource, data).map((r) => r['id']));
-    return [...this.directory.keys()].filter((id) => !now.has(id));
+    return [...this.directory.ids()].filter((id) => !now.has(id));
   }
 
   private loadDirectory(): void {
+    const clients = this.deps.snapshots.get(REPORT_CLIENTS, entityOf(reportClientsSource, null).entity);
+    if (clients) this.directory.setClients(JSON.parse(clients.body));
     const row = this.deps.snapshots.get(sitesSource.name, sitesSource.name);
-    if (row) this.setDirectory(JSON.parse(row.body));
-  }
-
-  private setDirectory(data: unknown): void {
-    const next = new Map<number, SiteInfo>();
-    for (const rec of listOf(sitesSource, data)) {
-      if (typeof rec['id'] === 'number') next.set(rec['id'], siteInfoFromRecord(rec));
-    }
-    this.directory = next;
+    if (row) this.directory.setSites(JSON.parse(row.body));
   }
 }
 

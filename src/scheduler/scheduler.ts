@@ -42,6 +42,8 @@ export interface SchedulerDeps {
   spreadFraction?: number;
   /** Called after each source cycle (writes the source-level poll state). */
   afterCycle?: (summary: CycleSummary) => void;
+  /** Called on every heartbeat second, after the due sources started (the Timekeeper). */
+  onTick?: () => void;
 }
 
 /**
@@ -125,6 +127,15 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   private tick(): void {
+    this.startDue();
+    try {
+      this.deps.onTick?.();
+    } catch (e) {
+      this.deps.log.error({ err: String(e) }, 'tick failed');
+    }
+  }
+
+  private startDue(): void {
     const now = this.deps.now();
     // The site list runs alone first so per-site sources see the current list.
     const sitesPending = this.inFlight.has(sitesSource.name);
