@@ -139,7 +139,7 @@ async function runOnce(mode: FreshnessRun['mode'], opts: FreshnessOptions): Prom
         times.push(Date.now());
         bySource.set(o.entity, times);
       },
-      heartbeat: (tick) => {
+      ticker: (tick) => {
         const t = setInterval(tick, heartbeatMs);
         return { stop: async () => clearInterval(t) };
       },

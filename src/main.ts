@@ -23,10 +23,11 @@ import { DIGEST_GROUP } from './notify/grouping.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
 import { Notifier } from './notify/notifier.js';
 import { OutboxWorker } from './notify/outbox-worker.js';
-import { envelope, eventId } from './events/envelope.js';
+import { eventId } from './events/envelope.js';
+import { operatorEvent } from './events/operator.js';
 import { DeliveryRepo } from './store/delivery-repo.js';
 import { SilencesRepo } from './store/silences-repo.js';
-import { packageRoot } from './paths.js';
+import { packageRoot, packageVersion } from './paths.js';
 import { Poller, type PollOutcome } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
 import type { CompiledRule } from './rules/types.js';
@@ -42,7 +43,7 @@ import { metricsRoutes } from './server/routes/metrics.js';
 import { silencesRoutes } from './server/routes/silences.js';
 import { startServer } from './server/server.js';
 import { Fetcher } from './sources/fetch.js';
-import { SOURCE_READ_BY, SOURCES } from './sources/registry.js';
+import { isTopLevel, SOURCE_READ_BY, SOURCES } from './sources/registry.js';
 import { enabledSources, pathsFor } from './sources/select.js';
 import { Followups } from './scheduler/followups.js';
 import { configPlan, describePlan, sourcePriorities } from './scheduler/budget-plan.js';
@@ -51,6 +52,15 @@ import { openStore, type Store } from './store/db.js';
 import { EventsRepo } from './store/events-repo.js';
 import { HistoryRepo, type PruneResult } from './store/history-repo.js';
 import { SnapshotsRepo } from './store/snapshots-repo.js';
+import { DaemonRepo, HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
+import { DEFAULTS } from './config/parse.js';
+import { hostname } from 'node:os';
+import { SiteLabeler } from './labels.js';
+import { IncidentTracker } from './notify/incidents.js';
+import { Reevaluator } from './pipeline/reevaluate.js';
+import { Timekeeper } from './scheduler/timekeeper.js';
+import { Heartbeat } from './selfwatch/heartbeat.js';
+import { Watchdog } from './selfwatch/watchdog.js';
 
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
@@ -73,8 +83,8 @@ export interface AppOptions {
   sleep?: (ms: number) => Promise<void>;
   /** Called after every poll of an entity (benchmarks time each entity's polls). */
   onPoll?: (source: string, outcome: PollOutcome) => void;
-  /** The scheduler's heartbeat (benchmarks that scale time run it faster); default every second. */
-  heartbeat?: SchedulerDeps['heartbeat'];
+  /** What ticks the scheduler (benchmarks that scale time tick it faster); default every second. */
+  ticker?: SchedulerDeps['ticker'];
 }
 
 /** The wired program: every part, built once, plus the ways to run it. */
@@ -88,6 +98,10 @@ export interface App {
   scheduler: Scheduler;
   /** What fetches imply for later fetches (detail reads, adaptive polling); fed by the poller. */
   followups: Followups;
+  /** Time-driven work: clock rules re-evaluated, platform incidents settled, the watchdog. */
+  timekeeper: Timekeeper;
+  /** The dead man's switch pinger (null without config `heartbeat`). */
+  heartbeat: Heartbeat | null;
   worker: OutboxWorker;
   /** Decides and queues where stored events go; `publish` stores and dispatches one. */
   notifier: Notifier;
@@ -95,8 +109,11 @@ export interface App {
   /** Live events for in-process consumers (SSE, the dashboard, tests). */
   bus: EventEmitter<AppBusEvents>;
   scrub: (text: string) => string;
-  /** One full cycle of every enabled source, then deliver what is pending (bounded wait). */
-  runOnce(): Promise<{ pending: number }>;
+  /**
+   * One full cycle of every enabled source, then deliver what is pending (bounded wait).
+   * `polls` and `failed` count the polls of the cycle: all failed means nothing could be read.
+   */
+  runOnce(): Promise<{ pending: number; polls: number; failed: number }>;
   /** Start the daemon: scheduler, outbox worker and (if configured) the HTTP server. */
   start(): Promise<void>;
   /** The operator server's address, once started (null without `server.listen`). */
@@ -127,7 +144,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const events = new EventsRepo(store.sqlite);
   const history = new HistoryRepo(store.sqlite);
   const delivery = new DeliveryRepo(store.sqlite);
-  const metrics = new Metrics(events, now);
+  const metrics = new Metrics({ outbox: events, sources: () => snapshots.sourceStates() }, now, { version: packageVersion() });
   const client = new ApiClient({
     baseUrl: config.api.base_url,
     key: config.api.key,
@@ -139,6 +156,8 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     maxReplyBytes: config.api.max_reply_bytes,
     now,
     random,
+    // Replies are scrubbed of every configured secret before anything is stored.
+    secrets: secretsOf(config),
     onResponse: ({ status, code }) => metrics.apiResponse(status, code),
   });
   const channels = new Map<string, Channel>();
@@ -152,7 +171,19 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     bus.emit('events', added);
     opts.onEvents?.(added);
   };
-  const notifier = new Notifier({ store, events, delivery, silences: new SilencesRepo(store.sqlite), dispatcher, log, now });
+  // The tracker and the notifier know each other: incidents hold events, and ending one
+  // releases them through the notifier.
+  let incidents: IncidentTracker | null = null;
+  const notifier = new Notifier({
+    store,
+    events,
+    delivery,
+    silences: new SilencesRepo(store.sqlite),
+    dispatcher,
+    log,
+    now,
+    incidents: () => incidents?.active() ?? new Set(),
+  });
   notifier.resumeInhibitions(
     alerts.firing().flatMap((a) => {
       const row = a.site_id === null || a.last_event_id === null ? undefined : history.event(a.last_event_id);
@@ -166,24 +197,14 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     disableAfterMs: config.delivery.disable_after_ms,
     onChannelDisabled: ({ channel, reason, count }) => {
       // An operator event: stored, and delivered to the channels still working.
-      const at = new Date(now());
-      const e = envelope({
-        id: eventId('channel-disabled', channel, count),
+      const e = operatorEvent({
+        rule: 'channel-disabled',
         instance: config.name,
         subject: `channels/${channel}`,
-        time: at,
-        data: {
-          name: 'channel.disabled',
-          severity: 'critical',
-          summary: `channel ${channel} is disabled: ${reason}`,
-          site_id: null,
-          domain: null,
-          changes: [],
-          rule: 'channel-disabled',
-          observed_at: at.toISOString(),
-          channel,
-          reason,
-        },
+        at: now(),
+        id: eventId('channel-disabled', channel, count),
+        summary: `channel ${channel} is disabled: ${reason}`,
+        extra: { channel, reason },
       });
       if (notifier.publish(e)) announce([e]);
     },
@@ -217,9 +238,27 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       return row === undefined ? undefined : (JSON.parse(row.body) as unknown);
     },
     onOldestFirst: (source) =>
-      log.warn({ source: source.name, endpoint: source.path }, 'this list is served oldest first, not newest first as assumed (A5/A21): it is read whole at every poll'),
+      log.warn({ source: source.name, endpoint: source.path }, 'this list is served oldest first, not newest first as assumed (A31): it is read whole at every poll'),
   });
-  const poller = new Poller({
+  incidents = new IncidentTracker({
+    config: config.incidents,
+    rules,
+    store,
+    alerts,
+    delivery,
+    notifier,
+    humanChannels: dispatcher.humanChannels(),
+    // Called only once the poller below exists (from its commits and the timekeeper).
+    watched: (): number => poller.watchedCount(),
+    isWatched: (id): boolean => poller.isWatched(id),
+    domainOf: (id): string | null => poller.site(id)?.domain ?? null,
+    instance: config.name,
+    now,
+    log,
+  });
+  const poller: Poller = new Poller({
+    labeler: new SiteLabeler(config.site_labels),
+    incidents,
     fetcher,
     sources: scheduled.map((s) => s.def),
     onFetched: (ref, data) => followups.observe(ref, data),
@@ -236,12 +275,28 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     log,
     scrub,
     sites: config.sites,
+    sitesMax: config.sites_max,
+    degraded: config.degraded,
+    maxEvents: (name) => config.sources[name]?.max_events ?? DEFAULTS.maxEventsPerPoll,
     onPoll: (source, o) => {
       metrics.poll(source, o, o.durationMs ?? 0);
       opts.onPoll?.(source, o);
     },
     onEvents: announce,
   });
+  const timekeeper = new Timekeeper({
+    reevaluator: new Reevaluator({ poller, rules, sources: scheduled.map((s) => s.def), now, log }),
+    incidents,
+    watchdog: config.watchdog ? new Watchdog({ everyMs: config.watchdog.every_ms, store, alerts, notifier, instance: config.name, now }) : undefined,
+    onEvents: announce,
+    log,
+  });
+  // A cycle older than two of the slowest of (the heartbeat, the quickest source) no
+  // longer counts as succeeding: the pings stop when cycles stop.
+  const quickest = Math.min(...scheduled.filter((s) => isTopLevel(s.def)).map((s) => s.everyMs));
+  const heartbeat = config.heartbeat
+    ? new Heartbeat({ config: config.heartbeat, staleMs: 2 * Math.max(config.heartbeat.every_ms, quickest), now, log })
+    : null;
   const scheduler = new Scheduler({
     poller,
     sources: scheduled,
@@ -251,11 +306,13 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     now,
     log,
     plan: (sites) => configPlan(config, scheduled, priorities, sites),
-    heartbeat: opts.heartbeat,
+    ticker: opts.ticker,
     afterCycle: (s) => {
       const failed = s.outcomes.filter((o) => o.status === 'failed').length;
       log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
+      heartbeat?.observe(s);
     },
+    onTick: () => void timekeeper.tick(),
   });
 
   metrics.watchScheduling(scheduler, client.budget);
@@ -279,6 +336,8 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
 
   let stopped = false;
   let pruneTimer: NodeJS.Timeout | null = null;
+  let heartbeatTimer: NodeJS.Timeout | null = null;
+  const daemon = new DaemonRepo(store.sqlite);
   let server: { url: string; close: () => Promise<void> } | null = null;
   const app: App = {
     config,
@@ -289,17 +348,22 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     poller,
     scheduler,
     followups,
+    timekeeper,
+    heartbeat,
     worker,
     notifier,
     metrics,
     bus,
     scrub,
     async runOnce() {
-      await scheduler.runAll();
+      const outcomes = (await scheduler.runAll()).flatMap((c) => c.outcomes);
+      // Time passed since the last run: clock rules are judged on what is stored now.
+      timekeeper.tick({ force: true });
+      if (heartbeat) await heartbeat.beat();
       // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour).
       delivery.flushGroups(now(), DIGEST_GROUP);
       const pending = await worker.drain(config.delivery.drain_timeout_ms);
-      return { pending };
+      return { pending, polls: outcomes.length, failed: outcomes.filter((o) => o.status === 'failed').length };
     },
     serverUrl: null,
     pruneHistory() {
@@ -314,7 +378,11 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
           listen: config.server.listen,
           token: config.server.token,
           routes: [
-            ...healthRoutes({ databaseReady: () => store.ready(), schedulerRunning: () => scheduler.running }),
+            ...healthRoutes({
+              databaseReady: () => store.ready(),
+              schedulerRunning: () => scheduler.running,
+              polling: () => ({ fresh: now() - poller.lastSuccessAt <= config.server.not_ready_after_ms, lastSuccessAt: poller.lastSuccessAt }),
+            }),
             ...metricsRoutes(metrics),
             ...feedRoutes(ctx),
             ...apiRoutes(ctx),
@@ -333,6 +401,19 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');
       worker.start();
       scheduler.start();
+      // A sign of life in the database, for commands on it (`redeliver` says whether anyone sends now).
+      const startedAt = now();
+      const beat = (): void => {
+        try {
+          daemon.beat({ instance: config.name, pid: process.pid, host: hostname(), started_at: startedAt, seen_at: now(), stopped_at: null });
+        } catch (e) {
+          log.error({ err: scrub(String(e)) }, 'heartbeat write failed');
+        }
+      };
+      beat();
+      heartbeatTimer = setInterval(beat, HEARTBEAT_EVERY_MS);
+      heartbeatTimer.unref();
+      heartbeat?.start();
       // History is pruned at start and then on a schedule, so the database stays bounded.
       app.pruneHistory();
       pruneTimer = setInterval(() => {
@@ -348,6 +429,11 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       if (stopped) return;
       stopped = true;
       if (pruneTimer) clearInterval(pruneTimer);
+      if (heartbeatTimer) {
+        clearInterval(heartbeatTimer);
+        daemon.stopped(config.name, now());
+      }
+      heartbeat?.stop();
       await scheduler.stop();
       await worker.stop();
       await server?.close();

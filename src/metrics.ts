@@ -5,9 +5,21 @@ import type { EventsRepo } from './store/events-repo.js';
 import type { RequestBudget } from './api/budget.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 
+/** prom-client's gauges whose names end in `_total` (a counter's suffix); their labelled twins stay. */
+const GAUGES_NAMED_LIKE_COUNTERS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
+/** What the metrics read of the database at scrape time. */
+export interface MetricsSources {
+  outbox: Pick<EventsRepo, 'count' | 'oldestPendingCreatedAt'>;
+  /** The source-level poll state: when each source last had a successful cycle. */
+  sources: () => ReadonlyArray<{ source: string; last_success_at: number | null }>;
+}
+
 /**
- * Prometheus metrics, one registry per app (tests run several apps in one process).
- * Label values are bounded sets only (source names, status classes, channel names,
+ * Prometheus metrics, one registry per app (tests run several apps in one process), named
+ * by Prometheus conventions: the process metrics keep their standard names (no prefix), no
+ * gauge ends in `_total`, counters of attempts say so, and `status` is always an HTTP
+ * status. Label values are bounded sets only (source names, status codes, channel names,
  * event types): never a site id or a URL.
  */
 export class Metrics {
@@ -15,13 +27,29 @@ export class Metrics {
   private readonly polls: Counter<'source' | 'outcome'>;
   private readonly pollErrors: Counter<'source' | 'code'>;
   private readonly pollDuration: Histogram<'source'>;
-  private readonly apiRequests: Counter<'status'>;
+  private readonly apiRequests: Counter<'status' | 'error'>;
   private readonly events: Counter<'type'>;
   private readonly deliveries: Counter<'channel' | 'outcome'>;
 
-  constructor(outbox: Pick<EventsRepo, 'count' | 'oldestPendingCreatedAt'>, private readonly now: () => number) {
-    collectDefaultMetrics({ register: this.registry, prefix: 'hostwatch_' });
+  constructor(db: MetricsSources, private readonly now: () => number, build: { version: string }) {
+    const { outbox } = db;
+    collectDefaultMetrics({ register: this.registry });
+    for (const name of GAUGES_NAMED_LIKE_COUNTERS) this.registry.removeSingleMetric(name);
     const registers = [this.registry];
+    new Gauge({ name: 'hostwatch_build_info', help: 'Always 1; the labels say which hostwatch and Node.js run.', labelNames: ['version', 'node_version'], registers }).set(
+      { version: build.version, node_version: process.version },
+      1,
+    );
+    new Gauge({
+      name: 'hostwatch_source_last_success_timestamp_seconds',
+      help: 'When each source last completed a cycle with at least one successful poll (Unix time): alert on time() minus this.',
+      labelNames: ['source'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of db.sources()) if (s.last_success_at !== null) this.set({ source: s.source }, s.last_success_at / 1000);
+      },
+    });
     this.polls = new Counter({ name: 'hostwatch_polls_total', help: 'Polls of an entity, by source and outcome (baseline, changed, unchanged, failed).', labelNames: ['source', 'outcome'], registers });
     this.pollErrors = new Counter({ name: 'hostwatch_poll_errors_total', help: 'Failed polls, by source and error code.', labelNames: ['source', 'code'], registers });
     this.pollDuration = new Histogram({
@@ -31,9 +59,14 @@ export class Metrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     });
-    this.apiRequests = new Counter({ name: 'hostwatch_api_requests_total', help: 'HTTP requests to the Hosting Control API, by status (or error code without one).', labelNames: ['status'], registers });
+    this.apiRequests = new Counter({
+      name: 'hostwatch_api_requests_total',
+      help: 'HTTP requests to the Hosting Control API (retries included), by HTTP status ("none": no reply) and error code ("none": it succeeded).',
+      labelNames: ['status', 'error'],
+      registers,
+    });
     this.events = new Counter({ name: 'hostwatch_events_total', help: 'Events stored, by CloudEvents type.', labelNames: ['type'], registers });
-    this.deliveries = new Counter({ name: 'hostwatch_deliveries_total', help: 'Delivery attempts, by channel and outcome (delivered, retry, dead).', labelNames: ['channel', 'outcome'], registers });
+    this.deliveries = new Counter({ name: 'hostwatch_delivery_attempts_total', help: 'Delivery attempts, by channel and outcome (delivered, retry, dead).', labelNames: ['channel', 'outcome'], registers });
     new Gauge({
       name: 'hostwatch_outbox_depth',
       help: 'Outbox rows waiting to be delivered.',
@@ -54,8 +87,8 @@ export class Metrics {
   }
 
   /**
-   * Per-source scheduling gauges (effective interval, last success, lag behind schedule,
-   * the current cycle's progress) and the request budget (needed vs allowed per hour, the
+   * Per-source scheduling gauges (effective interval, lag behind schedule, the current
+   * cycle's progress; the last success is read from the database above) and the request budget (needed vs allowed per hour, the
    * adaptive pace, a 429 pause), read from the scheduler and the budget at each scrape.
    */
   watchScheduling(scheduler: Pick<Scheduler, 'progress' | 'budgetPlan'>, budget: Pick<RequestBudget, 'state'>): void {
@@ -77,7 +110,6 @@ export class Metrics {
       });
     };
     perSource('hostwatch_source_effective_interval_seconds', 'The interval a source runs at: its configured one, stretched when the request budget is short.', (p) => p.effectiveEveryMs / 1000);
-    perSource('hostwatch_source_last_success_timestamp_seconds', 'When the last cycle of a source with a successful poll ended (since start).', (p) => (p.lastSuccessAt === null ? null : p.lastSuccessAt / 1000));
     perSource('hostwatch_source_lag_seconds', 'How far a source is behind its schedule (0 when on time).', (p) => p.lagMs / 1000);
     perSource('hostwatch_source_cycle_remaining', 'Entities of the current cycle not polled yet (0 between cycles).', (p) => (p.cycle ? p.cycle.total - p.cycle.done : 0));
     new Gauge({
@@ -121,7 +153,7 @@ export class Metrics {
 
   /** Count one API exchange. */
   apiResponse(status: number | null, code: string | null): void {
-    this.apiRequests.inc({ status: status === null ? (code ?? 'error') : String(status) });
+    this.apiRequests.inc({ status: status === null ? 'none' : String(status), error: code ?? 'none' });
   }
 
   /** Count stored events. */

@@ -15,7 +15,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { startSimulator, type HistoryEntry, type Simulator } from '../src/simulator/index.js';
-import { tempDir } from './harness.js';
+import { clockRuleNames, tempDir } from './harness.js';
 import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -105,12 +105,17 @@ async function scenario(opts: { latencyMs?: number } = {}): Promise<Scenario> {
   const { dir, cleanup } = tempDir('hostwatch-crash-');
   const dbPath = join(dir, 'hostwatch.db');
   const configPath = join(dir, 'hostwatch.yaml');
+  // The simulator's clock stands at CLOCK while the CLI reads the real one: to rules that
+  // read the clock, days would have passed. They are not what this test is about.
+  const quiet = join(dir, 'quiet.yaml');
+  writeFileSync(quiet, stringify({ rules: clockRuleNames().map((name) => ({ name, enabled: false })) }));
   writeFileSync(
     configPath,
     stringify({
       name: 'crash',
       api: { base_url: sim.url, key: KEY, timeout: '5s', max_requests_per_second: 1000, max_concurrency: 2, retries: 1 },
       storage: { path: dbPath },
+      rules: [quiet],
       // The shortest intervals config allows, so `run` gets through a cycle in seconds.
       sources: Object.fromEntries(['sites', 'jobs', 'health', 'usage', 'backups'].map((s) => [s, { every: '10s' }])),
       // A send timeout longer than any test, so an unanswered delivery stays in flight until the kill.

@@ -7,7 +7,9 @@ import { stringify } from 'yaml';
 import { parseConfig } from '../src/config/parse.js';
 import type { Config } from '../src/config/types.js';
 import type { HostwatchEvent } from '../src/events/types.js';
-import { CONFIG_SOURCES, createApp, type App, type AppOptions } from '../src/main.js';
+import { CONFIG_SOURCES, createApp, SOURCE_NAMES, type App, type AppOptions } from '../src/main.js';
+import { loadRules } from '../src/rules/parse.js';
+import { packageRoot } from '../src/paths.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/index.js';
 
 /** A temporary folder removed by the returned cleanup. */
@@ -139,4 +141,11 @@ export function rows<T>(w: { dbPath: string }, sql: string): T[] {
   } finally {
     db.close();
   }
+}
+
+/** Names of the built-in rules that read the clock (`now`, absence): quiet them where a test's clocks disagree. */
+export function clockRuleNames(): string[] {
+  return loadRules(join(packageRoot(), 'rules'), [], { sourceNames: SOURCE_NAMES })
+    .filter((r) => r.clock)
+    .map((r) => r.name);
 }

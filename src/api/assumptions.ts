@@ -27,6 +27,15 @@ export function isRetryableStatus(status: number): boolean {
 }
 
 /**
+ * A24: site record states that mean the platform switched the site off (the default
+ * `states` parameter of rule site-suspended; a test keeps the two equal).
+ */
+export const SUSPENDED_SITE_STATES: readonly string[] = ['suspended', 'expired', 'switched_off', 'off', 'disabled', 'paused'];
+
+/** A26: a local business's recent change that edits its profile (the `fields` parameter of rule local-profile-changed). */
+export const PROFILE_EDIT_FIELDS = '(?i)^(name|phone|address)';
+
+/**
  * A3: the longest a Retry-After may hold requests. A longer pause is still honoured (no
  * request goes before it ends), but polls fail at once rather than wait: a worker never
  * sits on a pause of an hour.

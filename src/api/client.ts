@@ -1,6 +1,7 @@
 import { Agent, request } from 'undici';
 import { isRecord } from '../is-record.js';
 import { ApiError } from './errors.js';
+import { replyScrubber } from './scrub.js';
 import { DEFAULT_PAGE_SIZE, isRetryableStatus, MAX_RETRY_AFTER_MS } from './assumptions.js';
 import { LocalBudget, type RequestBudget, type Ticket } from './budget.js';
 
@@ -24,6 +25,11 @@ export interface ApiClientOptions {
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
+  /**
+   * Secrets to remove from every reply before it is returned (and so before anything is
+   * stored): the API key and every other configured secret. Default: the key.
+   */
+  secrets?: readonly string[];
   /** Called once per HTTP exchange (for metrics and logs); never given the key. */
   onResponse?: (info: { endpoint: string; status: number | null; durationMs: number; code: string | null }) => void;
 }
@@ -76,8 +82,10 @@ export class ApiClient {
   readonly budget: RequestBudget;
   private readonly slots: Semaphore;
   private readonly maxReplyBytes: number;
+  private readonly scrub: (text: string, value: unknown) => unknown;
 
   constructor(private readonly opts: ApiClientOptions) {
+    this.scrub = replyScrubber(opts.secrets ?? [opts.key]);
     this.root = opts.baseUrl.replace(/\/+$/, '') + '/api/v1';
     this.now = opts.now ?? Date.now;
     this.sleep = opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
@@ -238,7 +246,7 @@ export class ApiClient {
       if (status === 304 && prev !== undefined) return { body: null, validators: prev, notModified: true };
       if (status >= 200 && status < 300) {
         try {
-          return { body: JSON.parse(text) as unknown, validators: validatorsOf(res.headers), notModified: false };
+          return { body: this.scrub(text, JSON.parse(text)), validators: validatorsOf(res.headers), notModified: false };
         } catch {
           code = 'bad_response';
           throw new ApiError({

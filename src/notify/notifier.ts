@@ -4,7 +4,7 @@ import type { Store } from '../store/db.js';
 import type { DeliveryRepo } from '../store/delivery-repo.js';
 import { toEventRow, type EventsRepo } from '../store/events-repo.js';
 import type { SilencesRepo } from '../store/silences-repo.js';
-import { dropOnRelease, inhibitionKey, type Decision, type Dispatcher, type DispatchView } from './dispatch.js';
+import { dropOnRelease, inhibitionKey, type Decision, type DecideOptions, type Dispatcher, type DispatchView } from './dispatch.js';
 import type { Silence } from './silences.js';
 
 export interface NotifierDeps {
@@ -15,7 +15,11 @@ export interface NotifierDeps {
   dispatcher: Dispatcher;
   log: Logger;
   now: () => number;
+  /** Alert names with an open platform incident (default: none). */
+  incidents?: () => ReadonlySet<string>;
 }
+
+const NO_INCIDENTS: ReadonlySet<string> = new Set();
 
 /**
  * Applies dispatch decisions to the database, inside the caller's transaction: outbox rows
@@ -37,8 +41,17 @@ export class Notifier {
     this.apply(e, d.dispatcher.decide(e, view), now);
     if (change && 'end' in change) {
       d.delivery.endInhibition(change.source, change.siteId);
-      this.release(change.end, view);
+      this.release(`inhibited:${change.end}`, view, { skipInhibition: change.end });
     }
+  }
+
+  /**
+   * Decide again, without the hold that ended, every event still held by `heldBy`
+   * (`incident:<alert>` when a platform incident ends). Runs in the caller's transaction.
+   */
+  releaseHeld(heldBy: string, opts: DecideOptions): void {
+    const now = this.deps.now();
+    this.release(heldBy, this.view(now, this.deps.silences.active(now)), opts);
   }
 
   /**
@@ -74,6 +87,7 @@ export class Notifier {
       silences,
       inhibitions: (siteId) => delivery.inhibitionSources(siteId).map((source) => inhibitionKey(source, siteId)),
       group: (channel, key) => delivery.group(channel, key),
+      incidents: this.deps.incidents ?? (() => NO_INCIDENTS),
     };
   }
 
@@ -93,6 +107,8 @@ export class Notifier {
         d.log.debug({ event: e.id, type: e.type, by: decision.by }, 'event inhibited: stored, held until the inhibiting alert resolves');
         return;
       case 'queue':
+        // A platform incident holds the human channels' rows; the machine ones go now.
+        if (decision.heldBy) d.delivery.hold(e.id, decision.heldBy, null);
         for (const q of decision.deliveries) {
           d.events.enqueue({
             event_id: e.id,
@@ -110,11 +126,11 @@ export class Notifier {
   }
 
   /**
-   * An inhibition ended: its held events are decided again (without it). An alert that
-   * fired and resolved while held is dropped, both ends (docs/routing.md).
+   * A hold ended (an inhibition, or a platform incident): its held events are decided again
+   * without it. An alert that fired and resolved while held is dropped, both ends
+   * (docs/routing.md). Rows already queued for machine channels are not queued twice.
    */
-  private release(key: string, view: DispatchView): void {
-    const by = `inhibited:${key}`;
+  private release(by: string, view: DispatchView, opts: DecideOptions): void {
     // Each held body is parsed once: for the drop decision and for deciding it again.
     const held = this.deps.delivery.held(by).map((h) => ({ ...h, event: JSON.parse(h.body) as HostwatchEvent }));
     const drop = dropOnRelease(held.map((h) => ({ ...h, repeat: (h.event.data['repeat'] ?? 0) !== 0 })));
@@ -124,13 +140,13 @@ export class Notifier {
         continue;
       }
       const e = h.event;
-      const decision = this.deps.dispatcher.decide(e, view, { skipInhibition: key });
+      const decision = this.deps.dispatcher.decide(e, view, opts);
       this.apply(e, decision, view.now);
-      // Held again by another inhibition: it waits for that one instead. Silenced or in a
-      // maintenance window now: not sent, so not "released" (apply() marked the maintenance hold).
-      if (decision.action === 'queue') this.deps.delivery.setHeldOutcome(h.id, 'released');
+      // Held again by another inhibition or an incident: it waits for that one instead. Silenced
+      // or in a maintenance window now: not sent, so not "released" (apply() marked the maintenance hold).
+      if (decision.action === 'queue' && !decision.heldBy) this.deps.delivery.setHeldOutcome(h.id, 'released');
       else if (decision.action === 'silenced') this.deps.delivery.setHeldOutcome(h.id, 'suppressed');
     }
-    if (held.length > 0) this.deps.log.info({ inhibition: key, released: held.length - drop.size, dropped: drop.size }, 'inhibition ended: held events released');
+    if (held.length > 0) this.deps.log.info({ held_by: by, released: held.length - drop.size, dropped: drop.size }, 'hold ended: held events released');
   }
 }

@@ -123,14 +123,18 @@ export class OutboxWorker {
 
   private async run(): Promise<void> {
     while (this.running) {
+      // A database error (the file gone, a closed connection) is logged and retried after a
+      // pause; it must not end the loop with an unhandled rejection.
+      let wait = IDLE_POLL_MS;
       try {
         await this.deliverDue();
+        if (!this.running) break;
+        const next = this.deps.events.nextDue();
+        if (next !== null) wait = Math.min(IDLE_POLL_MS, Math.max(0, next - this.deps.now()));
       } catch (e) {
         this.deps.log.error({ err: this.deps.scrub(String(e)) }, 'outbox worker pass failed');
       }
       if (!this.running) break;
-      const next = this.deps.events.nextDue();
-      const wait = next === null ? IDLE_POLL_MS : Math.min(IDLE_POLL_MS, Math.max(0, next - this.deps.now()));
       await new Promise<void>((resolve) => {
         this.wake = resolve;
         this.timer = setTimeout(resolve, wait);

@@ -3,14 +3,16 @@ import type { Ticket } from '../api/budget.js';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
-import { alertEventId, alertId, envelope } from '../events/envelope.js';
-import type { HostwatchEvent, Severity } from '../events/types.js';
+import { changeEventId } from '../events/envelope.js';
+import { API_SUBJECT, operatorEvent, type OperatorRule } from '../events/operator.js';
+import type { HostwatchEvent } from '../events/types.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
 import { EntityTable } from '../sources/entity-table.js';
 import { checkShape, Fetcher } from '../sources/fetch.js';
 import { recordVolatile } from '../sources/records.js';
+import { reportClientsSource } from '../sources/families/visibility.js';
 import { entityOf, pathOf, sitesSource, viewsOf } from '../sources/registry.js';
 import type { EntityRef, SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertRow, AlertsRepo } from '../store/alerts-repo.js';
@@ -19,10 +21,29 @@ import { toEventRow, type EventsRepo } from '../store/events-repo.js';
 import { SilencesRepo } from '../store/silences-repo.js';
 import type { PollStateRow, SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
 import type { EvidenceRow, HistoryRepo } from '../store/history-repo.js';
-import { listOf, planEvents, siteInfoFromRecord, sourceRules, type SourceRules } from './plan.js';
+import type { SiteLabeler } from '../labels.js';
+import type { IncidentTracker } from '../notify/incidents.js';
+import { listOf, planEvents, sourceRules, type PlanCall, type PlanOutput, type SourceRules } from './plan.js';
+import { SiteDirectory } from './site-directory.js';
 
-/** A source is degraded when an entity of it failed this many polls in a row. */
-export const DEGRADED_AFTER = 3;
+/** The client list of client reports: it feeds site labels (`{ from: client_reports }`). */
+const REPORT_CLIENTS = reportClientsSource.name;
+
+/** When `source.degraded` fires by default (config `degraded`). */
+export const DEGRADED_DEFAULTS = { after_failures: 3, after_ms: 10 * 60_000 } as const;
+
+/** Error codes that mean the panel was not reached at all (`api.unreachable`). */
+const UNREACHABLE = new Set(['network', 'timeout', 'http_502', 'http_504']);
+
+/** The API-wide operator alert a failed poll counts towards, if any. */
+export function apiFailureKind(err: ApiError | undefined): 'api-unauthorized' | 'api-unreachable' | null {
+  if (!err) return null;
+  if (err.code === 'unauthorized' || err.statusCode === 401) return 'api-unauthorized';
+  if (UNREACHABLE.has(err.code) || err.statusCode === 502 || err.statusCode === 504) return 'api-unreachable';
+  return null;
+}
+
+const API_ALERTS = ['api-unauthorized', 'api-unreachable'] as const;
 
 export interface PollerDeps {
   instance: string;
@@ -46,6 +67,12 @@ export interface PollerDeps {
   sites?: 'all' | readonly number[];
   /** Called after every poll (metrics). */
   onPoll?: (source: string, outcome: PollOutcome) => void;
+  /** When `source.degraded` fires (config `degraded`); default DEGRADED_DEFAULTS. */
+  degraded?: { after_failures: number; after_ms: number };
+  /** The most sites a site list may hold (`sites.max`): a longer reply fails the poll. Default: no cap. */
+  sitesMax?: number;
+  /** The most events one poll of a source may emit (`sources.<name>.max_events`); default 100. */
+  maxEvents?: (source: string) => number;
   /** Fetches entities (conditional requests, per-source options); default: a plain Fetcher over `client`. */
   fetcher?: Fetcher;
   /** The enabled sources; views among them are ingested from their origin's fetch. Default: none. */
@@ -54,6 +81,10 @@ export interface PollerDeps {
   onFetched?: (ref: EntityRef, data: unknown) => void;
   /** Called after a commit that added events (wakes the outbox worker, feeds the demo). */
   onEvents?: (events: HostwatchEvent[]) => void;
+  /** Site labels (config `site_labels`); default none. */
+  labeler?: SiteLabeler;
+  /** Platform incidents: told of every commit's alert events, settled when a cycle ends. */
+  incidents?: Pick<IncidentTracker, 'onAlerts' | 'settle'>;
 }
 
 /** What the poller needs of the silences table (SilencesRepo). */
@@ -115,12 +146,22 @@ export class Poller {
    * re-send. Filled by each plan; after a restart the first poll of every entity plans.
    */
   private readonly timed = new Set<string>();
-  private directory = new Map<number, SiteInfo>();
+  private readonly directory: SiteDirectory;
   private readonly watched: ReadonlySet<number> | null;
   /** Entities whose last poll failed (so a success must write their recovery). */
   private readonly failing = new Set<string>();
   /** Sources with a firing source.scope_missing alert. */
   private readonly scopeMissing = new Set<string>();
+  /** API-wide operator alerts firing now (api.unauthorized, api.unreachable). */
+  private readonly apiFiring = new Set<OperatorRule>();
+  /**
+   * Since the last successful poll: the sources whose polls all failed the same API-wide way
+   * (401, or not reaching the panel). One endpoint failing is that source's business
+   * (source.degraded); the API as a whole is failing only when two sources' cycles do.
+   */
+  private apiStreak: { kind: OperatorRule; sources: Set<string> } | null = null;
+  /** When a poll last succeeded in this process (start time until one does): /readyz reads it. */
+  lastSuccessAt: number;
   private readonly silences: SilenceSource;
   /** Active silences, read once per commit (null outside a commit). */
   private activeSilences: Silence[] | null = null;
@@ -132,14 +173,37 @@ export class Poller {
     this.silences = deps.silences ?? new SilencesRepo(deps.store.sqlite);
     this.ruleByName = new Map(deps.rules.map((r) => [r.name, r]));
     this.watched = deps.sites === undefined || deps.sites === 'all' ? null : new Set(deps.sites);
+    this.directory = new SiteDirectory(deps.labeler);
     this.loadDirectory();
     for (const row of deps.snapshots.allFailing()) this.failing.add(`${row.source}\u0000${row.entity}`);
-    for (const a of deps.alerts.firing()) if (a.rule === 'source-scope-missing') this.scopeMissing.add(a.subject);
+    for (const a of deps.alerts.firing()) {
+      if (a.rule === 'source-scope-missing') this.scopeMissing.add(a.subject);
+      if ((API_ALERTS as readonly string[]).includes(a.rule)) this.apiFiring.add(a.rule as OperatorRule);
+    }
+    this.lastSuccessAt = deps.now();
   }
 
-  /** The sites known from the last stored site list, in id order. */
+  /** The sites known from the last stored site list, in id order (with their labels). */
   sites(): SiteInfo[] {
-    return [...this.directory.values()].sort((a, b) => a.id - b.id);
+    return this.directory.all();
+  }
+
+  /** One known site (with its labels), or undefined. */
+  site(id: number): SiteInfo | undefined {
+    return this.directory.get(id);
+  }
+
+  /** Whether events about a site are kept (config `sites`). */
+  isWatched(siteId: number): boolean {
+    return this.watched === null || this.watched.has(siteId);
+  }
+
+  /** How many sites are watched now (config `sites`, among the known ones). */
+  watchedCount(): number {
+    if (this.watched === null) return this.directory.size;
+    let n = 0;
+    for (const id of this.directory.ids()) if (this.watched.has(id)) n++;
+    return n;
   }
 
   /** Poll one entity and commit what it caused. Never throws for API failures. */
@@ -172,6 +236,8 @@ export class Poller {
       this.recordSuccess(ref, started, false, null, [], []);
       return this.observed(ref, { entity: ref.entity, status: 'not_applicable', events: 0, durationMs: this.deps.now() - started });
     }
+    const tooMany = this.siteListProblem(source, got.data);
+    if (tooMany) return this.failed(ref, new ApiError({ code: 'bad_response', endpoint: pathOf(source, null), message: tooMany }), started);
     let outcome: PollOutcome;
     try {
       outcome = this.ingest(ref, got.data, started, opts);
@@ -186,6 +252,17 @@ export class Poller {
     }
     outcome.durationMs = this.deps.now() - started;
     return this.observed(ref, outcome);
+  }
+
+  /**
+   * A site list longer than `sites.max` is refused as a whole, before any diff: a hostile
+   * or broken reply must not become a million `site.added` events and a huge database.
+   */
+  private siteListProblem(source: SourceDef, data: unknown): string | null {
+    const max = this.deps.sitesMax;
+    if (max === undefined || source.name !== sitesSource.name) return null;
+    const n = listOf(sitesSource, data).length;
+    return n > max ? `the site list has ${n} sites, more than sites.max (${max}); the previous list is kept. Raise sites.max if this is real` : null;
   }
 
   /** An entity the server said is unchanged (304): replanned on its stored snapshot if a timer runs. */
@@ -210,6 +287,9 @@ export class Poller {
   }
 
   private failed(ref: EntityRef, err: ApiError, started: number): PollOutcome {
+    const kind = apiFailureKind(err);
+    if (kind === null) this.apiStreak = null;
+    else if (this.apiStreak?.kind !== kind) this.apiStreak = { kind, sources: new Set() };
     this.recordFailure(ref, err, started);
     return this.observed(ref, { entity: ref.entity, status: 'failed', events: 0, error: err, durationMs: this.deps.now() - started });
   }
@@ -242,37 +322,14 @@ export class Poller {
     // came back must not reuse the ids (rule, subject, version) of its earlier change events.
     const version = unchanged ? head.version : (head?.version ?? this.deps.history.lastVersion(ref.source.name, ref.entity) ?? 0) + 1;
     const now = new Date(this.deps.now());
-    const pastCache = new Map<number, unknown>();
-    const plan = planEvents({
-      instance: this.deps.instance,
-      source: ref.source,
-      entity: ref.entity,
-      entitySite: ref.siteId === null ? null : (this.directory.get(ref.siteId) ?? { id: ref.siteId, domain: `site-${ref.siteId}` }),
-      siteLookup: (id) => this.directory.get(id) ?? null,
-      before,
-      after: data,
-      baseline: head === undefined && !fromEmpty,
-      alertsOnly: unchanged,
-      version,
-      rules: p.rules,
-      recordDiff: p.record,
-      alertState: (rule, subject) => this.deps.alerts.get(rule, subject),
-      firingForSite: (id) => this.deps.alerts.firingForSite(id),
-      ruleByName: (name) => this.ruleByName.get(name),
-      // Read (once per window length in this plan) only by rules with a `window`.
-      pastValue: (at) => {
-        if (!pastCache.has(at)) {
-          const row = this.deps.history.at(ref.source.name, ref.entity, at);
-          pastCache.set(at, row === undefined ? undefined : JSON.parse(row.body));
-        }
-        return pastCache.get(at);
-      },
-      now,
-    });
+    const plan = this.plan(
+      { source: ref.source, entity: ref.entity, siteId: ref.siteId, before, after: data, baseline: head === undefined && !fromEmpty, alertsOnly: unchanged, version, rules: p.rules },
+      p,
+    );
     if (plan.timed) this.timed.add(stateKey);
     else this.timed.delete(stateKey);
     for (const problem of plan.problems) this.deps.log.warn({ source: ref.source.name }, problem);
-    const events = this.watched ? plan.events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : plan.events;
+    const { events, evidence } = this.capChanges(ref, version, now.getTime(), this.watchedOnly(plan.events), plan.evidence);
     const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
     const snapshot: SnapshotRow | null = unchanged
       ? null
@@ -285,10 +342,98 @@ export class Poller {
           version,
           changed_at: now.getTime(),
         };
-    this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites, plan.evidence);
+    this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites, evidence);
     this.heads.set(ref, { hash: short, version });
-    if (snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
+    if (snapshot && ref.source.name === sitesSource.name) this.directory.setSites(data);
+    if (snapshot && ref.source.name === REPORT_CLIENTS) this.directory.setClients(data);
     return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: events.length };
+  }
+
+  /**
+   * At most `max_events` change events from one poll; past it, one `source.mass_change`
+   * event says how many more there were, and the snapshot (stored as usual, with its place
+   * in the change log) keeps them for `rules backtest`. Alerts are never cut: each firing
+   * has its state and its later resolution.
+   */
+  private capChanges(ref: EntityRef, version: number, at: number, events: HostwatchEvent[], evidence: EvidenceRow[]): { events: HostwatchEvent[]; evidence: EvidenceRow[] } {
+    const max = this.deps.maxEvents?.(ref.source.name) ?? 100;
+    const changes = events.filter((e) => e.data.status === undefined);
+    if (changes.length <= max) return { events, evidence };
+    const dropped = new Set(changes.slice(max).map((e) => e.id));
+    const byEvent: Record<string, number> = {};
+    for (const e of changes) byEvent[e.data.name] = (byEvent[e.data.name] ?? 0) + 1;
+    const site = ref.siteId === null ? null : (this.directory.get(ref.siteId) ?? null);
+    const summary = operatorEvent({
+      rule: 'source-mass-change',
+      instance: this.deps.instance,
+      subject: ref.entity,
+      at,
+      id: changeEventId('source-mass-change', ref.entity, version),
+      summary: `${ref.entity}: ${changes.length} changes in one poll; the first ${max} were sent as events, the other ${changes.length - max} are in the change log (hostwatch rules backtest shows them)`,
+      extra: { site_id: ref.siteId, domain: site?.domain ?? null, source: ref.source.name, total: changes.length, sent: max, held: changes.length - max, by_event: byEvent, max_events: max },
+    });
+    this.deps.log.warn({ source: ref.source.name, entity: ref.entity, changes: changes.length, max_events: max }, 'mass change: events past max_events summed up in one source.mass_change');
+    return { events: [...events.filter((e) => !dropped.has(e.id)), summary], evidence: evidence.filter((r) => !dropped.has(r.event_id)) };
+  }
+
+  /**
+   * Evaluate clock rules (`rules`, a subset of the source's) again on the stored snapshot of
+   * an entity, at the present time, and commit what they decide: the re-evaluation that lets
+   * `now` and absence rules fire and resolve without a poll. No request is made. An entity
+   * whose last poll failed is skipped: its snapshot may be stale, and a failed fetch is not
+   * a change (nor a reason to say "nothing arrived for 26 h"). Returns the events stored.
+   */
+  reevaluate(source: SourceDef, entity: string, siteId: number | null, rules: SourceRules): number {
+    const key = `${source.name}\u0000${entity}`;
+    if (this.failing.has(key)) return 0;
+    const stored = this.deps.snapshots.get(source.name, entity);
+    if (!stored) return 0;
+    const value: unknown = JSON.parse(stored.body);
+    const p = this.prepare(source);
+    const plan = this.plan({ source, entity, siteId, before: value, after: value, baseline: false, alertsOnly: true, reevaluation: true, version: stored.version, rules }, p);
+    if (plan.timed) this.timed.add(key);
+    for (const problem of plan.problems) this.deps.log.warn({ source: source.name }, problem);
+    const events = this.watchedOnly(plan.events);
+    if (events.length === 0 && plan.alerts.length === 0) return 0;
+    this.commit((added) => this.writeResult(events, plan.alerts, plan.evidence, added));
+    return events.length;
+  }
+
+  /** Entities of a source that have a stored snapshot (for the re-evaluator). */
+  storedEntities(source: SourceDef): Array<{ entity: string; site_id: number | null }> {
+    return this.deps.snapshots.entitiesOf(source.name);
+  }
+
+  /** The planner over one snapshot pair (shared by polls and re-evaluations), with state from the database. */
+  private plan(call: PlanCall, p: PreparedSource): PlanOutput {
+    const { siteId, source, entity, ...rest } = call;
+    const pastCache = new Map<number, unknown>();
+    return planEvents({
+      ...rest,
+      source,
+      entity,
+      instance: this.deps.instance,
+      entitySite: siteId === null ? null : (this.directory.get(siteId) ?? { id: siteId, domain: `site-${siteId}` }),
+      siteLookup: (id) => this.directory.get(id) ?? null,
+      recordDiff: p.record,
+      alertState: (rule, subject) => this.deps.alerts.get(rule, subject),
+      firingForSite: (id) => this.deps.alerts.firingForSite(id),
+      ruleByName: (name) => this.ruleByName.get(name),
+      // Read (once per window length in this plan) only by rules with a `window`.
+      pastValue: (at) => {
+        if (!pastCache.has(at)) {
+          const row = this.deps.history.at(source.name, entity, at);
+          pastCache.set(at, row === undefined ? undefined : JSON.parse(row.body));
+        }
+        return pastCache.get(at);
+      },
+      now: new Date(this.deps.now()),
+    });
+  }
+
+  /** Events about sites outside config `sites` are dropped. */
+  private watchedOnly(events: HostwatchEvent[]): HostwatchEvent[] {
+    return this.watched ? events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : events;
   }
 
   /**
@@ -312,28 +457,64 @@ export class Poller {
         consecutive_failures: allFailed ? (prev?.consecutive_failures ?? 0) + 1 : 0,
         last_error_code: firstError?.code ?? null,
         last_error: firstError ? this.deps.scrub(firstError.message) : null,
+        failing_since: allFailed ? (prev?.failing_since ?? now) : null,
       });
       this.degradedAlert(source, added);
+      if (allFailed) this.apiAlert(source, failures, added);
     });
+    // The end of a cycle is a batch boundary: an incident it opened is announced now, with
+    // every site the cycle found (docs/routing.md, "Platform incidents").
+    const settled = this.deps.incidents?.settle(new Set([source.name])) ?? [];
+    if (settled.length) this.deps.onEvents?.(settled);
+  }
+
+  /**
+   * Every request of a cycle refused (401) or not reaching the panel, and no poll of any
+   * source succeeded since another source's cycle failed the same way: fire the API-wide
+   * alert at once. It resolves with the next successful poll of any source (recordSuccess).
+   */
+  private apiAlert(source: SourceDef, failures: readonly PollOutcome[], added: HostwatchEvent[]): void {
+    const kind = apiFailureKind(failures[0]?.error);
+    if (kind === null || !failures.every((o) => apiFailureKind(o.error) === kind)) return;
+    if (this.apiStreak?.kind !== kind) return;
+    this.apiStreak.sources.add(source.name);
+    if (this.apiStreak.sources.size < 2) return;
+    const state = this.deps.alerts.get(kind, API_SUBJECT);
+    if (state?.status === 'firing') return;
+    const err = failures[0]!.error!;
+    const summary =
+      kind === 'api-unauthorized'
+        ? `the Hosting Control API refuses the API key (401 on every request of ${[...this.apiStreak.sources].join(', ')}); check api.key`
+        : `the Hosting Control API cannot be reached (${err.code} on every request of ${[...this.apiStreak.sources].join(', ')}); check api.base_url and the network`;
+    const sources = [...this.apiStreak.sources];
+    this.operatorAlert(kind, API_SUBJECT, 'firing', state, added, { summary, source: source.name, sources, code: err.code, endpoint: err.endpoint, last_error: this.deps.scrub(err.message) });
+    this.apiFiring.add(kind);
   }
 
   /** Fire or resolve a source's `source.degraded` from the per-entity failure counts. */
   private degradedAlert(source: SourceDef, added: HostwatchEvent[]): void {
     // A missing scope has its own operator event; it must not also count as degraded.
-    const failing = this.deps.snapshots.failing(source.name, DEGRADED_AFTER).filter((r) => r.last_error_code !== 'scope_missing');
+    // Degraded: N failed polls in a row, or at least two over `after` (a long interval
+    // must not stretch the wait to N intervals).
+    const { after_failures, after_ms } = this.deps.degraded ?? DEGRADED_DEFAULTS;
+    const now = this.deps.now();
+    const failing = this.deps.snapshots
+      .failing(source.name, Math.min(2, after_failures))
+      .filter((r) => r.last_error_code !== 'scope_missing')
+      .filter((r) => r.consecutive_failures >= after_failures || (r.failing_since !== null && now - r.failing_since >= after_ms));
     const subject = `sources/${source.name}`;
     const state = this.deps.alerts.get('source-degraded', subject);
     const firing = state?.status === 'firing';
     if (failing.length > 0 && !firing) {
       const sample = failing[0]!;
-      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'firing', state, added, {
-        summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failed ${DEGRADED_AFTER}+ polls in a row (last error: ${sample.last_error_code})`,
+      this.operatorAlert('source-degraded', subject, 'firing', state, added, {
+        summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failing (${sample.consecutive_failures} ${sample.consecutive_failures === 1 ? 'poll' : 'polls'} in a row, since ${new Date(sample.failing_since ?? now).toISOString()}; last error: ${sample.last_error_code})`,
         source: source.name,
         failing: failing.length,
         last_error: sample.last_error,
       });
     } else if (failing.length === 0 && firing) {
-      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'resolved', state, added, {
+      this.operatorAlert('source-degraded', subject, 'resolved', state, added, {
         summary: `${source.name} is polling normally again`,
         source: source.name,
         failing: 0,
@@ -363,6 +544,7 @@ export class Poller {
         consecutive_failures: (prev?.consecutive_failures ?? 0) + 1,
         last_error_code: err.code,
         last_error: message,
+        failing_since: prev && prev.consecutive_failures > 0 ? (prev.failing_since ?? at) : at,
       });
       if (err.code === 'scope_missing') {
         const subject = `sources/${ref.source.name}`;
@@ -370,7 +552,7 @@ export class Poller {
         if (state?.status !== 'firing') {
           scopeFired = subject;
           const required = err.requiredScope ?? ref.source.scope;
-          this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', subject, 'firing', state, added, {
+          this.operatorAlert('source-scope-missing', subject, 'firing', state, added, {
             summary: `the API key lacks the scope ${required} that source ${ref.source.name} needs`,
             source: ref.source.name,
             required,
@@ -396,10 +578,13 @@ export class Poller {
     evidence: EvidenceRow[] = [],
   ): void {
     const key = `${ref.source.name}\u0000${ref.entity}`;
+    this.lastSuccessAt = Math.max(this.lastSuccessAt, at);
+    this.apiStreak = null;
     const needState = first || this.failing.has(key);
     const scopeSubject = `sources/${ref.source.name}`;
     const scopeFiring = this.scopeMissing.has(scopeSubject);
-    if (!snapshot && !needState && events.length === 0 && alerts.length === 0 && !scopeFiring) return;
+    const apiResolving = [...this.apiFiring];
+    if (!snapshot && !needState && events.length === 0 && alerts.length === 0 && !scopeFiring && apiResolving.length === 0) return;
     const scope = scopeFiring ? this.deps.alerts.get('source-scope-missing', scopeSubject) : undefined;
     // Invariant 4: snapshot, events, outbox rows, alert state and poll state together or not at all.
     this.commit((added) => {
@@ -409,9 +594,7 @@ export class Poller {
         this.deps.history.add({ source, entity, site_id, version, at: changed_at, body });
       }
       for (const id of removedSites) this.deps.snapshots.forgetSite(id);
-      for (const e of events) if (this.addEvent(e)) added.push(e);
-      for (const a of alerts) this.deps.alerts.put(a);
-      for (const ev of evidence) this.deps.history.putEvidence(ev);
+      this.writeResult(events, alerts, evidence, added);
       if (needState) {
         const row: PollStateRow = {
           source: ref.source.name,
@@ -422,11 +605,19 @@ export class Poller {
           consecutive_failures: 0,
           last_error_code: null,
           last_error: null,
+          failing_since: null,
         };
         this.deps.snapshots.putState(row);
       }
+      // One request got through: the key works and the panel answers.
+      for (const kind of apiResolving) {
+        this.operatorAlert(kind, API_SUBJECT, 'resolved', this.deps.alerts.get(kind, API_SUBJECT), added, {
+          summary: kind === 'api-unauthorized' ? 'the Hosting Control API accepts the API key again' : 'the Hosting Control API can be reached again',
+          source: ref.source.name,
+        });
+      }
       if (scopeFiring) {
-        this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', scopeSubject, 'resolved', scope, added, {
+        this.operatorAlert('source-scope-missing', scopeSubject, 'resolved', scope, added, {
           summary: `source ${ref.source.name} can read again`,
           source: ref.source.name,
           required: ref.source.scope,
@@ -434,6 +625,7 @@ export class Poller {
       }
     });
     this.scopeMissing.delete(scopeSubject);
+    for (const kind of apiResolving) this.apiFiring.delete(kind);
     this.failing.delete(key);
     if (removedSites.length > 0) {
       this.fetcher.forgetSites(removedSites);
@@ -447,6 +639,19 @@ export class Poller {
       for (const k of [...this.failing]) if (isGone(k)) this.failing.delete(k);
       for (const k of [...this.timed]) if (isGone(k)) this.timed.delete(k);
     }
+  }
+
+  /**
+   * Write what a plan decided (inside the caller's transaction): events (stored and
+   * dispatched), alert state and evidence; then tell platform incidents of the alert events.
+   */
+  private writeResult(events: HostwatchEvent[], alerts: AlertRow[], evidence: EvidenceRow[], added: HostwatchEvent[]): void {
+    const fresh: HostwatchEvent[] = [];
+    for (const e of events) if (this.addEvent(e)) fresh.push(e);
+    added.push(...fresh);
+    for (const a of alerts) this.deps.alerts.put(a);
+    for (const ev of evidence) this.deps.history.putEvidence(ev);
+    if (this.deps.incidents && fresh.some((e) => e.data.status === 'firing')) added.push(...this.deps.incidents.onAlerts(fresh));
   }
 
   /**
@@ -482,11 +687,9 @@ export class Poller {
     return true;
   }
 
-  /** The two operator events (source.*) are the only ones not defined in rule files. */
+  /** Fire or resolve an operator alert (src/events/operator.ts): its event and its alert row, in the caller's transaction. */
   private operatorAlert(
-    rule: string,
-    name: string,
-    severity: Severity,
+    rule: OperatorRule,
     subject: string,
     status: 'firing' | 'resolved',
     state: AlertRow | undefined,
@@ -494,19 +697,11 @@ export class Poller {
     extra: Record<string, unknown> & { summary: string },
   ): void {
     const seq = status === 'firing' ? (state?.seq ?? 0) + 1 : (state?.seq ?? 1);
-    const id = alertEventId(rule, subject, seq, status);
-    const now = new Date(this.deps.now());
+    const at = this.deps.now();
     const { summary, ...rest } = extra;
-    const event = envelope({
-      id,
-      instance: this.deps.instance,
-      subject,
-      time: now,
-      data: { name, severity, status, alert_id: alertId(rule, subject, seq), summary, site_id: null, domain: null, changes: [], rule, observed_at: now.toISOString(), ...rest },
-    });
+    const event = operatorEvent({ rule, instance: this.deps.instance, subject, at, summary, alert: { seq, status }, extra: rest });
     if (this.addEvent(event)) added.push(event);
-    const t = now.getTime();
-    this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: t, last_event_id: id, pending_since: null, clear_since: null, last_sent_at: t, repeats: 0 });
+    this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: at, last_event_id: event.id, pending_since: null, clear_since: null, last_sent_at: at, repeats: 0 });
   }
 
   private prepare(def: SourceDef): PreparedSource {
@@ -527,20 +722,14 @@ export class Poller {
   /** Ids in the current directory that are missing from a new site list. */
   private removedSites(data: unknown): number[] {
     const now = new Set(listOf(sitesSource, data).map((r) => r['id']));
-    return [...this.directory.keys()].filter((id) => !now.has(id));
+    return [...this.directory.ids()].filter((id) => !now.has(id));
   }
 
   private loadDirectory(): void {
+    const clients = this.deps.snapshots.get(REPORT_CLIENTS, entityOf(reportClientsSource, null).entity);
+    if (clients) this.directory.setClients(JSON.parse(clients.body));
     const row = this.deps.snapshots.get(sitesSource.name, sitesSource.name);
-    if (row) this.setDirectory(JSON.parse(row.body));
-  }
-
-  private setDirectory(data: unknown): void {
-    const next = new Map<number, SiteInfo>();
-    for (const rec of listOf(sitesSource, data)) {
-      if (typeof rec['id'] === 'number') next.set(rec['id'], siteInfoFromRecord(rec));
-    }
-    this.directory = next;
+    if (row) this.directory.setSites(JSON.parse(row.body));
   }
 }
 

@@ -89,20 +89,30 @@ export interface SchedulerDeps {
   /** How staggered polls wait for their slot (tests may inject). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   /**
-   * Calls `tick` on a schedule until stopped. Default: a node-cron task every second. A
-   * benchmark that runs time k times faster passes a heartbeat k times faster.
+   * Calls `tick` on a schedule until stopped, and `missed` when a beat could not run (the
+   * event loop was blocked). Default: a node-cron task every second. A benchmark that runs
+   * time k times faster passes one k times faster.
    */
-  heartbeat?: (tick: () => void) => { stop(): Promise<void> };
+  ticker?: Ticker;
+  /** Called on every heartbeat second, after the due sources started (the Timekeeper). */
+  onTick?: () => void;
 }
 
+/** What ticks the scheduler: `tick` on every beat, `missed` for a beat that could not run. */
+export type Ticker = (tick: () => void, missed: () => void) => { stop(): Promise<void> };
+
 /** The default heartbeat: node-cron, every second, never two ticks at once. */
-function everySecond(tick: () => void): { stop(): Promise<void> } {
-  const task: ScheduledTask = cron.schedule('* * * * * *', tick, { name: 'hostwatch-heartbeat', noOverlap: true });
-  return {
-    async stop() {
-      await task.stop();
-      await task.destroy();
-    },
+function everySecond(log: Logger): Ticker {
+  return (tick, missed) => {
+    // node-cron's own messages become log lines (stderr), never raw text on stdout.
+    const task: ScheduledTask = cron.schedule('* * * * * *', tick, { name: 'hostwatch-heartbeat', noOverlap: true, logger: cronLogger(log) });
+    task.on('execution:missed', missed);
+    return {
+      async stop() {
+        await task.stop();
+        await task.destroy();
+      },
+    };
   };
 }
 
@@ -180,8 +190,25 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     for (const st of this.state.values()) st.nextRun = now;
     // Said at start: what the budget allows for the sites known so far.
     if (this.plan) this.emit('budget:plan', this.plan);
-    this.task = (this.deps.heartbeat ?? everySecond)(() => this.tick());
+    this.task = (this.deps.ticker ?? everySecond(this.deps.log))(
+      () => this.tick(),
+      () => this.missedBeat(),
+    );
     this.tick();
+  }
+
+  private missed = { count: 0, warnedAt: -Infinity };
+
+  /**
+   * A missed beat costs nothing (the next beat polls what is due), but a burst of them
+   * means the event loop was blocked: one warning per minute at most, with the count.
+   */
+  private missedBeat(): void {
+    this.missed.count++;
+    const now = this.deps.now();
+    if (now - this.missed.warnedAt < 60_000) return;
+    this.deps.log.warn({ missed: this.missed.count }, 'scheduler heartbeat missed: the event loop was blocked (a long poll or commit); due sources run on the next beat');
+    this.missed = { count: 0, warnedAt: now };
   }
 
   /** Stop scheduling, cut waits short and wait for polls in flight to finish. */
@@ -261,6 +288,15 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   private tick(): void {
+    this.startDue();
+    try {
+      this.deps.onTick?.();
+    } catch (e) {
+      this.deps.log.error({ err: String(e) }, 'tick failed');
+    }
+  }
+
+  private startDue(): void {
     const now = this.deps.now();
     const sitesSt = this.state.get(sitesSource.name);
     // The site list runs alone first so per-site sources see the current list.
@@ -415,7 +451,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
           // Late already: the next cycle starts now, not at the next heartbeat.
           if (st.nextRun <= this.deps.now() && this.running) {
             st.late = true;
-            setImmediate(() => this.running && this.tick());
+            setImmediate(() => this.running && this.startDue());
           }
         }
       };
@@ -493,6 +529,17 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     }
     return out;
   }
+}
+
+/** node-cron's logger interface, writing to our log (its default prints coloured text to the console). */
+export function cronLogger(log: Logger): { info(m: string): void; warn(m: string): void; error(m: string | Error, e?: Error): void; debug(m: string | Error, e?: Error): void } {
+  const text = (m: string | Error, e?: Error): string => `node-cron: ${String(m)}${e ? `: ${String(e)}` : ''}`;
+  return {
+    info: (m) => log.debug(text(m)),
+    warn: (m) => log.warn(text(m)),
+    error: (m, e) => log.error(text(m, e)),
+    debug: (m, e) => log.debug(text(m, e)),
+  };
 }
 
 function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {

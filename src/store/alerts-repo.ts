@@ -21,6 +21,8 @@ export class AlertsRepo {
   private readonly firingForSiteStmt;
   private readonly firingStmt;
   private readonly firingWithEventStmt;
+  private readonly ofRuleStmt;
+  private readonly firingOfRuleStmt;
 
   constructor(sqlite: BetterSqlite3.Database) {
     this.getStmt = prepare<{ rule: string; subject: string }>(sqlite, (p) =>
@@ -48,6 +50,20 @@ export class AlertsRepo {
         .orderBy('alerts.rule')
         .orderBy('alerts.subject'),
     );
+    this.ofRuleStmt = prepare<{ rule: string }>(sqlite, (p) => qb.selectFrom('alerts').selectAll().where('rule', '=', p.rule).orderBy('subject'));
+    this.firingOfRuleStmt = prepare<{ rule: string; status: AlertRow['status'] }>(sqlite, (p) =>
+      qb.selectFrom('alerts').selectAll().where('rule', '=', p.rule).where('status', '=', p.status),
+    );
+  }
+
+  /** Every row of one rule (operator alerts: a handful). */
+  ofRule(rule: string): AlertRow[] {
+    return this.ofRuleStmt.all({ rule }) as AlertRow[];
+  }
+
+  /** The firing rows of one rule (the sites firing an alert, for platform incidents). */
+  firingOfRule(rule: string): AlertRow[] {
+    return this.firingOfRuleStmt.all({ rule, status: 'firing' }) as AlertRow[];
   }
 
   /** The state of one alert, if it was ever evaluated true. */

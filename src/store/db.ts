@@ -11,6 +11,7 @@ import {
 } from 'kysely';
 import { packageRoot } from '../paths.js';
 import { migrate, readMigrations } from './migrate.js';
+import { storagePathProblem } from './storage-path.js';
 import type { Database } from './schema.js';
 
 /**
@@ -35,8 +36,16 @@ export interface Store {
   close(): void;
 }
 
+/** Raised when the database file cannot be opened or created; the message names the path and why. */
+export class StorageError extends Error {
+  override readonly name = 'StorageError';
+  readonly code = 'storage_unusable';
+}
+
 /** Open (creating if needed) the SQLite file, set durability pragmas and apply migrations. */
 export function openStore(path: string, now: () => number = Date.now): Store {
+  const problem = storagePathProblem(path);
+  if (problem !== null) throw new StorageError(`storage.path: ${problem}`);
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const sqlite = new BetterSqlite3(path);
   try {

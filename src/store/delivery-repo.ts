@@ -48,6 +48,7 @@ export class DeliveryRepo {
   private readonly flushStmt;
   private readonly disabledStmt;
   private readonly recentHeldStmt;
+  private readonly retractStmt;
 
   constructor(sqlite: BetterSqlite3.Database) {
     this.groupPendingStmt = prepare<{ channel: string; group_key: string }>(sqlite, (p) =>
@@ -130,6 +131,14 @@ export class DeliveryRepo {
         .where('group_key', '!=', p.digest)
         .where('next_attempt_at', '>', p.now),
     );
+    this.retractStmt = prepare<{ event_id: string; channel: string }>(sqlite, (p) =>
+      qb
+        .deleteFrom('outbox')
+        .where('event_id', '=', p.event_id)
+        .where('channel', '=', p.channel)
+        .where('state', '=', 'pending')
+        .where('attempts', '=', 0),
+    );
   }
 
   /** When a group's pending rows are due and when it last went out. */
@@ -177,6 +186,16 @@ export class DeliveryRepo {
   /** An inhibiting alert started firing. */
   startInhibition(row: Database['inhibitions']): void {
     this.startInhibitionStmt.run(row);
+  }
+
+  /**
+   * Take back an event's rows for these channels that were never tried (a platform
+   * incident holds them for people); returns how many were taken back.
+   */
+  retract(eventId: string, channels: readonly string[]): number {
+    let n = 0;
+    for (const channel of channels) n += this.retractStmt.run({ event_id: eventId, channel }).changes;
+    return n;
   }
 
   /** An inhibiting alert resolved. */

@@ -18,6 +18,7 @@ export class SnapshotsRepo {
   private readonly failingCountsStmt;
   private readonly forgetSnapshots;
   private readonly forgetStates;
+  private readonly entitiesStmt;
 
   constructor(sqlite: BetterSqlite3.Database) {
     this.headStmt = prepare<{ source: string; entity: string }>(sqlite, (p) =>
@@ -55,6 +56,9 @@ export class SnapshotsRepo {
     this.allFailingStmt = prepare<{ min: number }>(sqlite, (p) =>
       qb.selectFrom('poll_state').selectAll().where('entity', '!=', '').where('consecutive_failures', '>=', p.min),
     );
+    this.entitiesStmt = prepare<{ source: string }>(sqlite, (p) =>
+      qb.selectFrom('snapshots').select(['entity', 'site_id']).where('source', '=', p.source).orderBy('entity'),
+    );
     this.sourceStatesStmt = prepare<{ entity: string }>(sqlite, (p) => qb.selectFrom('poll_state').selectAll().where('entity', '=', p.entity));
     this.failingCountsStmt = prepare<{ min: number }>(sqlite, (p) =>
       qb
@@ -88,6 +92,11 @@ export class SnapshotsRepo {
   /** How many entities of each source failed their last poll (sources with none are left out). */
   failingCounts(): Array<{ source: string; failing: number }> {
     return this.failingCountsStmt.all({ min: 1 }) as Array<{ source: string; failing: number }>;
+  }
+
+  /** The entities of a source that have a snapshot (names only: bodies are read one at a time). */
+  entitiesOf(source: string): Array<{ entity: string; site_id: number | null }> {
+    return this.entitiesStmt.all({ source }) as Array<{ entity: string; site_id: number | null }>;
   }
 
   /** The hash and version of the stored snapshot, without reading its body. */

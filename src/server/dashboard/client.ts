@@ -10,8 +10,6 @@ export const DASHBOARD_JS = String.raw`
 (() => {
   const TOKEN_KEY = 'hostwatch.token';
   const MAX_EVENTS = 300;
-  // The same threshold as source.degraded (src/pipeline/poller.ts DEGRADED_AFTER).
-  const DEGRADED_AFTER = 3;
   const SEVERITY_RANK = { critical: 0, warning: 1, info: 2 };
 
   // The token comes once in the fragment (#token=...), which browsers never send to a
@@ -155,17 +153,19 @@ export const DASHBOARD_JS = String.raw`
   const celString = (s) => JSON.stringify(String(s));
 
   // ---------------------------------------------------------------- sources
+  // Red: an operator alert fires about it (degraded, or the key lacks its scope). Amber: it
+  // failed lately. Grey: nothing is wrong, it is just off or not read yet (never red).
   function sourceHealth(s) {
     const failing = Array.isArray(s.failing_entities) ? s.failing_entities.length : Number(s.failing_entities || 0);
     const failures = Number(s.consecutive_failures || 0);
     if (s.enabled === false) return { cls: 'off', text: 'disabled' };
-    // After a start every source catches up as the request budget allows: progress, not an error.
-    if (s.caught_up === false) return { cls: 'off', text: s.progress ? 'catching up: ' + progressText(s) : 'catching up: waiting for its turn' };
-    if (!s.last_attempt_at) return { cls: 'off', text: 'not polled yet' };
     if (s.last_error_code === 'scope_missing' && (failures > 0 || failing > 0)) return { cls: 'red', text: 'the API key lacks a scope' };
-    if (failures >= DEGRADED_AFTER) return { cls: 'red', text: failures + ' cycles failed in a row' };
+    if (s.degraded) return { cls: 'red', text: 'degraded: ' + (failures ? failures + ' cycles failed in a row' : failing + (failing === 1 ? ' entity' : ' entities') + ' failing') };
     if (failures > 0) return { cls: 'amber', text: 'last cycle failed' };
     if (failing > 0) return { cls: 'amber', text: failing + (failing === 1 ? ' entity' : ' entities') + ' failing' };
+    // After a start every source catches up as the request budget allows: progress, not an error.
+    if (s.caught_up === false) return { cls: 'off', text: s.progress ? 'catching up: ' + progressText(s) : 'catching up: waiting for its turn' };
+    if (!s.last_attempt_at) return { cls: 'off', text: s.read_with ? 'read with ' + s.read_with : 'not polled yet' };
     return { cls: 'green', text: 'healthy' };
   }
 
@@ -173,6 +173,13 @@ export const DASHBOARD_JS = String.raw`
   function progressText(s) {
     const p = s.progress;
     return p ? p.done + '/' + p.total + (s.per === 'site' ? ' sites' : '') : '';
+  }
+
+  // One short line on the first screen: the sources being read now, the rest counted.
+  function catchUpText(list) {
+    const shown = list.filter((s) => s.progress).slice(0, 2);
+    const more = list.length - shown.length;
+    return 'Catching up after the start: ' + (shown.length ? shown.map((s) => s.name + ' ' + progressText(s)).join(', ') + (more ? ', ' : '') : '') + (more ? more + ' more waiting their turn' : '') + '.';
   }
 
   function intervalText(s) {
@@ -188,17 +195,25 @@ export const DASHBOARD_JS = String.raw`
     renderSources();
   }
 
+  // The first screen shows a summary (how many are healthy, the failing ones by name); the
+  // full table is one click away, so the events are not pushed below the fold.
   function renderSources() {
     const tbody = document.querySelector('#sources tbody');
     const list = state.sources || [];
-    if (!list.length) return emptyRow(tbody, 6, 'No sources.');
+    if (!list.length) {
+      $('sources-summary').textContent = 'No sources.';
+      return emptyRow(tbody, 6, 'No sources.');
+    }
     const counts = { green: 0, amber: 0, red: 0, off: 0 };
+    const problems = [];
     tbody.replaceChildren(
       ...list.map((s) => {
         const health = sourceHealth(s);
         counts[health.cls]++;
+        if (health.cls === 'red' || health.cls === 'amber') problems.push({ s, health });
         const failing = Array.isArray(s.failing_entities) ? s.failing_entities.length : Number(s.failing_entities || 0);
         const err = health.cls === 'green' || health.cls === 'off' ? null : s.last_error;
+        const note = health.cls === 'green' ? '' : health.cls === 'off' ? h('span', { class: 'muted', text: health.text }) : health.text;
         return h(
           'tr',
           { 'data-source': s.name, class: 'health-' + health.cls },
@@ -206,17 +221,45 @@ export const DASHBOARD_JS = String.raw`
           h('td', { class: 'num', text: intervalText(s), title: Number(s.effective_every_ms || 0) > s.every_ms ? 'stretched: the request budget cannot meet every interval (priority ' + s.priority + ')' : null }),
           h('td', null, when(s.last_success_at)),
           h('td', { class: s.progress ? 'progress' : null }, s.progress ? 'polling ' + progressText(s) : when(s.next_run_at)),
-          h('td', { class: 'num' + (s.consecutive_failures || failing ? ' bad' : ''), text: String(s.consecutive_failures || 0) + (failing ? ' / ' + failing : '') }),
-          h('td', { class: 'error-text' }, err ? [h('code', { text: s.last_error_code || 'error' }), ' ', err] : health.cls === 'green' ? '' : health.text),
+          h('td', { class: 'num' + (health.cls === 'red' || health.cls === 'amber' ? ' bad' : ''), text: String(s.consecutive_failures || 0) + (failing ? ' / ' + failing : '') }),
+          h('td', { class: health.cls === 'off' ? '' : 'error-text' }, err ? [h('code', { text: s.last_error_code || 'error' }), ' ', err] : note),
         );
       }),
     );
-    const parts = [counts.green + ' ok'];
-    if (counts.amber) parts.push(counts.amber + ' warning');
+    const parts = [counts.green + ' healthy'];
     if (counts.red) parts.push(counts.red + ' failing');
+    if (counts.amber) parts.push(counts.amber + ' warning');
+    if (counts.off) parts.push(counts.off + ' idle');
     const b = state.budget;
     if (b && b.short) parts.push('request budget short: ' + b.stretched + ' stretched (' + Number(b.needed_per_hour).toLocaleString() + ' of ' + Number(b.allowed_per_hour).toLocaleString() + ' requests/hour needed)');
     $('sources-count').textContent = parts.join(' · ');
+    const enabled = list.length - list.filter((s) => s.enabled === false).length;
+    const catchingUp = list.filter((s) => s.enabled !== false && s.caught_up === false);
+    $('sources-summary').replaceChildren(
+      h('span', { class: 'dot dot-' + (counts.red ? 'red' : counts.amber ? 'amber' : 'green') }),
+      ' ',
+      problems.length
+        ? h('span', null, h('b', { text: String(counts.green) }), ' of ' + enabled + ' enabled sources healthy; ' + problems.length + ' need' + (problems.length === 1 ? 's' : '') + ' a look:')
+        : h('span', null, 'All ', h('b', { text: String(counts.green) }), ' polled sources are healthy.'),
+      counts.off ? h('span', { class: 'muted', text: ' ' + counts.off + ' idle (disabled, or read with another source, or not polled yet).' }) : null,
+      catchingUp.length ? h('span', { class: 'catch-up', text: ' ' + catchUpText(catchingUp) }) : null,
+    );
+    problems.sort((a, b) => (a.health.cls === b.health.cls ? a.s.name.localeCompare(b.s.name) : a.health.cls === 'red' ? -1 : 1));
+    $('sources-problems').replaceChildren(
+      ...problems.map(({ s, health }) =>
+        h(
+          'li',
+          { 'data-source': s.name, class: 'problem problem-' + health.cls },
+          h('span', { class: 'dot dot-' + health.cls }),
+          ' ',
+          h('b', { text: s.name }),
+          ' ',
+          h('span', { class: health.cls === 'red' ? 'error-text' : 'warn-text', text: health.text }),
+          s.last_error ? h('div', { class: 'small muted' }, h('code', { text: s.last_error_code || 'error' }), ' ', s.last_error) : null,
+        ),
+      ),
+    );
+    $('sources-details').querySelector('summary').textContent = 'All ' + list.length + ' sources';
   }
 
   // ---------------------------------------------------------------- alerts

@@ -1,4 +1,4 @@
-import { SOURCE_READ_BY, SOURCES } from '../../sources/registry.js';
+import { SOURCES } from '../../sources/registry.js';
 import type { DeliveryView } from '../../store/events-repo.js';
 import type { FiringAlert } from '../../store/alerts-repo.js';
 import type { ServerContext } from '../context.js';
@@ -31,13 +31,16 @@ export function apiRoutes(ctx: ServerContext): Route[] {
 }
 
 /**
- * Every known source, enabled or not, with its last poll, failures and next run; for the
- * sources the scheduler runs, their priority, effective interval (stretched when the request
- * budget is short), the progress of the cycle handing out polls now, and the lag.
+ * Every known source, enabled or not, with its last poll, failures and next run; `degraded`
+ * says its source.degraded alert fires; `read_with` names the source whose cycle reads it
+ * (a view re-reads its origin's reply, a detail follows its parent's records). For the
+ * sources the scheduler runs: their priority, effective interval (stretched when the
+ * request budget is short), the progress of the cycle handing out polls now, and the lag.
  */
 function sources(ctx: ServerContext): unknown[] {
   const states = new Map(ctx.snapshots.sourceStates().map((r) => [r.source, r]));
   const failing = new Map(ctx.snapshots.failingCounts().map((r) => [r.source, r.failing]));
+  const degraded = new Set(ctx.alerts.firing().filter((a) => a.rule === 'source-degraded').map((a) => a.subject.replace(/^sources\//, '')));
   const scheduled = new Map(ctx.sources.map((s) => [s.def.name, s]));
   const progress = new Map(ctx.scheduler.progress().map((p) => [p.name, p]));
   return SOURCES.map((def) => {
@@ -55,8 +58,9 @@ function sources(ctx: ServerContext): unknown[] {
       last_error_code: state?.last_error_code ?? null,
       last_error: state?.last_error ?? null,
       failing_entities: failing.get(def.name) ?? 0,
+      degraded: degraded.has(def.name),
+      read_with: def.from ?? def.parent ?? null,
       next_run_at: iso(ctx.scheduler.nextRunOf(def.name)),
-      read_by: SOURCE_READ_BY[def.name] ?? null,
       ...(p
         ? {
             priority: p.priority,
