@@ -159,7 +159,7 @@ if (parts.has('memory')) {
   log('memory: one huge reply in a poll --once cycle (200 sites)');
   const replies = await benchBigReply({ log });
   results.bigReply = replies;
-  print(`\n3. One huge reply (one site's DNS) in a poll --once cycle of 200 sites; api.max_reply_bytes at its default (16 MB)`);
+  print(`\n2b. One huge reply (one site's DNS) in a poll --once cycle of 200 sites; api.max_reply_bytes at its default (16 MB)`);
   print(table(['reply', 'poll of that entity', 'idle RSS MB', 'peak RSS MB', 'cycle ms'], replies.map((r) => [`${fmt(r.bytes / 1048576, 0)} MB${r.chunked ? ', no Content-Length' : ''}`, r.outcome, fmt(r.idleRssMB), fmt(r.peakRssMB), String(r.cycleMs)])));
   for (const r of replies.filter((x) => x.bytes >= 60 * 1048576)) {
     results.targets.push({
@@ -274,7 +274,7 @@ if (parts.has('freshness')) {
   const runs = await benchFreshness({ log });
   results.freshness = runs;
   const first = runs[0]!;
-  print(`\n6. Freshness: ${first.sites.toLocaleString('en-US')} sites, every default source, api.max_requests_per_second 5; time ×${first.k} (intervals ÷${first.k}, budget ×${first.k}), figures in unscaled seconds`);
+  print(`\n7. Freshness: ${first.sites.toLocaleString('en-US')} sites, every default source, api.max_requests_per_second 5; time ×${first.k} (intervals ÷${first.k}, budget ×${first.k}), figures in unscaled seconds`);
   print(
     table(
       ['run', 'offline events', 'missed', 'p50 s', 'p90 s', 'p99 s', 'max s', `target p99 ≤ ${first.healthIntervalS + 30} s`, 'health catch-up s', 'needed / allowed req/h'],
@@ -310,7 +310,7 @@ if (parts.has('requests')) {
   const res = await benchRequests({ log });
   results.requests = res;
   for (const r of res) {
-    print(`\n7. Requests per site per hour at the default intervals, ${r.account} account (${r.sites.toLocaleString('en-US')} sites, ${r.cycles} full cycles after the baseline; ${r.failedPolls} failed polls)`);
+    print(`\n8. Requests per site per hour at the default intervals, ${r.account} account (${r.sites.toLocaleString('en-US')} sites, ${r.cycles} full cycles after the baseline; ${r.failedPolls} failed polls)`);
     print(table(['source', 'requests per cycle', 'interval s', 'per site per hour'], [...r.rows.map((x) => [x.source, fmt(x.perCycle), String(x.everyS), fmt(x.perSitePerHour, 3)]), ['total', '', '', fmt(r.totalPerSitePerHour, 2)]]));
   }
 }

@@ -55,8 +55,6 @@ export interface SourceProgress {
   cycle: { done: number; total: number; startedAt: number } | null;
   /** True once a whole cycle ran since start (the catch-up is over). */
   caughtUp: boolean;
-  /** The end of the last cycle with a successful poll, since start. */
-  lastSuccessAt: number | null;
   /** How far behind its schedule the source is (0 when on time). */
   lagMs: number;
 }
@@ -129,7 +127,6 @@ interface SourceState {
   caughtUp: boolean;
   /** Came due while the previous cycle was still handing out polls. */
   late: boolean;
-  lastSuccessAt: number | null;
   /** Cycles not finished yet (a straggler's cycle may end after the next one started). */
   running: Set<Promise<CycleSummary[]>>;
 }
@@ -175,7 +172,6 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         inFlight: new Set(),
         caughtUp: false,
         late: false,
-        lastSuccessAt: null,
         running: new Set(),
       });
     }
@@ -262,7 +258,6 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         stretch: st.effectiveEveryMs / st.source.everyMs,
         cycle: d ? { done: d.done, total: d.total, startedAt: d.startedAt } : null,
         caughtUp: st.caughtUp,
-        lastSuccessAt: st.lastSuccessAt,
         // Behind schedule: the next poll's slot has passed, or the next cycle is overdue.
         lagMs: d ? Math.max(0, now - d.nextSlot()) : this.running ? Math.max(0, now - st.nextRun) : 0,
       };
@@ -503,8 +498,6 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       // poll() does not throw for API failures; this is a bug or a database error.
       this.deps.log.error({ source: s.def.name, err: String(e) }, 'cycle failed');
     }
-    const known = this.state.get(s.def.name);
-    if (known && outcomes.some((o) => o.status !== 'failed')) known.lastSuccessAt = this.deps.now();
     if (st && !this.abort.signal.aborted) st.caughtUp = true;
     if (s.def.name === sitesSource.name) this.replan();
     this.adapt(s.def);
