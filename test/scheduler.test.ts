@@ -144,4 +144,39 @@ describe('the scheduler', () => {
     expect(lines).toHaveLength(1);
     expect((JSON.parse(lines[0]!) as { missed: number }).missed).toBeGreaterThanOrEqual(1);
   });
+
+  it('polls only the entities its work claims take (the seam a cluster fills), and asks once per due cycle', async () => {
+    world = await startWorld({ sim: { sites: 6 } });
+    const app = world.app();
+    const asked: Array<{ source: string; entities: number }> = [];
+    const scheduler = new Scheduler({
+      poller: app.poller,
+      sources: [
+        { def: sitesSource, everyMs: 60_000 },
+        { def: healthSource, everyMs: 60_000 },
+      ],
+      sites: 'all',
+      concurrency: 2,
+      now: Date.now,
+      log: app.log,
+      claims: {
+        claim: (source, _dueAt, entities) => {
+          asked.push({ source, entities: entities.length });
+          // Another instance holds the even sites.
+          return entities.filter((e) => e === null || e.id % 2 === 1);
+        },
+      },
+    });
+    const cycles: CycleSummary[] = [];
+    scheduler.on('cycle:end', (c) => cycles.push(c));
+    scheduler.start();
+    await waitFor(() => cycles.some((c) => c.source === 'health'));
+    await scheduler.stop();
+    const polled = world.sim.requests.filter((r) => r.path.endsWith('/health')).map((r) => Number(r.path.split('/')[4]));
+    expect(polled.sort()).toEqual([1, 3, 5]);
+    expect(asked).toEqual([
+      { source: 'sites', entities: 1 },
+      { source: 'health', entities: 6 },
+    ]);
+  });
 });
