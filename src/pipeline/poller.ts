@@ -43,6 +43,19 @@ export function apiFailureKind(err: ApiError | undefined): 'api-unauthorized' | 
 
 const API_ALERTS = ['api-unauthorized', 'api-unreachable'] as const;
 
+/**
+ * Any error of a poll as the ApiError a failed poll records. A stack overflow is the reply's
+ * fault (nested deeper than a recursive walk goes): `bad_response`, like any reply that
+ * cannot be read. Anything else is hostwatch's own failure (`internal`), still a failed poll.
+ */
+export function pollError(endpoint: string, e: unknown): ApiError {
+  if (e instanceof ApiError) return e;
+  if (e instanceof RangeError && /call stack/i.test(e.message)) {
+    return new ApiError({ code: 'bad_response', endpoint, message: `the reply could not be processed: it is nested too deeply (${e.message})` });
+  }
+  return new ApiError({ code: 'internal', endpoint, message: `processing the reply failed: ${e instanceof Error ? e.message : String(e)}` });
+}
+
 export interface PollerDeps {
   instance: string;
   client: ApiClient;
@@ -201,10 +214,25 @@ export class Poller {
     return n;
   }
 
-  /** Poll one entity and commit what it caused. Never throws for API failures. */
+  /**
+   * Poll one entity and commit what it caused. Any error of the poll, not only the API's
+   * (a reply too deep to walk, a bug in a rule), is a failed poll: recorded in its poll
+   * state and counted towards source.degraded, so a source that cannot be read never
+   * looks healthy. It throws only when the failure itself cannot be recorded.
+   */
   async poll(source: SourceDef, site: SiteInfo | null, recordKey?: string, opts: PollOptions = {}): Promise<PollOutcome> {
     const ref = entityOf(source, site, recordKey);
     const started = this.deps.now();
+    try {
+      return await this.pollEntity(ref, source, site, recordKey, opts, started);
+    } catch (e) {
+      // Nothing was committed for this reply: a later 304 must not stand for it.
+      this.fetcher.forget(ref);
+      return this.failed(ref, pollError(pathOf(source, ref.siteId, recordKey), e), started);
+    }
+  }
+
+  private async pollEntity(ref: EntityRef, source: SourceDef, site: SiteInfo | null, recordKey: string | undefined, opts: PollOptions, started: number): Promise<PollOutcome> {
     let got;
     try {
       got = await this.fetcher.fetch(ref);
@@ -231,18 +259,11 @@ export class Poller {
     }
     const tooMany = this.siteListProblem(source, got.data);
     if (tooMany) return this.failed(ref, new ApiError({ code: 'bad_response', endpoint: pathOf(source, null), message: tooMany }), started);
-    let outcome: PollOutcome;
-    try {
-      outcome = this.ingest(ref, got.data, started, opts);
-      const endpoint = pathOf(source, ref.siteId, recordKey);
-      for (const view of this.prepare(source).views) this.ingestView(view, site, recordKey, endpoint, got.data, started, opts);
-      // Detail follow-ups and adaptive polling see a reply only once it is committed.
-      this.deps.onFetched?.(ref, got.data);
-    } catch (e) {
-      // Nothing was committed for this reply: a later 304 must not stand for it.
-      this.fetcher.forget(ref);
-      throw e;
-    }
+    const outcome = this.ingest(ref, got.data, started, opts);
+    const endpoint = pathOf(source, ref.siteId, recordKey);
+    for (const view of this.prepare(source).views) this.ingestView(view, site, recordKey, endpoint, got.data, started, opts);
+    // Detail follow-ups and adaptive polling see a reply only once it is committed.
+    this.deps.onFetched?.(ref, got.data);
     outcome.durationMs = this.deps.now() - started;
     return this.observed(ref, outcome);
   }
