@@ -334,6 +334,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
         server = await startServer({
           listen: config.server.listen,
           token: config.server.token,
+          allowedHosts: config.server.allowed_hosts,
           routes: [
             ...healthRoutes({
               databaseReady: () => store.ready(),

@@ -90,7 +90,8 @@ describe('valid configs', () => {
       maintenance: [],
       inhibit: [{ source: 'site.offline', target: null }],
       delivery: { retry_schedule_ms: [1_000, 90_000, 3_600_000], drain_timeout_ms: 60_000, concurrency: 16, disable_after_ms: 432_000_000 },
-      server: { listen: '127.0.0.1:8080', token: 'token-from-env', not_ready_after_ms: 1_800_000 },
+      server: { listen: '127.0.0.1:8080', token: 'token-from-env', not_ready_after_ms: 1_800_000, allowed_hosts: ['hostwatch.example.net', '.internal.example'] },
+      silences: { max_duration_ms: 14 * 86_400_000 },
       degraded: { after_failures: 3, after_ms: 600_000 },
       log: { level: 'debug', pretty: true },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
@@ -142,7 +143,8 @@ describe('valid configs', () => {
         concurrency: 8,
         disable_after_ms: 432_000_000,
       },
-      server: { listen: null, token: null, not_ready_after_ms: 1_800_000 },
+      server: { listen: null, token: null, not_ready_after_ms: 1_800_000, allowed_hosts: [] },
+      silences: { max_duration_ms: 30 * 86_400_000 },
       degraded: { after_failures: 3, after_ms: 600_000 },
       log: { level: 'info', pretty: false },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
@@ -155,7 +157,7 @@ describe('valid configs', () => {
 
   it('reads an empty section as its defaults', () => {
     const result = parseText(`${MINIMAL}server:\nlog:\nsources:\n  rank:\n`);
-    expect(result.ok && result.config.server).toEqual({ listen: null, token: null, not_ready_after_ms: 1_800_000 });
+    expect(result.ok && result.config.server).toEqual({ listen: null, token: null, not_ready_after_ms: 1_800_000, allowed_hosts: [] });
     expect(result.ok && result.config.log).toEqual({ level: 'info', pretty: false });
     expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null, max_events: 100 } });
   });
@@ -223,7 +225,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an unknown top-level key is an error that suggests the near miss',
       fixture: 'unknown-top-level-key.yaml',
       errors: [
-        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history, site_labels, heartbeat, watchdog, incidents',
+        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, silences, degraded, log, history, site_labels, heartbeat, watchdog, incidents',
       ],
     },
     {
@@ -372,7 +374,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'a file that is a list, not a map, lists the top-level keys',
       fixture: 'not-a-map.yaml',
       errors: [
-        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history, site_labels, heartbeat, watchdog, incidents (got a list)',
+        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, silences, degraded, log, history, site_labels, heartbeat, watchdog, incidents (got a list)',
       ],
     },
   ];
@@ -471,6 +473,17 @@ describe('secrets', () => {
     expect(result.ok ? [] : formatConfigErrors(result.errors)).toBe(
       'inline.yaml:3:8: api.key: must be a non-empty API key, usually key: ${HOSTWATCH_API_KEY} (got "")',
     );
+  });
+});
+
+describe('server.allowed_hosts and silences.max_duration', () => {
+  it('names the entry and what is allowed when a host carries a port or a scheme, and a silence cap below a minute', () => {
+    const result = parseText(`${MINIMAL}server:\n  allowed_hosts: [ok.example.net, "hostwatch.example.net:8080", "https://x.example"]\nsilences:\n  max_duration: 10s\n`);
+    expect(result.ok ? [] : formatConfigErrors(result.errors).split('\n')).toEqual([
+      'inline.yaml:5:35: server.allowed_hosts[1]: must be a host name like hostwatch.example.net, a leading dot for every name under a domain (.example.net), or * for any name (got "hostwatch.example.net:8080")',
+      'inline.yaml:5:65: server.allowed_hosts[2]: must be a host name like hostwatch.example.net, a leading dot for every name under a domain (.example.net), or * for any name (got "https://x.example")',
+      'inline.yaml:7:17: silences.max_duration: must be a duration of at least 1m, like 30s, 5m, 6h (got "10s")',
+    ]);
   });
 });
 

@@ -125,6 +125,11 @@ describe('hostwatch silence', () => {
       'hostwatch silence add: --match: CEL error: unknown variable "site_idd"; a match can use type, name, severity, status, subject, site_id, domain, rule, labels',
       'hostwatch silence add: --for: a positive duration like 30m, 2h or 1d12h (got "2 hours")',
     ]);
+    const long = await hostwatch(['silence', 'add', '--match', 'true', '--for', '3650d', '--comment', 'x', '-c', config], env);
+    expect(long.code).toBe(2);
+    expect(lines(long.stderr)).toEqual([
+      'hostwatch silence add: --for: a silence lasts at most 30d (silences.max_duration; got 3650d); for planned quiet periods use maintenance windows in the config',
+    ]);
 
     const add = await hostwatch(['silence', 'add', '--match', 'site_id == 1', '--for', '2h', '--comment', 'moving to a new server', '--by', 'ana', '-c', config], env);
     expect(add.code).toBe(0);

@@ -3,7 +3,9 @@ import { join } from 'node:path';
 import { packageRoot } from '../src/paths.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { healthRoutes } from '../src/server/routes/health.js';
-import { isLoopback, parseListen, startServer } from '../src/server/server.js';
+import { connect } from 'node:net';
+import { json, readJson, type Route } from '../src/server/http.js';
+import { isLoopback, parseListen, REQUEST_TIMEOUT_MS, startServer } from '../src/server/server.js';
 import { startWorld, type World } from './harness.js';
 
 let world: World | undefined;
@@ -53,6 +55,85 @@ describe('the server', () => {
     expect(['127.0.0.1', '127.3.4.5', '::1', 'localhost'].map(isLoopback)).toEqual([true, true, true, true]);
     expect(['0.0.0.0', '10.0.0.1', '::', 'example.com'].map(isLoopback)).toEqual([false, false, false, false]);
     expect(parseListen('[::1]:8080')).toEqual({ host: '::1', port: 8080 });
+  });
+});
+
+describe('a request that never finishes arriving', () => {
+  /** Open a raw connection, send `head`, drip `drip` one byte at a time, and say what came back and when the server closed. */
+  function slowClient(url: string, head: string, drip = ''): Promise<{ reply: string; closedAfterMs: number }> {
+    const { hostname, port } = new URL(url);
+    return new Promise((resolve, reject) => {
+      const started = Date.now();
+      const socket = connect(Number(port), hostname, () => socket.write(head));
+      let reply = '';
+      let i = 0;
+      const dripper = setInterval(() => i < drip.length && socket.write(drip[i++]!), 100);
+      socket.setEncoding('utf8');
+      socket.on('data', (c: string) => (reply += c));
+      socket.on('error', () => {});
+      socket.on('close', () => {
+        clearInterval(dripper);
+        resolve({ reply, closedAfterMs: Date.now() - started });
+      });
+      // The test's own bound: without a request timeout Node would hold it for 300 s.
+      setTimeout(() => {
+        socket.destroy();
+        reject(new Error(`the server still held the connection after 5 s; it had answered: ${JSON.stringify(reply)}`));
+      }, 5_000).unref();
+    });
+  }
+
+  const echo: Route = { method: 'POST', path: '/echo', handler: async (req, res) => json(res, 200, await readJson(req.raw)) };
+  const held: Route = {
+    method: 'GET',
+    path: '/held',
+    handler: (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+    },
+  };
+
+  it('is answered 408 and closed: a body that never comes, a body sent a byte at a time, headers that never end', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [echo], requestTimeoutMs: 500 });
+    try {
+      const head = 'POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n';
+      const never = await slowClient(srv.url, head + '{');
+      expect(never.reply).toMatch(/^HTTP\/1\.1 408 /);
+      const drip = await slowClient(srv.url, head, '{"a":"' + 'x'.repeat(200));
+      expect(drip.reply).toMatch(/^HTTP\/1\.1 408 /);
+      const headers = await slowClient(srv.url, 'POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\n', 'X-Slow: ' + 'y'.repeat(200));
+      expect(headers.reply).toMatch(/^HTTP\/1\.1 408 /);
+      // A whole request in time is answered as usual.
+      const ok = await fetch(`${srv.url}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' });
+      expect(await ok.json()).toEqual({ a: 1 });
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('leaves a stream open past the request timeout: only receiving the request is timed', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [held], requestTimeoutMs: 300 });
+    try {
+      const { hostname, port } = new URL(srv.url);
+      const socket = connect(Number(port), hostname, () => socket.write('GET /held HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'));
+      let closed = false;
+      socket.on('close', () => (closed = true));
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(closed).toBe(false);
+      socket.destroy();
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('is timed out after 10 s by default, headers included', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [] });
+    try {
+      expect([srv.server.requestTimeout, srv.server.headersTimeout]).toEqual([REQUEST_TIMEOUT_MS, REQUEST_TIMEOUT_MS]);
+      expect(REQUEST_TIMEOUT_MS).toBe(10_000);
+    } finally {
+      await srv.close();
+    }
   });
 });
 

@@ -189,6 +189,26 @@ describe('creating a silence', () => {
     expect(notObject.body.error.message).toBe('body: expected a JSON object with match, duration (or ends_at) and comment');
   });
 
+  it('refuses a silence longer than silences.max_duration (30 days by default), by duration or by end time', async () => {
+    const { url } = await running();
+    const tenYears = await post(`${url}/api/silences`, { match: 'true', duration: '3650d', comment: 'quiet' });
+    expect(tenYears.status).toBe(400);
+    expect(tenYears.body.error.message).toBe(
+      'duration: a silence lasts at most 30d (silences.max_duration; got 3650d); for planned quiet periods use maintenance windows in the config',
+    );
+    const later = await post(`${url}/api/silences`, { match: 'true', ends_at: new Date(Date.now() + 40 * 86_400_000 + 90_000).toISOString(), comment: 'quiet' });
+    expect(later.status).toBe(400);
+    expect(later.body.error.message).toMatch(/^ends_at: a silence lasts at most 30d \(silences\.max_duration; got 40d1m/);
+    expect((await post(`${url}/api/silences`, { match: 'true', duration: '30d', comment: 'a month' })).status).toBe(201);
+    const list = await get(`${url}/api/silences`);
+    expect(list.body.data.map((s: { comment: string }) => s.comment)).toEqual(['a month']);
+  });
+
+  it('takes its cap from silences.max_duration in the API and in the CLI parser alike', () => {
+    const r = parseSilenceRequest({ match: 'true', duration: '3h', comment: 'x' }, 0, { createdBy: 'cli', maxDurationMs: 2 * 3_600_000 });
+    expect(r).toEqual({ ok: false, errors: [{ field: 'duration', message: expect.stringContaining('at most 2h (silences.max_duration; got 3h)') }] });
+  });
+
   it('accepts an end time and a later start instead of a duration', async () => {
     const { url } = await running();
     const starts = new Date(Date.now() + 3_600_000).toISOString();
@@ -264,7 +284,7 @@ describe('silence matching (pure)', () => {
   });
 
   it('reads a CLI-style request (match, duration, comment) the same way', () => {
-    const r = parseSilenceRequest({ match: 'site_id == 12', duration: '2h', comment: 'maintenance' }, 1_000, { createdBy: 'cli' });
+    const r = parseSilenceRequest({ match: 'site_id == 12', duration: '2h', comment: 'maintenance' }, 1_000, { createdBy: 'cli', maxDurationMs: 86_400_000 });
     expect(r).toEqual({
       ok: true,
       silence: { match: 'site_id == 12', starts_at: 1_000, ends_at: 1_000 + 7_200_000, comment: 'maintenance', created_by: 'cli', created_at: 1_000, expired_at: null },

@@ -75,6 +75,8 @@ export const DEFAULTS = {
   maxEventsPerPoll: 100,
   /** /readyz turns 503 after this long without a successful poll. */
   notReadyAfterMs: 30 * 60_000,
+  /** The longest silence the API and the CLI accept: a forgotten (or forged) silence ends. */
+  silenceMaxMs: 30 * 86_400_000,
   /** source.degraded: this many failed polls in a row, or two or more over this long. */
   degraded: { after_failures: 3, after_ms: 10 * 60_000 },
   history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
@@ -422,7 +424,9 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
       listen: written.server?.listen ?? null,
       token: written.server?.token?.trim() ? written.server.token : null,
       not_ready_after_ms: written.server?.not_ready_after ?? DEFAULTS.notReadyAfterMs,
+      allowed_hosts: (written.server?.allowed_hosts ?? []).map((h) => h.toLowerCase()),
     },
+    silences: { max_duration_ms: written.silences?.max_duration ?? DEFAULTS.silenceMaxMs },
     degraded: {
       after_failures: written.degraded?.after_failures ?? DEFAULTS.degraded.after_failures,
       after_ms: written.degraded?.after ?? DEFAULTS.degraded.after_ms,

@@ -45,6 +45,8 @@ const M = {
   retrySchedule: 'must be a list of durations, like [5s, 5m, 30m]',
   listen: 'must be host:port like 127.0.0.1:8080 or [::1]:8080, with a port from 0 to 65535',
   token: 'must be a string, usually token: ${HOSTWATCH_TOKEN}; empty or left out for no token',
+  allowedHost: 'must be a host name like hostwatch.example.net, a leading dot for every name under a domain (.example.net), or * for any name',
+  allowedHosts: 'must be a list of host names the server is reached by, like [hostwatch.example.net]',
   level: `must be one of ${LOG_LEVELS.join(', ')}`,
   bool: 'must be true or false',
   secrets: 'must be a Standard Webhooks secret or a list of them (rotation: every one signs), like [whsec_new..., whsec_old...]',
@@ -463,11 +465,19 @@ const deliverySection = section({
   disable_after: duration(60_000).optional(),
 });
 
+/** A host name (no port), `.domain` for every name under it, or `*`. */
+const ALLOWED_HOST = /^(\*|\.?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)$/;
+
 const serverSection = section({
   listen: z.string(M.listen).refine(isListenAddress, M.listen).nullable().optional(),
   // Empty is no token (`${HOSTWATCH_TOKEN:-}`): fine on loopback; parse.ts refuses it beyond.
   token: z.string(M.token).nullable().optional(),
   not_ready_after: duration(60_000).optional(),
+  allowed_hosts: z.array(z.string(M.allowedHost).regex(ALLOWED_HOST, M.allowedHost), M.allowedHosts).optional(),
+});
+
+const silencesSection = section({
+  max_duration: duration(60_000).optional(),
 });
 
 const degradedSection = section({
@@ -548,6 +558,7 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
     inhibit: z.array(inhibitRule, 'must be a list like [{ source: site.offline }]').nullish(),
     delivery: deliverySection.nullish(),
     server: serverSection.nullish(),
+    silences: silencesSection.nullish(),
     degraded: degradedSection.nullish(),
     log: logSection.nullish(),
     history: historySection.nullish(),

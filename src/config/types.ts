@@ -26,7 +26,15 @@ export interface Config {
   inhibit: InhibitConfig[];
   delivery: DeliveryConfig;
   /** `not_ready_after_ms`: /readyz answers 503 when no poll has succeeded for this long. */
-  server: { listen: string | null; token: string | null; not_ready_after_ms: number };
+  server: {
+    listen: string | null;
+    token: string | null;
+    not_ready_after_ms: number;
+    /** Names the server answers to besides localhost and IP literals (lower case; `.domain`, `*`). */
+    allowed_hosts: string[];
+  };
+  /** The longest silence the API and the CLI accept. */
+  silences: { max_duration_ms: number };
   /** When `source.degraded` fires: an entity failed this many polls in a row, or (two or more) for this long. */
   degraded: { after_failures: number; after_ms: number };
   log: { level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'; pretty: boolean };

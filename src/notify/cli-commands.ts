@@ -30,10 +30,11 @@ const EXIT_ARGS = 2;
  * must exist: only `hostwatch run` (or `poll --once`) creates it and its folder. These
  * commands call no API and no channel, so they need none of the config's secrets.
  */
-async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store: Store) => T): Promise<T> {
-  const store = h.openDatabase(await h.load(file, { secretsOptional: true }), true);
+async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store: Store, config: Config) => T): Promise<T> {
+  const config = await h.load(file, { secretsOptional: true });
+  const store = h.openDatabase(config, true);
   try {
-    return fn(store);
+    return fn(store, config);
   } finally {
     store.close();
   }
@@ -91,9 +92,12 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .requiredOption('--comment <text>', 'why, and who is on it')
     .option('--by <name>', 'who adds it', currentUser())
     .action(async (o: { config?: string; match: string; for: string; comment: string; by: string }) => {
-      await withStore(h, o.config, (store) => {
+      await withStore(h, o.config, (store, config) => {
         const now = Date.now();
-        const parsed = parseSilenceRequest({ match: o.match, duration: o.for, comment: o.comment, created_by: o.by }, now, { createdBy: 'cli' });
+        const parsed = parseSilenceRequest({ match: o.match, duration: o.for, comment: o.comment, created_by: o.by }, now, {
+          createdBy: 'cli',
+          maxDurationMs: config.silences.max_duration_ms,
+        });
         if (!parsed.ok) {
           // The CLI's names for the request's fields.
           const flag: Record<string, string> = { match: '--match', duration: '--for', comment: '--comment', created_by: '--by' };

@@ -20,7 +20,7 @@ const RETRY_MS = 2_000;
 export function feedRoutes(ctx: ServerContext): Route[] {
   return [
     { method: 'GET', path: '/api/events', handler: (req, res) => page(ctx, req, res) },
-    { method: 'GET', path: '/api/events/stream', handler: (req, res) => stream(ctx, req, res) },
+    { method: 'GET', path: '/api/events/stream', queryToken: true, handler: (req, res) => stream(ctx, req, res) },
   ];
 }
 

@@ -16,11 +16,12 @@ export interface HealthProbe {
 /** `/livez` (the process answers) and `/readyz` (database, migrations, scheduler, a recent successful poll; 503 otherwise). */
 export function healthRoutes(probe: HealthProbe): Route[] {
   return [
-    { method: 'GET', path: '/livez', public: true, handler: (_req, res) => json(res, 200, { status: 'ok' }) },
+    { method: 'GET', path: '/livez', public: true, anyHost: true, handler: (_req, res) => json(res, 200, { status: 'ok' }) },
     {
       method: 'GET',
       path: '/readyz',
       public: true,
+      anyHost: true,
       handler: (_req, res) => {
         let database = false;
         try {

@@ -46,7 +46,7 @@ export function silencesRoutes(ctx: ServerContext, opts: { newId?: () => string 
       handler: async (req, res) => {
         const body = await readJson(req.raw);
         const now = ctx.now();
-        const parsed = parseSilenceRequest(body, now, { createdBy: 'api' });
+        const parsed = parseSilenceRequest(body, now, { createdBy: 'api', maxDurationMs: ctx.config.silences.max_duration_ms });
         if (!parsed.ok) throw new HttpError(400, 'bad_request', parsed.errors.map((e) => `${e.field}: ${e.message}`).join('; '));
         const silence: Silence = { id: newId(), ...parsed.silence };
         repo.add(silence);
