@@ -77,7 +77,17 @@ export interface AppOptions {
   channels?: Channel[];
   /** How chat channels wait between messages (tests pass a recorder). */
   sleep?: (ms: number) => Promise<void>;
+  /** How long stop() waits for polls and sends in flight (default STOP_TIMEOUT_MS). */
+  stopTimeoutMs?: number;
 }
+
+/**
+ * How long a stop waits for the polls and sends in flight before it closes anyway: well
+ * inside the 60 s the service files give (docs/operations.md). What it cuts off is redone
+ * after the next start: an outbox row stays pending until a send is recorded, and a poll
+ * whose result was not committed changed nothing.
+ */
+export const STOP_TIMEOUT_MS = 30_000;
 
 /** The wired program: every part, built once, plus the ways to run it. */
 export interface App {
@@ -110,7 +120,7 @@ export interface App {
   start(): Promise<void>;
   /** The operator server's address, once started (null without `server.listen`). */
   serverUrl: string | null;
-  /** Graceful stop: finish polls in flight, flush deliveries in flight, close. */
+  /** Graceful stop: start no new poll or send, let those in flight finish (up to the stop timeout), close. */
   stop(): Promise<void>;
   /** Delete change-log history older than `history.retention` (the daemon runs this every `history.prune_every`). */
   pruneHistory(): PruneResult;
@@ -391,17 +401,30 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
         daemon.stopped(config.name, now());
       }
       heartbeat?.stop();
-      await scheduler.stop();
-      await worker.stop();
+      // Both at once: no new poll and no new send starts from here; what is in flight may
+      // finish within the stop timeout, and is abandoned after it.
+      let timer: NodeJS.Timeout | undefined;
+      const timeUp = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), opts.stopTimeoutMs ?? STOP_TIMEOUT_MS)));
+      if (!(await settledBefore(timeUp, [scheduler.stop(), worker.stop()]))) {
+        log.warn(
+          { stop_timeout_ms: opts.stopTimeoutMs ?? STOP_TIMEOUT_MS, polling: scheduler.busy },
+          'stop timeout reached: polls and sends still in flight are abandoned (unsent outbox rows stay pending and go out after the next start)',
+        );
+      }
       await server?.close();
-      await Promise.allSettled([...channels.values()].map((c) => c.close?.()));
-      await client.close();
+      await settledBefore(timeUp, [...[...channels.values()].map((c) => c.close?.()), client.close()]);
+      clearTimeout(timer);
       maintenance.close();
       store.close();
       log.info('hostwatch stopped');
     },
   };
   return app;
+}
+
+/** Wait for every promise to settle, or for `timeUp`; true when all settled first. */
+function settledBefore(timeUp: Promise<false>, work: readonly (Promise<unknown> | undefined)[]): Promise<boolean> {
+  return Promise.race([Promise.allSettled(work).then(() => true as const), timeUp]);
 }
 
 /**

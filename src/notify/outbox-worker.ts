@@ -67,6 +67,8 @@ const IDLE_POLL_MS = 1_000;
 export class OutboxWorker {
   private readonly inFlight = new Set<number>();
   private running = false;
+  /** Asked to stop: no new send starts (sends in flight finish). */
+  private stopping = false;
   private timer: NodeJS.Timeout | null = null;
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
@@ -85,8 +87,13 @@ export class OutboxWorker {
     this.wake?.();
   }
 
-  /** Stop taking new rows and wait for the attempts in flight to finish. */
+  /**
+   * Stop starting sends at once and wait for the attempts in flight to finish. Rows not
+   * sent stay pending (they go out after the next start), so a stop takes one send at most,
+   * not a whole backlog to a slow receiver.
+   */
   async stop(): Promise<void> {
+    this.stopping = true;
     this.running = false;
     this.kick();
     await this.loop;
@@ -112,12 +119,12 @@ export class OutboxWorker {
   async deliverDue(): Promise<number> {
     let attempted = 0;
     for (;;) {
+      if (this.stopping) return attempted;
       const rows = this.deps.events
         .due(this.deps.now(), this.deps.concurrency * 4)
         .filter((r) => !this.inFlight.has(r.id));
       if (rows.length === 0) return attempted;
-      await mapLimit(rows, this.deps.concurrency, (r) => this.attempt(r));
-      attempted += rows.length;
+      attempted += await mapLimit(rows, this.deps.concurrency, (r) => this.attempt(r), () => this.stopping);
     }
   }
 
@@ -226,11 +233,12 @@ function delay(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Run `fn` over `items` with at most `limit` at once. */
-async function mapLimit<T>(items: readonly T[], limit: number, fn: (t: T) => Promise<void>): Promise<void> {
+/** Run `fn` over `items` with at most `limit` at once, starting none once `stopped()`; returns how many ran. */
+async function mapLimit<T>(items: readonly T[], limit: number, fn: (t: T) => Promise<void>, stopped: () => boolean): Promise<number> {
   let i = 0;
   const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (i < items.length) await fn(items[i++]!);
+    while (i < items.length && !stopped()) await fn(items[i++]!);
   });
   await Promise.all(workers);
+  return i;
 }
