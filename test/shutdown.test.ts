@@ -47,6 +47,18 @@ const offline = (w: World): number => rows<{ n: number }>(w, "SELECT count(*) AS
 const total = (w: World): number => rows<{ n: number }>(w, 'SELECT count(*) AS n FROM outbox')[0]!.n;
 const pending = (w: World): number => rows<{ n: number }>(w, "SELECT count(*) AS n FROM outbox WHERE state = 'pending'")[0]!.n;
 
+/** Nothing is lost: a daemon started again (with the receiver answering) delivers every row, with the same ids. */
+async function restartDeliversEverything(w: World): Promise<void> {
+  hook!.respond(() => ({ status: 204 }));
+  const again = w.app();
+  await again.start();
+  await until('every event delivered', () => hook!.acceptedIds().size === total(w));
+  await again.stop();
+  expect(pending(w)).toBe(0);
+  const ids = rows<{ id: string }>(w, 'SELECT event_id AS id FROM outbox').map((r) => r.id);
+  expect([...hook!.acceptedIds()].sort()).toEqual(ids.sort());
+}
+
 describe('stopping with a backlog for a slow receiver', () => {
   it('starts no new send once asked to stop; the rows not sent stay pending and are delivered after the next start', async () => {
     const w = await backlog(2_000);
@@ -67,15 +79,7 @@ describe('stopping with a backlog for a slow receiver', () => {
     ]);
     expect(hook!.accepted()).toHaveLength(hook!.acceptedIds().size);
     expect(before).toBeGreaterThanOrEqual(CONCURRENCY);
-    // Nothing is lost: the next start delivers the rest, with the same ids.
-    hook!.respond(() => ({ status: 204 }));
-    const again = w.app();
-    await again.start();
-    await until('every event delivered', () => hook!.acceptedIds().size === total(w));
-    await again.stop();
-    expect(pending(w)).toBe(0);
-    const ids = rows<{ id: string }>(w, 'SELECT event_id AS id FROM outbox').map((r) => r.id);
-    expect([...hook!.acceptedIds()].sort()).toEqual(ids.sort());
+    await restartDeliversEverything(w);
   });
 
   it('closes after the stop timeout even when a receiver never answers, and delivers that row after the next start', async () => {
@@ -87,11 +91,6 @@ describe('stopping with a backlog for a slow receiver', () => {
     await app.stop();
     expect(w.logs.text).toContain('stop timeout reached');
     expect(pending(w)).toBe(total(w));
-    hook!.respond(() => ({ status: 204 }));
-    const again = w.app();
-    await again.start();
-    await until('every event delivered', () => hook!.acceptedIds().size === total(w));
-    await again.stop();
-    expect(pending(w)).toBe(0);
+    await restartDeliversEverything(w);
   });
 });
