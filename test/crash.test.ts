@@ -6,84 +6,21 @@
  * the world changes call for — none lost, none invented, each under one stable id — and
  * those ids must be the ones a run that was never interrupted produces.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import type { HostwatchEvent } from '../src/events/types.js';
 import { startSimulator, type HistoryEntry, type Simulator } from '../src/simulator/index.js';
+import { ensureBuilt, kill, killAll, runCli, startCli } from './daemon-process.js';
 import { clockRuleNames, tempDir } from './harness.js';
 import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
+import { expectedFrom, triple, type Triple } from './truth.js';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const CLI = join(ROOT, 'dist', 'src', 'cli.js');
 const KEY = 'sim-key-crash-0123456789';
 const SITES = 6;
 /** A fixed simulator clock, so two simulators going through the same steps are identical. */
 const CLOCK = (): Date => new Date('2026-11-21T12:00:00Z');
-
-// ---- the built CLI ------------------------------------------------------------------------
-
-function newestMtime(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, entry.name);
-    newest = Math.max(newest, entry.isDirectory() ? newestMtime(p) : entry.name.endsWith('.ts') ? statSync(p).mtimeMs : 0);
-  }
-  return newest;
-}
-
-/** `npm test` builds first (pretest); a bare `npx vitest run` may find dist/ missing or stale. */
-function ensureBuilt(): void {
-  if (existsSync(CLI) && statSync(CLI).mtimeMs >= newestMtime(join(ROOT, 'src'))) return;
-  const r = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], {
-    cwd: ROOT,
-    encoding: 'utf8',
-  });
-  // tsc emits despite type errors; a type error elsewhere (bench/) is `npm run typecheck`'s to report.
-  if (!existsSync(CLI) || statSync(CLI).mtimeMs < newestMtime(join(ROOT, 'src'))) {
-    throw new Error(`build failed:\n${r.stdout}\n${r.stderr}`);
-  }
-}
-
-interface Child {
-  proc: ChildProcess;
-  output: string[];
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-const children: Child[] = [];
-
-function startCli(args: string[]): Child {
-  const proc = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...process.env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const output: string[] = [];
-  proc.stdout!.on('data', (b: Buffer) => output.push(b.toString()));
-  proc.stderr!.on('data', (b: Buffer) => output.push(b.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
-    proc.on('exit', (code, signal) => res({ code, signal })),
-  );
-  const child = { proc, output, exited };
-  children.push(child);
-  return child;
-}
-
-/** Run the CLI to completion; fail with its output if it does not exit 0 in time. */
-async function runCli(args: string[], timeoutMs = 20_000): Promise<void> {
-  const child = startCli(args);
-  const timer = setTimeout(() => child.proc.kill('SIGKILL'), timeoutMs);
-  const { code, signal } = await child.exited;
-  clearTimeout(timer);
-  if (code !== 0) throw new Error(`hostwatch ${args.join(' ')} exited ${code ?? signal}:\n${child.output.join('')}`);
-}
-
-async function kill(child: Child): Promise<void> {
-  child.proc.kill('SIGKILL');
-  const { signal } = await child.exited;
-  expect(signal).toBe('SIGKILL');
-}
 
 // ---- one scenario: a world, a receiver, a database, a config file ----------------------------
 
@@ -150,7 +87,7 @@ async function scenario(opts: { latencyMs?: number } = {}): Promise<Scenario> {
 }
 
 async function closeAll(): Promise<void> {
-  for (const c of children.splice(0)) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
+  killAll();
   for (const s of open.splice(0)) {
     await s.hook.close();
     await s.sim.close();
@@ -230,63 +167,6 @@ function watchInvariant(s: Scenario, expected: readonly Triple[]): { stop: () =>
       return { reads, violations: [...violations] };
     },
   };
-}
-
-// ---- ground truth -------------------------------------------------------------------------
-
-/** "type subject status" — what identifies an event to a person, independent of its id. */
-type Triple = string;
-const triple = (e: Pick<HostwatchEvent, 'type' | 'subject'> & { data: { status?: string } }): Triple =>
-  `${e.type} ${e.subject} ${e.data.status ?? '-'}`;
-
-/**
- * The events PRODUCT.md's catalog calls for, read off the simulator's history alone (not
- * from hostwatch): for each record, its state at the baseline against its state at the
- * next poll. Condition alerts fire when their condition starts to hold; change events when
- * a backup or job reaches a final state.
- */
-function expectedFrom(history: readonly HistoryEntry[]): Triple[] {
-  const first = new Map<string, unknown>();
-  const last = new Map<string, unknown>();
-  const note = (key: string, before: unknown, after: unknown): void => {
-    if (!first.has(key)) first.set(key, before);
-    last.set(key, after);
-  };
-  for (const h of history) {
-    const d = h.detail as Record<string, any>;
-    if (h.kind === 'health_changed') note(`health ${h.site_id}`, d.before, d.after);
-    else if (h.kind === 'usage_changed') note(`usage ${h.site_id}`, d.before, d.after);
-    else if (h.kind === 'backup_added') note(`backup ${h.site_id} ${d.backup.id}`, null, d.backup.state);
-    else if (h.kind === 'backup_state') note(`backup ${h.site_id} ${d.backup_id}`, d.before, d.after);
-    else if (h.kind === 'job_added') note(`job ${d.job.id}`, null, d.job.state);
-    else if (h.kind === 'job_state') note(`job ${d.job_id}`, d.before, d.after);
-  }
-  const out: Triple[] = [];
-  const alert = (name: string, subject: string, was: boolean, is: boolean): void => {
-    if (was !== is) out.push(`hostwatch.${name} ${subject} ${is ? 'firing' : 'resolved'}`);
-  };
-  for (const [key, after] of last) {
-    const before = first.get(key);
-    const [kind, a, b] = key.split(' ');
-    if (kind === 'health') {
-      const [x, y] = [before as any, after as any];
-      alert('site.offline', `sites/${a}/health`, x.status === 'offline', y.status === 'offline');
-      alert('site.slow', `sites/${a}/health`, x.status === 'slow', y.status === 'slow');
-      alert('site.integrity_problems', `sites/${a}/health`, x.problems > 0, y.problems > 0);
-    } else if (kind === 'usage') {
-      const [x, y] = [before as any, after as any];
-      alert('site.frozen', `sites/${a}/usage`, x.frozen, y.frozen);
-      alert('usage.over_limit', `sites/${a}/usage`, x.over.length > 0, y.over.length > 0);
-      alert('usage.disk_high', `sites/${a}/usage`, x.percent >= 90, y.percent >= 90);
-    } else if (kind === 'backup') {
-      const finals: Record<string, string> = { Ok: 'backup.completed', Error: 'backup.failed' };
-      if (finals[after as string] && before !== after) out.push(`hostwatch.${finals[after as string]} sites/${a}/backups/${b} -`);
-    } else if (kind === 'job') {
-      const cls = (s: unknown): string | null => (['done', 'completed', 'succeeded', 'ok'].includes(s as string) ? 'job.completed' : ['failed', 'error'].includes(s as string) ? 'job.failed' : null);
-      if (cls(after) && cls(before) !== cls(after)) out.push(`hostwatch.${cls(after)} jobs/${a} -`);
-    }
-  }
-  return out.sort();
 }
 
 /** What arrived at the receiver, checked request by request, as distinct events. */

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { rows, startWorld, type World } from './harness.js';
-import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
+import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
 
 let world: World | undefined;
 let hook: Receiver | undefined;
@@ -19,13 +19,7 @@ afterEach(async () => {
 const SITES = 40;
 const CONCURRENCY = 4;
 
-async function until(what: string, fn: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!fn()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (what: string, cond: () => boolean): Promise<void> => waitFor(cond, what, 20_000, 20);
 
 /** A daemon whose first cycle finds every site offline: SITES alerts for one webhook. */
 async function backlog(answerDelayMs: number | 'hold', timeout = '5s'): Promise<World> {
