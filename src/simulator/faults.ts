@@ -6,9 +6,9 @@
  */
 import { SimulatorError } from './world.js';
 
-export type FaultKind = 'status' | 'latency' | 'rate_limit' | 'truncated' | 'reset' | 'nested';
+export type FaultKind = 'status' | 'latency' | 'rate_limit' | 'truncated' | 'reset' | 'nested' | 'body';
 
-export const FAULT_KINDS: readonly FaultKind[] = ['status', 'latency', 'rate_limit', 'truncated', 'reset', 'nested'];
+export const FAULT_KINDS: readonly FaultKind[] = ['status', 'latency', 'rate_limit', 'truncated', 'reset', 'nested', 'body'];
 
 export interface FaultSpec {
   /** Regex source matched against the path after /api/v1, e.g. '^/sites/3/health$'. */
@@ -20,6 +20,8 @@ export interface FaultSpec {
   ms?: number;
   /** Seconds, for 'rate_limit' (429 rate_limited with Retry-After); default 1. */
   retry_after?: number;
+  /** For 'body': the reply's text, sent as it is (status `status`, default 200), instead of the real answer. */
+  body?: string;
   /** For 'nested': how many levels deep the added value is; default 100,000. */
   depth?: number;
   /** Only on this 1-based page of a paged list (a request without a cursor is page 1). */
@@ -106,6 +108,10 @@ function validate(input: unknown): FaultSpec {
   if (spec.method !== undefined) {
     if (typeof spec.method !== 'string' || !/^[A-Z]+$/.test(spec.method)) throw invalid('method must be an upper-case HTTP method such as GET');
     out.method = spec.method;
+  }
+  if (spec.body !== undefined) {
+    if (typeof spec.body !== 'string' || spec.body.length > 1_000_000) throw invalid('body must be a string of at most 1,000,000 characters');
+    out.body = spec.body;
   }
   copyInt(spec, out, 'status', 100, 599);
   copyInt(spec, out, 'ms', 0, 600_000);

@@ -129,6 +129,8 @@ function applyFault(fault: FaultSpec | undefined, handle: () => Reply): Reply {
       // Any proper prefix of a JSON object is invalid JSON; the length header matches, so only parsing fails.
       return { status: 200, body: reply.body.slice(0, Math.floor(reply.body.length / 2)) };
     }
+    case 'body':
+      return { status: fault.status ?? 200, body: fault.body ?? '' };
     case 'nested': {
       const reply = handle();
       return reply.status === 200 && typeof reply.body === 'string' ? { ...reply, body: nestedBody(reply.body, fault.depth ?? 100_000) } : reply;
