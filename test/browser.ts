@@ -20,8 +20,10 @@ export async function launchBrowser(extraArgs: readonly string[] = []): Promise<
   if (system) return chromium.launch({ executablePath: system, args: [...SYSTEM_ARGS, ...extraArgs] });
   const bundled = (await import('@sparticuz/chromium')).default;
   // Its flags are made for AWS Lambda; `--single-process` (needed only under Lambda's
-  // seccomp) makes closing a page end the whole browser, so it is left out.
-  const args = [...bundled.args.filter((a) => a !== '--single-process'), ...extraArgs];
+  // seccomp) makes closing a page end the whole browser, so it is left out, and so are the
+  // flags that switch off the same-origin policy: the tests need a browser as users have it.
+  const unsafe = new Set(['--single-process', '--disable-web-security', '--allow-running-insecure-content']);
+  const args = [...bundled.args.filter((a) => !unsafe.has(a)), ...extraArgs];
   return chromium.launch({ executablePath: bundledChromium(), args });
 }
 

@@ -6,14 +6,11 @@
  * the world changes call for — none lost, none invented, each under one stable id — and
  * those ids must be the ones a run that was never interrupted produces.
  */
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { startSimulator, type HistoryEntry, type Simulator } from '../src/simulator/index.js';
-import { ensureBuilt, kill, killAll, runCli, startCli } from './daemon-process.js';
-import { clockRuleNames, tempDir } from './harness.js';
+import { ensureBuilt, kill, killAll, runCli, startCli, writeDaemonConfig } from './daemon-process.js';
+import { tempDir } from './harness.js';
 import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
 import { expectedFrom, triple, type Triple } from './truth.js';
 
@@ -40,27 +37,17 @@ async function scenario(opts: { latencyMs?: number } = {}): Promise<Scenario> {
   const sim = await startSimulator({ seed: 7, sites: SITES, keys: { [KEY]: '*' }, now: CLOCK });
   const hook = await startReceiver();
   const { dir, cleanup } = tempDir('hostwatch-crash-');
-  const dbPath = join(dir, 'hostwatch.db');
-  const configPath = join(dir, 'hostwatch.yaml');
-  // The simulator's clock stands at CLOCK while the CLI reads the real one: to rules that
-  // read the clock, days would have passed. They are not what this test is about.
-  const quiet = join(dir, 'quiet.yaml');
-  writeFileSync(quiet, stringify({ rules: clockRuleNames().map((name) => ({ name, enabled: false })) }));
-  writeFileSync(
-    configPath,
-    stringify({
-      name: 'crash',
-      api: { base_url: sim.url, key: KEY, timeout: '5s', max_requests_per_second: 1000, max_concurrency: 2, retries: 1 },
-      storage: { path: dbPath },
-      rules: [quiet],
-      // The shortest intervals config allows, so `run` gets through a cycle in seconds.
-      sources: Object.fromEntries(['sites', 'jobs', 'health', 'usage', 'backups'].map((s) => [s, { every: '10s' }])),
+  const { configPath, dbPath } = writeDaemonConfig(dir, {
+    name: 'crash',
+    simUrl: sim.url,
+    key: KEY,
+    hookUrl: hook.url,
+    overrides: {
       // A send timeout longer than any test, so an unanswered delivery stays in flight until the kill.
       channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET, timeout: '60s' }],
       delivery: { retry_schedule: ['100ms', '200ms', '300ms', '500ms', '1s'], drain_timeout: '10s' },
-      log: { level: 'info' },
-    }),
-  );
+    },
+  });
   const s: Scenario = { sim, hook, dbPath, configPath, truth: [], cleanup };
   open.push(s);
 

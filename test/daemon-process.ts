@@ -3,9 +3,13 @@
  * tests and the chaos suite can kill it, signal it and read what it printed.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+import { clockRuleNames, merge } from './harness.js';
+import { TEST_SECRET } from './receiver.js';
+import { TRUTH_SOURCES } from './truth.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli.js');
@@ -75,4 +79,32 @@ export async function kill(child: Child): Promise<void> {
 /** SIGKILL every child still running (a test's cleanup). */
 export function killAll(): void {
   for (const c of children.splice(0)) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
+}
+
+/**
+ * Write the config file of a daemon process that polls the simulator at `simUrl` and
+ * delivers to the webhook at `hookUrl`, with its database in `dir`: the sources the ground
+ * truth covers every 10 s (the shortest allowed), and the rules that read the clock off
+ * (the simulator's clock stands still while the CLI reads the real one: to those rules days
+ * would pass). `overrides` are deep-merged over it (lists replace).
+ */
+export function writeDaemonConfig(
+  dir: string,
+  o: { name: string; simUrl: string; key: string; hookUrl: string; overrides?: Record<string, unknown> },
+): { configPath: string; dbPath: string } {
+  const dbPath = join(dir, 'hostwatch.db');
+  const configPath = join(dir, 'hostwatch.yaml');
+  const quiet = join(dir, 'quiet.yaml');
+  writeFileSync(quiet, stringify({ rules: clockRuleNames().map((name) => ({ name, enabled: false })) }));
+  const base = {
+    name: o.name,
+    api: { base_url: o.simUrl, key: o.key, timeout: '5s', max_requests_per_second: 1000, max_concurrency: 2, retries: 1 },
+    storage: { path: dbPath },
+    rules: [quiet],
+    sources: Object.fromEntries(TRUTH_SOURCES.map((s) => [s, { every: '10s' }])),
+    channels: [{ name: 'hooks', type: 'webhook', url: o.hookUrl, secret: TEST_SECRET, timeout: '5s' }],
+    log: { level: 'info' },
+  };
+  writeFileSync(configPath, stringify(merge(base, o.overrides ?? {})));
+  return { configPath, dbPath };
 }

@@ -5,6 +5,9 @@
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { HistoryEntry } from '../src/simulator/index.js';
 
+/** The sources whose changes expectedFrom reads off the history. */
+export const TRUTH_SOURCES: readonly string[] = ['sites', 'jobs', 'health', 'usage', 'backups'];
+
 /** "type subject status" — what identifies an event to a person, independent of its id. */
 export type Triple = string;
 export const triple = (e: Pick<HostwatchEvent, 'type' | 'subject'> & { data: { status?: string } }): Triple =>
