@@ -98,7 +98,7 @@ export async function benchPipeline(opts: PipelineOptions = {}): Promise<Pipelin
       // Outbox rows are written as in production; the worker is not started, so nothing is sent.
       webhookUrl: 'http://127.0.0.1:9/never-called',
     });
-    const app = createApp(config, { logDestination: nullStream() });
+    const app = await createApp(config, { logDestination: nullStream() });
     opts.afterCreate?.(app);
     apps.push(app);
     const o = await app.poller.poll(sitesSource, null);
@@ -139,7 +139,7 @@ export async function benchPipeline(opts: PipelineOptions = {}): Promise<Pipelin
 
     log('pipeline: CPU only (JSON.parse vs Poller.ingest)');
     const bodies = await readBodies(sim.url, siteList);
-    const cpu = await cpuOnly(bodies, newApp, rounds);
+    const cpu = await cpuOnly(bodies, newApp, rounds, concurrency);
 
     return {
       sites,
@@ -323,17 +323,25 @@ async function cpuOnly(
   bodies: readonly Body[],
   newApp: () => Promise<App>,
   rounds: { unchanged: number; changed: number; baseline: number },
+  concurrency: number,
 ): Promise<CpuCase[]> {
   const parseAll = (): { ms: number; values: unknown[] } => {
     const t0 = performance.now();
     const values = bodies.map(parseBody);
     return { ms: performance.now() - t0, values };
   };
-  const ingestAll = (app: App, values: unknown[], expect: string | null): number => {
+  // As many ingests in flight as a scheduler pass has polls (sources × concurrency), so
+  // those that finish together share a commit, as they do in the daemon (group commit).
+  const inFlight = PER_SITE.length * concurrency;
+  const ingestAll = async (app: App, values: unknown[], expect: string | null): Promise<number> => {
     const t0 = performance.now();
     const started = Date.now();
     const statuses: string[] = [];
-    for (let i = 0; i < bodies.length; i++) statuses.push(app.poller.ingest(bodies[i]!.ref, values[i], started).status);
+    await pool(
+      bodies.map((b, i) => ({ ref: b.ref, value: values[i] })),
+      inFlight,
+      async ({ ref, value }) => void statuses.push((await app.poller.ingest(ref, value, started)).status),
+    );
     const ms = performance.now() - t0;
     if (expect && statuses.some((s) => s !== expect)) throw new Error(`ingest: expected ${expect}, got ${statuses.find((s) => s !== expect)}`);
     return ms;
@@ -355,7 +363,7 @@ async function cpuOnly(
   // Warm JSON.parse and ingest up on a throwaway app.
   {
     const warm = await newApp();
-    for (let i = 0; i < 3; i++) ingestAll(warm, parseAll().values, null);
+    for (let i = 0; i < 3; i++) await ingestAll(warm, parseAll().values, null);
     await warm.stop();
   }
 
@@ -367,21 +375,21 @@ async function cpuOnly(
     const fresh = await newApp();
     const p = parseAll();
     base.parse.push(p.ms);
-    base.ingest.push(ingestAll(fresh, p.values, 'baseline'));
+    base.ingest.push(await ingestAll(fresh, p.values, 'baseline'));
     if (app) await app.stop();
     app = fresh;
   }
   for (let r = 0; r < rounds.unchanged; r++) {
     const p = parseAll();
     same.parse.push(p.ms);
-    same.ingest.push(ingestAll(app!, p.values, 'unchanged'));
+    same.ingest.push(await ingestAll(app!, p.values, 'unchanged'));
   }
   for (let r = 0; r < rounds.changed * 2; r++) {
     // Odd rounds change 10% away from the stored snapshot, even rounds change it back.
     const p = parseAll();
     if (r % 2 === 0) mutateTenPercent(bodies, p.values, r);
     changed.parse.push(p.ms);
-    changed.ingest.push(ingestAll(app!, p.values, null));
+    changed.ingest.push(await ingestAll(app!, p.values, null));
   }
   await app?.stop();
   return [result('unchanged', same.parse, same.ingest), result('changed-10%', changed.parse, changed.ingest), result('baseline', base.parse, base.ingest)];

@@ -3,10 +3,11 @@ import pino, { type Logger } from 'pino';
 import { createRequire } from 'node:module';
 import type { Config } from './config/types.js';
 
-/** Every secret value in a config: the API key, webhook secrets, SMTP passwords, Slack URLs, the server token. */
+/** Every secret value in a config: the API key, webhook secrets, SMTP passwords, Slack URLs, the server token, the database URL and its password. */
 export function secretsOf(config: Config): string[] {
   const out = [config.api.key];
   if (config.server.token) out.push(config.server.token);
+  if (config.storage.engine === 'postgres') out.push(config.storage.url, ...databasePassword(config.storage.url));
   for (const c of config.channels) {
     // Every secret of a rotation, and its key part without the prefix.
     if (c.type === 'webhook') for (const s of c.secrets) out.push(s, s.replace(/^whsec_/, ''));
@@ -15,6 +16,16 @@ export function secretsOf(config: Config): string[] {
     if (c.type === 'email' && c.smtp.pass) out.push(c.smtp.pass);
   }
   return out.filter((s) => s.length >= 4);
+}
+
+/** The password of a database URL, as written and decoded (a URL may percent-encode it). */
+function databasePassword(url: string): string[] {
+  try {
+    const p = new URL(url).password;
+    return p === '' ? [] : [p, decodeURIComponent(p)];
+  } catch {
+    return [];
+  }
 }
 
 function slackPath(url: string): string {

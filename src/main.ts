@@ -15,8 +15,6 @@ import { MaintenanceCalendar } from './notify/maintenance.js';
 import { Notifier } from './notify/notifier.js';
 import { OutboxWorker } from './notify/outbox-worker.js';
 import { envelope, eventId } from './events/envelope.js';
-import { DeliveryRepo } from './store/delivery-repo.js';
-import { SilencesRepo } from './store/silences-repo.js';
 import { packageRoot } from './paths.js';
 import { Poller } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
@@ -36,11 +34,9 @@ import { Fetcher } from './sources/fetch.js';
 import { SOURCES } from './sources/registry.js';
 import { enabledSources, pathsFor } from './sources/select.js';
 import { Followups } from './scheduler/followups.js';
-import { AlertsRepo } from './store/alerts-repo.js';
 import { openStore, type Store } from './store/db.js';
-import { EventsRepo } from './store/events-repo.js';
-import { HistoryRepo, type PruneResult } from './store/history-repo.js';
-import { SnapshotsRepo } from './store/snapshots-repo.js';
+import type { PruneResult } from './store/history-repo.js';
+import { repos } from './store/repos.js';
 
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
@@ -58,6 +54,11 @@ export interface AppOptions {
   channels?: Channel[];
   /** How the Slack channel waits between messages (tests pass a recorder). */
   sleep?: (ms: number) => Promise<void>;
+  /**
+   * Open the store as a daemon (default true): on SQLite, take the one-daemon-per-file lock,
+   * so a second daemon on the same file refuses to start.
+   */
+  daemon?: boolean;
 }
 
 /** The wired program: every part, built once, plus the ways to run it. */
@@ -87,7 +88,7 @@ export interface App {
   /** Graceful stop: finish polls in flight, flush deliveries in flight, close. */
   stop(): Promise<void>;
   /** Delete change-log history older than `history.retention` (the daemon runs this every `history.prune_every`). */
-  pruneHistory(): PruneResult;
+  pruneHistory(): Promise<PruneResult>;
 }
 
 /** Load the built-in rule packs and the user's rule paths for a config. */
@@ -95,8 +96,11 @@ export function rulesFor(config: Config): CompiledRule[] {
   return loadRules(join(packageRoot(), 'rules'), config.rules, { sourceNames: SOURCE_NAMES, cwd: process.cwd() });
 }
 
-/** Build every part from a validated config. Throws RuleErrors / MigrationError on bad input. */
-export function createApp(config: Config, opts: AppOptions = {}): App {
+/**
+ * Build every part from a validated config. Throws RuleErrors / MigrationError on bad input,
+ * DatabaseInUseError when another daemon runs on the same SQLite file.
+ */
+export async function createApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const now = opts.now ?? Date.now;
   const random = opts.random ?? Math.random;
   const scrub = secretScrubber(secretsOf(config));
@@ -104,12 +108,37 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const rules = rulesFor(config);
   const maintenance = new MaintenanceCalendar(config.maintenance);
   const dispatcher = new Dispatcher(config, maintenance);
-  const store = openStore(config.storage.path, now);
-  const snapshots = new SnapshotsRepo(store.sqlite);
-  const alerts = new AlertsRepo(store.sqlite);
-  const events = new EventsRepo(store.sqlite);
-  const history = new HistoryRepo(store.sqlite);
-  const delivery = new DeliveryRepo(store.sqlite);
+  const store = await openStore(config.storage, {
+    now,
+    daemon: opts.daemon ?? true,
+    onError: (e) => log.warn({ err: scrub(String(e)) }, 'database connection lost (the pool replaces it)'),
+  });
+  try {
+    return await wire(config, opts, { now, random, scrub, log, rules, maintenance, dispatcher, store });
+  } catch (e) {
+    await store.close();
+    maintenance.close();
+    throw e;
+  }
+}
+
+/** The parts createApp built before it opened the store. */
+interface Base {
+  now: () => number;
+  random: () => number;
+  scrub: (text: string) => string;
+  log: Logger;
+  rules: CompiledRule[];
+  maintenance: MaintenanceCalendar;
+  dispatcher: Dispatcher;
+  store: Store;
+}
+
+/** Everything that needs the open store. */
+async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> {
+  const { now, random, scrub, log, rules, maintenance, dispatcher, store } = base;
+  // Reads outside a transaction; every write goes through store.transaction.
+  const { snapshots, alerts, events, history } = repos(store);
   const metrics = new Metrics(events, now);
   const client = new ApiClient({
     baseUrl: config.api.base_url,
@@ -134,19 +163,17 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     bus.emit('events', added);
     opts.onEvents?.(added);
   };
-  const notifier = new Notifier({ store, events, delivery, silences: new SilencesRepo(store.sqlite), dispatcher, log, now });
-  notifier.resumeInhibitions(
-    alerts.firing().flatMap((a) => {
-      const row = a.site_id === null || a.last_event_id === null ? undefined : history.event(a.last_event_id);
-      return row ? [JSON.parse(row.body) as HostwatchEvent] : [];
-    }),
-  );
+  const notifier = new Notifier({ store, dispatcher, log, now });
+  const firing: HostwatchEvent[] = [];
+  for (const a of await alerts.firing()) {
+    const row = a.site_id === null || a.last_event_id === null ? undefined : await history.event(a.last_event_id);
+    if (row) firing.push(JSON.parse(row.body) as HostwatchEvent);
+  }
+  await notifier.resumeInhibitions(firing);
   const worker = new OutboxWorker({
     store,
-    events,
-    delivery,
     disableAfterMs: config.delivery.disable_after_ms,
-    onChannelDisabled: ({ channel, reason, count }) => {
+    onChannelDisabled: async ({ channel, reason, count }) => {
       // An operator event: stored, and delivered to the channels still working.
       const at = new Date(now());
       const e = envelope({
@@ -167,7 +194,11 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
           reason,
         },
       });
-      if (notifier.publish(e)) announce([e]);
+      try {
+        if (await notifier.publish(e)) announce([e]);
+      } catch (err) {
+        log.error({ err: scrub(String(err)), event: e.id }, 'could not store the channel.disabled event');
+      }
     },
     channels,
     retryScheduleMs: config.delivery.retry_schedule_ms,
@@ -191,17 +222,13 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   });
   const scheduled: ScheduledSource[] = enabledSources(config);
   const followups = new Followups(scheduled.map((s) => s.def));
-  const poller = new Poller({
+  const poller = await Poller.open({
     fetcher: new Fetcher(client, (name, siteId) => ({ paths: pathsFor(config, name, siteId) })),
     sources: scheduled.map((s) => s.def),
     onFetched: (ref, data) => followups.observe(ref, data),
     instance: config.name,
     client,
     store,
-    snapshots,
-    alerts,
-    events,
-    history,
     rules,
     notifier,
     now,
@@ -245,13 +272,14 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     async runOnce() {
       await scheduler.runAll();
       // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour).
-      delivery.flushGroups(now(), DIGEST_GROUP);
+      await store.transaction((tx) => repos(tx).delivery.flushGroups(now(), DIGEST_GROUP));
       const pending = await worker.drain(config.delivery.drain_timeout_ms);
       return { pending };
     },
     serverUrl: null,
-    pruneHistory() {
-      const removed = history.prune(now() - config.history.retention_ms);
+    async pruneHistory() {
+      const before = now() - config.history.retention_ms;
+      const removed = await store.transaction((tx) => repos(tx).history.prune(before));
       if (removed.changeLog + removed.evidence > 0) log.info(removed, 'history pruned');
       return removed;
     },
@@ -281,14 +309,13 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       worker.start();
       scheduler.start();
       // History is pruned at start and then on a schedule, so the database stays bounded.
-      app.pruneHistory();
-      pruneTimer = setInterval(() => {
-        try {
-          app.pruneHistory();
-        } catch (e) {
-          log.error({ err: scrub(String(e)) }, 'history prune failed');
-        }
-      }, config.history.prune_every_ms);
+      const prune = (): Promise<void> =>
+        app.pruneHistory().then(
+          () => undefined,
+          (e: unknown) => log.error({ err: scrub(String(e)) }, 'history prune failed'),
+        );
+      await prune();
+      pruneTimer = setInterval(() => void prune(), config.history.prune_every_ms);
       pruneTimer.unref();
     },
     async stop() {
@@ -301,7 +328,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       await Promise.allSettled([...channels.values()].map((c) => c.close?.()));
       await client.close();
       maintenance.close();
-      store.close();
+      await store.close();
       log.info('hostwatch stopped');
     },
   };

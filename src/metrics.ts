@@ -36,16 +36,16 @@ export class Metrics {
       name: 'hostwatch_outbox_depth',
       help: 'Outbox rows waiting to be delivered.',
       registers,
-      collect() {
-        this.set(outbox.count('pending'));
+      async collect() {
+        this.set(await outbox.count('pending'));
       },
     });
     new Gauge({
       name: 'hostwatch_outbox_oldest_pending_age_seconds',
       help: 'Age of the oldest pending outbox row (0 when none).',
       registers,
-      collect() {
-        const oldest = outbox.oldestPendingCreatedAt();
+      async collect() {
+        const oldest = await outbox.oldestPendingCreatedAt();
         this.set(oldest === null ? 0 : Math.max(0, (now() - oldest) / 1000));
       },
     });

@@ -2,8 +2,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore } from '../src/store/db.js';
-import { HistoryRepo } from '../src/store/history-repo.js';
-import { SnapshotsRepo } from '../src/store/snapshots-repo.js';
+import { repos } from '../src/store/repos.js';
 import { tempDir } from './harness.js';
 import { loadRules } from '../src/rules/parse.js';
 import { SOURCE_NAMES } from '../src/main.js';
@@ -33,10 +32,11 @@ const usage = (percent: number): unknown => ({ site_id: 2, frozen: false, over: 
  * days: two outages of site 1 (10 minutes and 1 hour), site 1 slow, site 2's disk at 92%
  * then 95%, and a failed backup of site 1.
  */
-function writeHistory(dbPath: string, now: number): void {
-  const store = openStore(dbPath, () => now);
+async function writeHistory(dbPath: string, now: number): Promise<void> {
+  const store = await openStore({ engine: 'sqlite', path: dbPath }, { now: () => now });
   try {
-    new SnapshotsRepo(store.sqlite).put({
+    const r = repos(store);
+    await r.snapshots.put({
       source: 'sites',
       entity: 'sites',
       site_id: null,
@@ -45,7 +45,7 @@ function writeHistory(dbPath: string, now: number): void {
       version: 1,
       changed_at: now - 10 * DAY,
     });
-    const h = new HistoryRepo(store.sqlite);
+    const h = r.history;
     const rows: Array<[string, string, number, number, unknown]> = [
       ['health', 'sites/1/health', 1, now - 10 * DAY, health('online')], // before the window: the starting state
       ['usage', 'sites/2/usage', 2, now - 8 * DAY, usage(50)],
@@ -63,10 +63,10 @@ function writeHistory(dbPath: string, now: number): void {
     for (const [source, entity, site, at, value] of rows) {
       const v = (versions.get(entity) ?? 0) + 1;
       versions.set(entity, v);
-      h.add({ source, entity, site_id: site, version: v, at, body: JSON.stringify(value) });
+      await h.add({ source, entity, site_id: site, version: v, at, body: JSON.stringify(value) });
     }
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -95,7 +95,7 @@ function counts(stdout: string): string {
 
 describe('hostwatch rules backtest', () => {
   it('replays a known history and prints exact counts per rule and per channel', async () => {
-    writeHistory(join(dir, 'hostwatch.db'), Date.now());
+    await writeHistory(join(dir, 'hostwatch.db'), Date.now());
     writeFileSync(join(dir, 'mine.yaml'), 'rules:\n  - { name: site-slow, mode: shadow }\n');
     const r = await hostwatch(['rules', 'backtest', '--since', '7d', '-c', config()], { cwd: dir });
     expect(r.stderr).toBe('');
@@ -129,7 +129,7 @@ describe('hostwatch rules backtest', () => {
 
   it('runs timers between stored changes: with for: 30m only the 1-hour outage fires, 30 minutes in', async () => {
     const now = Date.now();
-    writeHistory(join(dir, 'hostwatch.db'), now);
+    await writeHistory(join(dir, 'hostwatch.db'), now);
     writeFileSync(join(dir, 'mine.yaml'), 'rules:\n  - { name: site-offline, for: 30m }\n');
     const r = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'site-offline', '-c', config()], { cwd: dir });
     expect(r.code).toBe(0);
@@ -144,7 +144,7 @@ describe('hostwatch rules backtest', () => {
   });
 
   it('tries a disabled rule named with --rule, and only that rule; --since limits the window', async () => {
-    writeHistory(join(dir, 'hostwatch.db'), Date.now());
+    await writeHistory(join(dir, 'hostwatch.db'), Date.now());
     writeFileSync(join(dir, 'mine.yaml'), 'rules:\n  - { name: usage-disk-high, enabled: false, params: { threshold: 95, resolve_below: 95 } }\n');
     const all = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'usage-disk-high', '-c', config()], { cwd: dir });
     expect(counts(all.stdout)).toBe(
@@ -164,7 +164,7 @@ describe('hostwatch rules backtest', () => {
   });
 
   it('refuses an unknown rule name with the known ones, exit 2', async () => {
-    writeHistory(join(dir, 'hostwatch.db'), Date.now());
+    await writeHistory(join(dir, 'hostwatch.db'), Date.now());
     writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
     const r = await hostwatch(['rules', 'backtest', '--rule', 'site-ofline', '-c', config()], { cwd: dir });
     expect(r.code).toBe(2);

@@ -378,7 +378,7 @@ describe('every catalog event, end to end against the simulator', () => {
         rules = [join(world.dir, 'case-rules.yaml')];
       }
       let skew = 0;
-      const app = world.app({ ...(t.config ?? {}), rules }, { now: () => Date.now() + skew });
+      const app = await world.app({ ...(t.config ?? {}), rules }, { now: () => Date.now() + skew });
       await app.runOnce();
       const baseline = world.events.length;
       Object.assign(ctx, (await t.change(c, ctx)) ?? {});
@@ -427,7 +427,7 @@ describe('thresholds', () => {
     const k = first(s.keywords.filter((x) => x.active), 'active rank keyword');
     await c.act('rank', 'move', { keyword_id: k.id, position: 40 });
     writeFileSync(join(world.dir, 'mine.yaml'), 'rules:\n  - { name: rank-position-changed, params: { min_move: 10 } }\n');
-    const app = world.app({ rules: [join(world.dir, 'mine.yaml')] });
+    const app = await world.app({ rules: [join(world.dir, 'mine.yaml')] });
     await app.runOnce();
     const base = world.events.length;
     await c.act('rank', 'move', { keyword_id: k.id, position: 34 });

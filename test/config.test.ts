@@ -60,7 +60,7 @@ describe('valid configs', () => {
         retries: 5,
         max_pages: 200,
       },
-      storage: { path: '/srv/hostwatch/state/hostwatch.db' },
+      storage: { engine: 'sqlite', path: '/srv/hostwatch/state/hostwatch.db' },
       sites: [12, 40, 7],
       sources: {
         health: { enabled: true, every_ms: 120_000 },
@@ -121,7 +121,7 @@ describe('valid configs', () => {
         retries: 3,
         max_pages: 50,
       },
-      storage: { path: '/srv/hostwatch/data/hostwatch.db' },
+      storage: { engine: 'sqlite', path: '/srv/hostwatch/data/hostwatch.db' },
       sites: 'all',
       sources: {},
       rules: [],
@@ -159,7 +159,7 @@ describe('valid configs', () => {
 
   it('keeps ":memory:" as the storage path instead of resolving it', () => {
     const result = parseText(`${MINIMAL}storage: { path: ":memory:" }\n`);
-    expect(result.ok && result.config.storage.path).toBe(':memory:');
+    expect(result.ok && result.config.storage).toEqual({ engine: 'sqlite', path: ':memory:' });
   });
 });
 
@@ -458,7 +458,7 @@ describe('loadConfig', () => {
     const file = join(FIXTURES, 'valid-minimal.yaml');
     const config = await loadConfig(relative(process.cwd(), file), {}, { sourceNames: SOURCE_NAMES });
     expect(config.file).toBe(file);
-    expect(config.storage.path).toBe(join(FIXTURES, 'data', 'hostwatch.db'));
+    expect(config.storage).toEqual({ engine: 'sqlite', path: join(FIXTURES, 'data', 'hostwatch.db') });
   });
 
   it('throws ConfigErrors with code config_invalid and the file as it was given', async () => {

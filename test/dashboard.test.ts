@@ -4,7 +4,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runDemo, type Demo } from '../src/demo.js';
 import { packageRoot } from '../src/paths.js';
-import { startWorld, tempDir, type World } from './harness.js';
+import { sqliteOf, startWorld, tempDir, type World } from './harness.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = join(packageRoot(), 'test-artifacts');
@@ -122,7 +122,7 @@ describe('the dashboard', () => {
     const silencedRow = page.locator('#events tbody tr', { hasText: sim.world.getSite(3)!.domain }).filter({ hasText: 'site.offline' });
     await silencedRow.first().waitFor();
     await silencedRow.locator('.badge.silenced').first().waitFor();
-    const held = app.store.sqlite
+    const held = sqliteOf(app.store)
       .prepare(
         `SELECT e.silenced_by, (SELECT count(*) FROM outbox o WHERE o.event_id = e.id) AS outbox
          FROM events e WHERE e.subject = 'sites/3/health' AND e.type = 'hostwatch.site.offline' AND e.status = 'firing'`,
@@ -153,7 +153,7 @@ describe('the dashboard', () => {
 
   it('takes a token from the fragment, keeps it for the tab, and uses it for the API and the stream', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token: 'dash-token-0123456789' } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     const url = app.serverUrl!;
 

@@ -38,7 +38,7 @@ describe('hostwatch deliveries and redeliver', () => {
   it('lists what was sent where with attempts and the last answer; --failed and --channel filter; redeliver sends a dead one again with the same id', async () => {
     let refuse = true;
     const { w, hooks, overrides, config, env } = await setup({ ok: () => ({ status: 200 }), picky: () => (refuse ? { status: 404, body: 'no such hook' } : { status: 200 }) });
-    const app = w.app(overrides);
+    const app = await w.app(overrides);
     await app.runOnce();
     w.sim.world.setHealth(1, { status: 'offline' });
     await app.runOnce();
@@ -68,7 +68,7 @@ describe('hostwatch deliveries and redeliver', () => {
     expect(rows(w, "SELECT state, attempts FROM outbox WHERE channel = 'picky'")).toEqual([{ state: 'pending', attempts: 0 }]);
 
     refuse = false;
-    const back = w.app(overrides);
+    const back = await w.app(overrides);
     expect(await back.worker.drain(3_000)).toBe(0);
     expect(hooks['picky']!.requests.map((r) => r.id)).toEqual([id, id]);
     expect(hooks['picky']!.accepted().map((r) => r.id)).toEqual([id]);
@@ -82,7 +82,7 @@ describe('hostwatch deliveries and redeliver', () => {
     // One event on one channel, by event id.
     const one = await hostwatch(['redeliver', id, '--channel', 'ok', '-c', config], env);
     expect(one.stdout).toContain('1 delivery queued again');
-    const third = w.app(overrides);
+    const third = await w.app(overrides);
     expect(await third.worker.drain(3_000)).toBe(0);
     expect(hooks['ok']!.accepted().map((r) => r.id)).toEqual([id, id]);
     const unknown = await hostwatch(['redeliver', 'no-such-event', '-c', config], env);
@@ -93,7 +93,7 @@ describe('hostwatch deliveries and redeliver', () => {
   it('shows a disabled channel, and redeliver --dead --channel enables it again', async () => {
     let gone = true;
     const { w, hooks, overrides, config, env } = await setup({ hook: () => (gone ? { status: 410, body: 'unsubscribed' } : { status: 200 }) });
-    const app = w.app(overrides);
+    const app = await w.app(overrides);
     await app.runOnce();
     w.sim.world.setHealth(2, { status: 'offline' });
     await app.runOnce();
@@ -104,7 +104,7 @@ describe('hostwatch deliveries and redeliver', () => {
     const re = await hostwatch(['redeliver', '--dead', '--channel', 'hook', '-c', config], env);
     expect(re.stdout).toContain('channel hook enabled again');
     expect(re.stdout).toContain('2 deliveries queued again'); // the event and the channel.disabled operator event
-    const back = w.app(overrides);
+    const back = await w.app(overrides);
     expect(await back.worker.drain(3_000)).toBe(0);
     expect(hooks['hook']!.accepted().map((r) => r.event!.data.name).sort()).toEqual(['channel.disabled', 'site.offline']);
   }, SLOW);
@@ -113,7 +113,7 @@ describe('hostwatch deliveries and redeliver', () => {
 describe('hostwatch silence', () => {
   it('adds a silence that holds back delivery but not storage, lists it with what it held back, and expires it', async () => {
     const { w, hooks, overrides, config, env } = await setup({ hook: () => ({ status: 200 }) });
-    const app = w.app(overrides);
+    const app = await w.app(overrides);
     await app.runOnce();
     await app.stop();
 
@@ -129,7 +129,7 @@ describe('hostwatch silence', () => {
     const id = add.stdout.split(' ')[0]!;
     expect(add.stdout).toMatch(/^[0-9a-f-]{36}  active   until .*Z  \(ends in 2h\)  site_id == 1  — moving to a new server \(ana; 0 held back\)\n$/);
 
-    const daemon = w.app(overrides);
+    const daemon = await w.app(overrides);
     w.sim.world.setHealth(1, { status: 'offline' });
     w.sim.world.setHealth(2, { status: 'offline' });
     await daemon.runOnce();

@@ -9,6 +9,8 @@ import type { Config } from '../src/config/types.js';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { createApp, SOURCE_NAMES, type App, type AppOptions } from '../src/main.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/index.js';
+import type { Store } from '../src/store/db.js';
+import { SqliteStore } from '../src/store/sqlite.js';
 
 /** A temporary folder removed by the returned cleanup. */
 export function tempDir(prefix = 'hostwatch-test-'): { dir: string; cleanup: () => void } {
@@ -49,7 +51,7 @@ export interface World {
    * is deep-merged into the base config (arrays replace), then written as YAML and parsed
    * like a user's file.
    */
-  app(overrides?: Record<string, unknown>, opts?: AppOptions): App;
+  app(overrides?: Record<string, unknown>, opts?: AppOptions): Promise<App>;
   /** The YAML text an app with these overrides would be built from. */
   yaml(overrides?: Record<string, unknown>): string;
   close(): Promise<void>;
@@ -103,9 +105,9 @@ export async function startWorld(
     events,
     base,
     yaml: (overrides = {}) => stringify(merge(base, overrides)),
-    app(overrides = {}, appOpts = {}) {
+    async app(overrides = {}, appOpts = {}) {
       const config = configFrom(world.yaml(overrides), env, dir);
-      const app = createApp(config, {
+      const app = await createApp(config, {
         logDestination: logs,
         random: () => 0.5,
         ...appOpts,
@@ -139,4 +141,10 @@ export function rows<T>(w: { dbPath: string }, sql: string): T[] {
   } finally {
     db.close();
   }
+}
+
+/** The better-sqlite3 connection of a SQLite store (for tests that read SQLite's own counters). */
+export function sqliteOf(store: Store): BetterSqlite3.Database {
+  if (!(store instanceof SqliteStore)) throw new Error(`expected a SQLite store, got ${store.description}`);
+  return store.sqlite;
 }

@@ -31,7 +31,7 @@ async function worldWithHook(): Promise<{ w: World; hook: Receiver; channels: Ar
 describe('inhibition', () => {
   it('an event released by an inhibition into a silence is not sent, and is not called released', async () => {
     const { w, hook, channels } = await worldWithHook();
-    const app = w.app({ channels });
+    const app = await w.app({ channels });
     const sim = w.sim.world;
     await app.runOnce(); // baseline
     sim.setHealth(1, { status: 'offline' });
@@ -39,7 +39,7 @@ describe('inhibition', () => {
     sim.addBackup(1, { state: 'Error' });
     await app.runOnce(); // backup.failed held by the inhibition
     const now = Date.now();
-    new SilencesRepo(app.store.sqlite).add({
+    await new SilencesRepo(app.store).add({
       id: 'sil-backups', match: "name == 'backup.failed'", starts_at: now - 1000, ends_at: now + 3_600_000,
       comment: 'backups are being moved', created_by: 'test', created_at: now, expired_at: null,
     });
@@ -53,7 +53,7 @@ describe('inhibition', () => {
 
   it('a site.offline already firing when the daemon starts with inhibition configured holds back that site\'s other events', async () => {
     const { w, hook, channels } = await worldWithHook();
-    const before = w.app({ channels, inhibit: [] });
+    const before = await w.app({ channels, inhibit: [] });
     const sim = w.sim.world;
     await before.runOnce(); // baseline
     sim.setHealth(1, { status: 'offline' });
@@ -61,7 +61,7 @@ describe('inhibition', () => {
     await before.stop();
     expect(rows(w, 'SELECT * FROM inhibitions')).toEqual([]);
 
-    const after = w.app({ channels }); // the default: site.offline inhibits
+    const after = await w.app({ channels }); // the default: site.offline inhibits
     sim.addBackup(1, { state: 'Error' });
     await after.runOnce();
     expect(delivered(hook)).toEqual(['1:site.offline:firing']);
@@ -72,7 +72,7 @@ describe('inhibition', () => {
 
   it('holds a site\'s other events while site.offline fires, releases them when it resolves, and drops an alert that fired and resolved meanwhile', async () => {
     const { w, hook, channels } = await worldWithHook();
-    const app = w.app({ channels });
+    const app = await w.app({ channels });
     const sim = w.sim.world;
     await app.runOnce(); // baseline
 
@@ -135,7 +135,7 @@ describe('inhibition', () => {
 
   it('releases an alert still firing when the inhibition ends, and can be turned off with inhibit: []', async () => {
     const { w, hook, channels } = await worldWithHook();
-    const app = w.app({ channels });
+    const app = await w.app({ channels });
     const sim = w.sim.world;
     await app.runOnce();
     sim.setHealth(3, { status: 'offline' });
@@ -148,7 +148,7 @@ describe('inhibition', () => {
     expect(delivered(hook).sort()).toEqual(['3:site.offline:firing', '3:site.offline:resolved', '3:usage.disk_high:firing', '3:usage.over_limit:firing'].sort());
 
     const { w: w2, hook: hook2, channels: channels2 } = await worldWithHook();
-    const app2 = w2.app({ channels: channels2, inhibit: [] });
+    const app2 = await w2.app({ channels: channels2, inhibit: [] });
     await app2.runOnce();
     w2.sim.world.setHealth(3, { status: 'offline' });
     await app2.runOnce();

@@ -27,6 +27,7 @@ const M = {
   secret: 'must be a Standard Webhooks secret: "whsec_" followed by base64, like whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
   rate: 'must be a number greater than 0 and at most 1000',
   path: 'must be a non-empty file path',
+  storageUrl: 'must be a PostgreSQL URL like postgres://hostwatch:${PGPASS}@db.example.net:5432/hostwatch',
   sites: 'must be "all" or a non-empty list of site ids, like [12, 40]',
   siteId: 'must be a positive integer site id',
   rules: 'must be a list of rule files or folders, like [./rules]',
@@ -54,6 +55,16 @@ const M = {
   windowName: 'must be lowercase letters, digits, "_" or "-", like nightly-backup',
   eventName: 'must be an event name like site.offline',
 } as const;
+
+/** True for `postgres://` or `postgresql://` URLs with a host (what node-postgres connects to). */
+export function isPostgresUrl(value: string): boolean {
+  try {
+    const u = new URL(value);
+    return (u.protocol === 'postgres:' || u.protocol === 'postgresql:') && u.hostname !== '';
+  } catch {
+    return false;
+  }
+}
 
 /** Event fields a route's group_by may name (`site` is site_id and domain together). */
 export const GROUP_FIELDS = ['site_id', 'domain', 'name', 'type', 'severity', 'rule', 'subject', 'status'] as const;
@@ -334,7 +345,10 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
   const shape = {
     name: z.string(M.name).regex(/^[a-z0-9._-]+$/, M.name).optional(),
     api: apiSection,
-    storage: section({ path: text(M.path).optional() }).nullish(),
+    storage: section({
+      path: text(M.path).optional(),
+      url: z.string(M.storageUrl).refine(isPostgresUrl, M.storageUrl).optional(),
+    }).nullish(),
     sites: z.union([z.literal('all', M.sites), siteList], M.sites).optional(),
     sources: sourcesSection(sourceNames).nullish(),
     rules: z.array(text(M.path), M.rules).nullish(),
@@ -358,12 +372,14 @@ export type CheckedConfig = z.output<ConfigSchema>;
 
 /**
  * True if the value at `path` is a secret, whose value must never appear in an error:
- * api.key, server.token, channels[*].secret, channels[*].smtp.pass, and channels[*].url
- * of every channel that is not a plain webhook (a Slack webhook URL is its own credential).
+ * api.key, server.token, storage.url (it carries the database password), channels[*].secret,
+ * channels[*].smtp.pass, and channels[*].url of every channel that is not a plain webhook (a
+ * Slack webhook URL is its own credential).
  */
 export function isSecretPath(path: readonly (string | number)[], data: unknown): boolean {
   const [first, second, third, fourth] = path;
   if (first === 'api' && second === 'key') return true;
+  if (first === 'storage' && second === 'url') return true;
   if (first === 'server' && second === 'token') return true;
   if (first !== 'channels' || typeof second !== 'number') return false;
   if (third === 'secret') return true;

@@ -11,13 +11,13 @@ import { checkShape, Fetcher } from '../sources/fetch.js';
 import { recordVolatile } from '../sources/records.js';
 import { entityOf, pathOf, sitesSource, viewsOf } from '../sources/registry.js';
 import type { EntityRef, SiteInfo, SourceDef } from '../sources/types.js';
-import type { AlertRow, AlertsRepo } from '../store/alerts-repo.js';
+import type { AlertRow } from '../store/alerts-repo.js';
 import type { Store } from '../store/db.js';
-import { toEventRow, type EventsRepo } from '../store/events-repo.js';
-import { SilencesRepo } from '../store/silences-repo.js';
-import type { PollStateRow, SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
-import type { EvidenceRow, HistoryRepo } from '../store/history-repo.js';
-import { listOf, planEvents, siteInfoFromRecord, sourceRules, type SourceRules } from './plan.js';
+import { toEventRow } from '../store/events-repo.js';
+import type { EvidenceRow } from '../store/history-repo.js';
+import { repos, type Repos } from '../store/repos.js';
+import type { PollStateRow, SnapshotRow } from '../store/snapshots-repo.js';
+import { listOf, planEvents, siteInfoFromRecord, sourceRules, type PlanOutput, type SourceRules } from './plan.js';
 
 /** A source is degraded when an entity of it failed this many polls in a row. */
 export const DEGRADED_AFTER = 3;
@@ -25,17 +25,11 @@ export const DEGRADED_AFTER = 3;
 export interface PollerDeps {
   instance: string;
   client: ApiClient;
+  /** Where snapshots, the change log, events, outbox rows and alert state go (one transaction per poll). */
   store: Store;
-  snapshots: SnapshotsRepo;
-  alerts: AlertsRepo;
-  events: EventsRepo;
-  /** The change log and event evidence (written in each poll's transaction). */
-  history: HistoryRepo;
   rules: readonly CompiledRule[];
-  /** Decides where a stored event goes (silences, maintenance, inhibition, routes) and queues it. */
+  /** Decides where a stored event goes (silences, maintenance, inhibition, routes) and queues it, in the poll's transaction. */
   notifier: Pick<Notifier, 'dispatch'>;
-  /** Silences in force, read at each event commit; defaults to the silences table of `store`. */
-  silences?: SilenceSource;
   now: () => number;
   log: Logger;
   /** Scrubs secrets from text before it is stored (error messages). */
@@ -52,12 +46,6 @@ export interface PollerDeps {
   onFetched?: (ref: EntityRef, data: unknown) => void;
   /** Called after a commit that added events (wakes the outbox worker, feeds the demo). */
   onEvents?: (events: HostwatchEvent[]) => void;
-}
-
-/** What the poller needs of the silences table (SilencesRepo). */
-export interface SilenceSource {
-  active(now: number): Silence[];
-  markSilenced(eventId: string, silenceId: string): void;
 }
 
 /** `not_applicable`: the API said the resource does not apply here (409 off the CDN); nothing written. */
@@ -85,15 +73,44 @@ export interface PollOutcome {
 interface PreparedSource {
   def: SourceDef;
   rules: SourceRules;
+  /** Names of the source's alert rules (whose state a plan reads). */
+  alertRules: string[];
+  /** The distinct `window` lengths of the source's rules (the past values a plan reads). */
+  windows: number[];
   whole: CompiledDiffOptions;
   record: CompiledDiffOptions;
   /** The enabled views that re-read this source's reply. */
   views: readonly SourceDef[];
 }
 
+/** What one transaction (one unit of the commit queue) shares between its steps. */
+interface Unit {
+  r: Repos;
+  /** Events stored by this unit, announced after its commit. */
+  added: HostwatchEvent[];
+  /** Active silences, read once per unit (at its first event), so a silence added by another process applies to the next commit. */
+  silences: Silence[] | null;
+}
+
+/** What a successful poll writes (see writeSuccess). */
+interface Success {
+  first: boolean;
+  snapshot: SnapshotRow | null;
+  events: HostwatchEvent[];
+  alerts: AlertRow[];
+  removedSites: number[];
+  evidence: EvidenceRow[];
+}
+
+const NOTHING: Success = { first: false, snapshot: null, events: [], alerts: [], removedSites: [], evidence: [] };
+
 /**
- * Polls entities: fetch → hash → (plan) → one transaction. Owns the in-memory site
- * directory derived from the stored site list.
+ * Polls entities: fetch → hash → one transaction (read state → plan → write). Owns the
+ * in-memory site directory derived from the stored site list.
+ *
+ * All network IO (the fetch) is over before the transaction starts; inside it there are only
+ * this store's reads and writes and the pure planner. The plan reads what it needs (alert
+ * state, past values) in the transaction, so it plans on the state it commits against.
  */
 export class Poller {
   private readonly prepared = new Map<string, PreparedSource>();
@@ -116,20 +133,25 @@ export class Poller {
   private readonly failing = new Set<string>();
   /** Sources with a firing source.scope_missing alert. */
   private readonly scopeMissing = new Set<string>();
-  private readonly silences: SilenceSource;
-  /** Active silences, read once per commit (null outside a commit). */
-  private activeSilences: Silence[] | null = null;
-
+  /** The repositories on the store itself (reads outside a transaction). */
+  private readonly r: Repos;
   private readonly fetcher: Fetcher;
 
-  constructor(private readonly deps: PollerDeps) {
+  private constructor(private readonly deps: PollerDeps) {
     this.fetcher = deps.fetcher ?? new Fetcher(deps.client);
-    this.silences = deps.silences ?? new SilencesRepo(deps.store.sqlite);
     this.ruleByName = new Map(deps.rules.map((r) => [r.name, r]));
     this.watched = deps.sites === undefined || deps.sites === 'all' ? null : new Set(deps.sites);
-    this.loadDirectory();
-    for (const row of deps.snapshots.allFailing()) this.failing.add(`${row.source}\u0000${row.entity}`);
-    for (const a of deps.alerts.firing()) if (a.rule === 'source-scope-missing') this.scopeMissing.add(a.subject);
+    this.r = repos(deps.store);
+  }
+
+  /** A poller with its site directory, failing entities and missing scopes read from the store. */
+  static async open(deps: PollerDeps): Promise<Poller> {
+    const p = new Poller(deps);
+    const row = await p.r.snapshots.get(sitesSource.name, sitesSource.name);
+    if (row) p.setDirectory(JSON.parse(row.body));
+    for (const s of await p.r.snapshots.allFailing()) p.failing.add(`${s.source}\u0000${s.entity}`);
+    for (const a of await p.r.alerts.firing()) if (a.rule === 'source-scope-missing') p.scopeMissing.add(a.subject);
+    return p;
   }
 
   /** The sites known from the last stored site list, in id order. */
@@ -152,24 +174,24 @@ export class Poller {
       // A 304 is "unchanged"; but where an alert timer runs (for, keep_firing_for, repeat),
       // time alone can fire, resolve or re-send, so those entities (and views of the same
       // reply) are planned again on their stored snapshot.
-      const outcome = this.unchanged(ref, started, opts);
+      const outcome = await this.unchanged(ref, started, opts);
       for (const view of this.prepare(source).views) {
         const viewRef = entityOf(view, site, recordKey);
-        this.observed(viewRef, this.unchanged(viewRef, started, opts));
+        this.observed(viewRef, await this.unchanged(viewRef, started, opts));
       }
       outcome.durationMs = this.deps.now() - started;
       return this.observed(ref, outcome);
     }
     if (got.kind !== 'data') {
       // "Not applicable here": a success that changes nothing and writes no snapshot.
-      this.recordSuccess(ref, started, false, null, [], []);
+      await this.recordSuccess(ref, started);
       return this.observed(ref, { entity: ref.entity, status: 'not_applicable', events: 0, durationMs: this.deps.now() - started });
     }
     let outcome: PollOutcome;
     try {
-      outcome = this.ingest(ref, got.data, started, opts);
+      outcome = await this.ingest(ref, got.data, started, opts);
       const endpoint = pathOf(source, ref.siteId, recordKey);
-      for (const view of this.prepare(source).views) this.ingestView(view, site, recordKey, endpoint, got.data, started, opts);
+      for (const view of this.prepare(source).views) await this.ingestView(view, site, recordKey, endpoint, got.data, started, opts);
       // Detail follow-ups and adaptive polling see a reply only once it is committed.
       this.deps.onFetched?.(ref, got.data);
     } catch (e) {
@@ -182,28 +204,28 @@ export class Poller {
   }
 
   /** An entity the server said is unchanged (304): replanned on its stored snapshot if a timer runs. */
-  private unchanged(ref: EntityRef, started: number, opts: PollOptions): PollOutcome {
-    const stored = this.timed.has(`${ref.source.name}\u0000${ref.entity}`) ? this.deps.snapshots.get(ref.source.name, ref.entity) : undefined;
+  private async unchanged(ref: EntityRef, started: number, opts: PollOptions): Promise<PollOutcome> {
+    const stored = this.timed.has(`${ref.source.name}\u0000${ref.entity}`) ? await this.r.snapshots.get(ref.source.name, ref.entity) : undefined;
     if (stored) return this.ingest(ref, JSON.parse(stored.body), started, opts);
-    this.recordSuccess(ref, started, false, null, [], []);
+    await this.recordSuccess(ref, started);
     return { entity: ref.entity, status: 'unchanged', events: 0 };
   }
 
   /** A view re-reads its origin's reply as its own entity (own key, own volatile fields, own rules). */
-  private ingestView(view: SourceDef, site: SiteInfo | null, recordKey: string | undefined, endpoint: string, data: unknown, started: number, opts: PollOptions): void {
+  private async ingestView(view: SourceDef, site: SiteInfo | null, recordKey: string | undefined, endpoint: string, data: unknown, started: number, opts: PollOptions): Promise<void> {
     const ref = entityOf(view, site, recordKey);
     try {
       // A view has no request of its own: a bad reply is named by its origin's endpoint.
       checkShape(ref, endpoint, data);
     } catch (e) {
-      this.failed(ref, e as ApiError, started);
+      await this.failed(ref, e as ApiError, started);
       return;
     }
-    this.observed(ref, this.ingest(ref, data, started, opts));
+    this.observed(ref, await this.ingest(ref, data, started, opts));
   }
 
-  private failed(ref: EntityRef, err: ApiError, started: number): PollOutcome {
-    this.recordFailure(ref, err, started);
+  private async failed(ref: EntityRef, err: ApiError, started: number): Promise<PollOutcome> {
+    await this.recordFailure(ref, err, started);
     return this.observed(ref, { entity: ref.entity, status: 'failed', events: 0, error: err, durationMs: this.deps.now() - started });
   }
 
@@ -216,71 +238,97 @@ export class Poller {
    * Take a fetched value for an entity through hash, plan and commit.
    * Separate from poll() so benchmarks can measure the pipeline without the network.
    */
-  ingest(ref: EntityRef, data: unknown, started: number, opts: PollOptions = {}): PollOutcome {
+  async ingest(ref: EntityRef, data: unknown, started: number, opts: PollOptions = {}): Promise<PollOutcome> {
     const p = this.prepare(ref.source);
     const hash = contentHash(data, p.whole);
     const stateKey = `${ref.source.name}\u0000${ref.entity}`;
     const cached = this.heads.get(stateKey);
     if (cached !== undefined && cached.hash === hash && !this.timed.has(stateKey)) {
-      this.recordSuccess(ref, started, false, null, [], []);
+      await this.recordSuccess(ref, started);
       return { entity: ref.entity, status: 'unchanged', events: 0 };
     }
-    const head = cached ?? this.deps.snapshots.head(ref.source.name, ref.entity);
-    const unchanged = head !== undefined && head.hash === hash;
-    const fromEmpty = head === undefined && opts.fromEmpty === true && ref.source.key !== undefined;
-    const before =
-      head === undefined ? (fromEmpty ? emptyOf(ref.source) : null) : unchanged ? data : JSON.parse(this.deps.snapshots.get(ref.source.name, ref.entity)!.body);
-    // A baseline goes on from the change log's last version: a site that left the list and
-    // came back must not reuse the ids (rule, subject, version) of its earlier change events.
-    const version = unchanged ? head.version : (head?.version ?? this.deps.history.lastVersion(ref.source.name, ref.entity) ?? 0) + 1;
     const now = new Date(this.deps.now());
-    const pastCache = new Map<number, unknown>();
-    const plan = planEvents({
-      instance: this.deps.instance,
-      source: ref.source,
-      entity: ref.entity,
-      entitySite: ref.siteId === null ? null : (this.directory.get(ref.siteId) ?? { id: ref.siteId, domain: `site-${ref.siteId}` }),
-      siteLookup: (id) => this.directory.get(id) ?? null,
-      before,
-      after: data,
-      baseline: head === undefined && !fromEmpty,
-      alertsOnly: unchanged,
-      version,
-      rules: p.rules,
-      recordDiff: p.record,
-      alertState: (rule, subject) => this.deps.alerts.get(rule, subject),
-      firingForSite: (id) => this.deps.alerts.firingForSite(id),
-      ruleByName: (name) => this.ruleByName.get(name),
-      // Read (once per window length in this plan) only by rules with a `window`.
-      pastValue: (at) => {
-        if (!pastCache.has(at)) {
-          const row = this.deps.history.at(ref.source.name, ref.entity, at);
-          pastCache.set(at, row === undefined ? undefined : JSON.parse(row.body));
-        }
-        return pastCache.get(at);
-      },
-      now,
+    const done = await this.commit(async (u) => {
+      const { r } = u;
+      const head = cached ?? (await r.snapshots.head(ref.source.name, ref.entity));
+      const unchanged = head !== undefined && head.hash === hash;
+      const fromEmpty = head === undefined && opts.fromEmpty === true && ref.source.key !== undefined;
+      const before =
+        head === undefined ? (fromEmpty ? emptyOf(ref.source) : null) : unchanged ? data : JSON.parse((await r.snapshots.get(ref.source.name, ref.entity))!.body);
+      // A baseline goes on from the change log's last version: a site that left the list and
+      // came back must not reuse the ids (rule, subject, version) of its earlier change events.
+      const version = unchanged ? head.version : (head?.version ?? (await r.history.lastVersion(ref.source.name, ref.entity)) ?? 0) + 1;
+      const reads = await this.planReads(r, p, ref, before, data, now.getTime());
+      const plan = planEvents({
+        instance: this.deps.instance,
+        source: ref.source,
+        entity: ref.entity,
+        entitySite: ref.siteId === null ? null : (this.directory.get(ref.siteId) ?? { id: ref.siteId, domain: `site-${ref.siteId}` }),
+        siteLookup: (id) => this.directory.get(id) ?? null,
+        before,
+        after: data,
+        baseline: head === undefined && !fromEmpty,
+        alertsOnly: unchanged,
+        version,
+        rules: p.rules,
+        recordDiff: p.record,
+        ...reads,
+        ruleByName: (name) => this.ruleByName.get(name),
+        now,
+      });
+      const events = this.watched ? plan.events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : plan.events;
+      const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
+      const snapshot: SnapshotRow | null = unchanged
+        ? null
+        : { source: ref.source.name, entity: ref.entity, site_id: ref.siteId, hash, body: JSON.stringify(data), version, changed_at: now.getTime() };
+      await this.writeSuccess(u, ref, started, { first: head === undefined, snapshot, events, alerts: plan.alerts, removedSites, evidence: plan.evidence });
+      const status: PollStatus = head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed';
+      return { plan, version, snapshot, removedSites, status, events: events.length };
     });
+    // Committed: only now does memory move on (a failed commit leaves it as it was).
+    this.afterPlan(stateKey, done.plan);
+    this.afterSuccess(ref, done.removedSites);
+    this.heads.set(stateKey, { hash, version: done.version });
+    if (done.snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
+    return { entity: ref.entity, status: done.status, events: done.events };
+  }
+
+  /**
+   * What the plan of this entity may read of the store, read up front in the transaction so
+   * the planner stays pure and synchronous: the state of the source's alerts about the entity,
+   * the alerts firing for sites a new site list drops, and the past values `window` rules see.
+   * A read the plan asks for that was not made here is a bug, and throws.
+   */
+  private async planReads(r: Repos, p: PreparedSource, ref: EntityRef, before: unknown, after: unknown, now: number) {
+    const alerts = new Map<string, AlertRow>();
+    for (const a of await r.alerts.ofEntity(p.alertRules, ref.entity)) alerts.set(`${a.rule}\u0000${a.subject}`, a);
+    const firing = new Map<number, AlertRow[]>();
+    if (ref.source.name === sitesSource.name && before !== null) {
+      const kept = new Set(listOf(sitesSource, after).map((rec) => rec['id']));
+      for (const rec of listOf(sitesSource, before)) {
+        const id = rec['id'];
+        if (typeof id === 'number' && !kept.has(id)) firing.set(id, await r.alerts.firingForSite(id));
+      }
+    }
+    const past = new Map<number, unknown>();
+    for (const w of p.windows) {
+      const row = await r.history.at(ref.source.name, ref.entity, now - w);
+      past.set(now - w, row === undefined ? undefined : JSON.parse(row.body));
+    }
+    const unread = (what: string): never => {
+      throw new Error(`plan of ${ref.entity} read ${what}, which was not read before planning`);
+    };
+    return {
+      alertState: (rule: string, subject: string) => alerts.get(`${rule}\u0000${subject}`),
+      firingForSite: (id: number) => firing.get(id) ?? unread(`the alerts firing for site ${id}`),
+      pastValue: (at: number) => (past.has(at) ? past.get(at) : unread(`a past value at ${at}`)),
+    };
+  }
+
+  private afterPlan(stateKey: string, plan: PlanOutput): void {
     if (plan.timed) this.timed.add(stateKey);
     else this.timed.delete(stateKey);
-    for (const problem of plan.problems) this.deps.log.warn({ source: ref.source.name }, problem);
-    const events = this.watched ? plan.events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : plan.events;
-    const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
-    const snapshot: SnapshotRow | null = unchanged
-      ? null
-      : {
-          source: ref.source.name,
-          entity: ref.entity,
-          site_id: ref.siteId,
-          hash,
-          body: JSON.stringify(data),
-          version,
-          changed_at: now.getTime(),
-        };
-    this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites, plan.evidence);
-    this.heads.set(stateKey, { hash, version });
-    if (snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
-    return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: events.length };
+    for (const problem of plan.problems) this.deps.log.warn({ source: stateKey.split('\u0000')[0] }, problem);
   }
 
   /**
@@ -288,14 +336,14 @@ export class Poller {
    * entity ''), and fire or resolve its `source.degraded` operator alert from the
    * per-entity failure counts.
    */
-  finishCycle(source: SourceDef, outcomes: readonly PollOutcome[] = []): void {
+  async finishCycle(source: SourceDef, outcomes: readonly PollOutcome[] = []): Promise<void> {
     const now = this.deps.now();
-    const prev = this.deps.snapshots.state(source.name, '');
     const failures = outcomes.filter((o) => o.status === 'failed');
     const allFailed = outcomes.length > 0 && failures.length === outcomes.length;
     const firstError = failures[0]?.error;
-    this.commit((added) => {
-      this.deps.snapshots.putState({
+    await this.commit(async (u) => {
+      const prev = await u.r.snapshots.state(source.name, '');
+      await u.r.snapshots.putState({
         source: source.name,
         entity: '',
         site_id: null,
@@ -305,27 +353,27 @@ export class Poller {
         last_error_code: firstError?.code ?? null,
         last_error: firstError ? this.deps.scrub(firstError.message) : null,
       });
-      this.degradedAlert(source, added);
+      await this.degradedAlert(u, source);
     });
   }
 
   /** Fire or resolve a source's `source.degraded` from the per-entity failure counts. */
-  private degradedAlert(source: SourceDef, added: HostwatchEvent[]): void {
+  private async degradedAlert(u: Unit, source: SourceDef): Promise<void> {
     // A missing scope has its own operator event; it must not also count as degraded.
-    const failing = this.deps.snapshots.failing(source.name, DEGRADED_AFTER).filter((r) => r.last_error_code !== 'scope_missing');
+    const failing = (await u.r.snapshots.failing(source.name, DEGRADED_AFTER)).filter((r) => r.last_error_code !== 'scope_missing');
     const subject = `sources/${source.name}`;
-    const state = this.deps.alerts.get('source-degraded', subject);
+    const state = await u.r.alerts.get('source-degraded', subject);
     const firing = state?.status === 'firing';
     if (failing.length > 0 && !firing) {
       const sample = failing[0]!;
-      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'firing', state, added, {
+      await this.operatorAlert(u, 'source-degraded', 'source.degraded', 'warning', subject, 'firing', state, {
         summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failed ${DEGRADED_AFTER}+ polls in a row (last error: ${sample.last_error_code})`,
         source: source.name,
         failing: failing.length,
         last_error: sample.last_error,
       });
     } else if (failing.length === 0 && firing) {
-      this.operatorAlert('source-degraded', 'source.degraded', 'warning', subject, 'resolved', state, added, {
+      await this.operatorAlert(u, 'source-degraded', 'source.degraded', 'warning', subject, 'resolved', state, {
         summary: `${source.name} is polling normally again`,
         source: source.name,
         failing: 0,
@@ -333,20 +381,13 @@ export class Poller {
     }
   }
 
-  private recordFailure(ref: EntityRef, err: ApiError, at: number): void {
-    const prev = this.deps.snapshots.state(ref.source.name, ref.entity);
+  private async recordFailure(ref: EntityRef, err: ApiError, at: number): Promise<void> {
     this.failing.add(`${ref.source.name}\u0000${ref.entity}`);
     const message = this.deps.scrub(err.message);
-    // Warn when an entity starts failing; repeats go to debug, so an API outage over
-    // thousands of sites is one warning each, then the cycle summaries and source.degraded.
-    const level = prev && prev.consecutive_failures > 0 ? 'debug' : 'warn';
-    this.deps.log[level](
-      { source: ref.source.name, entity: ref.entity, code: err.code, status: err.statusCode, endpoint: err.endpoint, failures: (prev?.consecutive_failures ?? 0) + 1 },
-      `poll failed: ${message}`,
-    );
     let scopeFired: string | null = null;
-    this.commit((added) => {
-      this.deps.snapshots.putState({
+    const failures = await this.commit(async (u) => {
+      const prev = await u.r.snapshots.state(ref.source.name, ref.entity);
+      await u.r.snapshots.putState({
         source: ref.source.name,
         entity: ref.entity,
         site_id: ref.siteId,
@@ -358,133 +399,142 @@ export class Poller {
       });
       if (err.code === 'scope_missing') {
         const subject = `sources/${ref.source.name}`;
-        const state = this.deps.alerts.get('source-scope-missing', subject);
+        const state = await u.r.alerts.get('source-scope-missing', subject);
         if (state?.status !== 'firing') {
           scopeFired = subject;
           const required = err.requiredScope ?? ref.source.scope;
-          this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', subject, 'firing', state, added, {
+          await this.operatorAlert(u, 'source-scope-missing', 'source.scope_missing', 'critical', subject, 'firing', state, {
             summary: `the API key lacks the scope ${required} that source ${ref.source.name} needs`,
             source: ref.source.name,
             required,
           });
         }
       }
+      return (prev?.consecutive_failures ?? 0) + 1;
     });
     if (scopeFired) this.scopeMissing.add(scopeFired);
+    // Warn when an entity starts failing; repeats go to debug, so an API outage over
+    // thousands of sites is one warning each, then the cycle summaries and source.degraded.
+    this.deps.log[failures > 1 ? 'debug' : 'warn'](
+      { source: ref.source.name, entity: ref.entity, code: err.code, status: err.statusCode, endpoint: err.endpoint, failures },
+      `poll failed: ${message}`,
+    );
   }
 
   /**
-   * Commit a successful poll. An unchanged poll of a healthy entity writes nothing at all;
-   * poll state is written on the first success and on recovery from failures.
+   * A success that brought no data to store (unchanged, not applicable): it writes only a
+   * recovery (poll state of a failing entity, a resolved missing scope), so an unchanged
+   * poll of a healthy entity touches no database at all.
    */
-  private recordSuccess(
-    ref: EntityRef,
-    at: number,
-    first: boolean,
-    snapshot: SnapshotRow | null,
-    events: HostwatchEvent[],
-    alerts: AlertRow[],
-    removedSites: number[] = [],
-    evidence: EvidenceRow[] = [],
-  ): void {
-    const key = `${ref.source.name}\u0000${ref.entity}`;
-    const needState = first || this.failing.has(key);
+  private async recordSuccess(ref: EntityRef, at: number): Promise<void> {
+    if (!this.failing.has(`${ref.source.name}\u0000${ref.entity}`) && !this.scopeMissing.has(`sources/${ref.source.name}`)) return;
+    await this.commit((u) => this.writeSuccess(u, ref, at, NOTHING));
+    this.afterSuccess(ref, []);
+  }
+
+  /**
+   * Write a successful poll (inside its transaction): snapshot and change-log row, forgotten
+   * sites, events (with their outbox rows), alert state, evidence and poll state, together
+   * or not at all (invariant 4). Poll state is written on the first success and on recovery.
+   */
+  private async writeSuccess(u: Unit, ref: EntityRef, at: number, s: Success): Promise<void> {
+    const { r } = u;
+    if (s.snapshot) {
+      await r.snapshots.put(s.snapshot);
+      const { source, entity, site_id, version, changed_at, body } = s.snapshot;
+      await r.history.add({ source, entity, site_id, version, at: changed_at, body });
+    }
+    for (const id of s.removedSites) await r.snapshots.forgetSite(id);
+    for (const e of s.events) if (await this.addEvent(u, e)) u.added.push(e);
+    for (const a of s.alerts) await r.alerts.put(a);
+    for (const ev of s.evidence) await r.history.putEvidence(ev);
+    if (s.first || this.failing.has(`${ref.source.name}\u0000${ref.entity}`)) {
+      const row: PollStateRow = {
+        source: ref.source.name,
+        entity: ref.entity,
+        site_id: ref.siteId,
+        last_attempt_at: at,
+        last_success_at: at,
+        consecutive_failures: 0,
+        last_error_code: null,
+        last_error: null,
+      };
+      await r.snapshots.putState(row);
+    }
     const scopeSubject = `sources/${ref.source.name}`;
-    const scopeFiring = this.scopeMissing.has(scopeSubject);
-    if (!snapshot && !needState && events.length === 0 && alerts.length === 0 && !scopeFiring) return;
-    const scope = scopeFiring ? this.deps.alerts.get('source-scope-missing', scopeSubject) : undefined;
-    // Invariant 4: snapshot, events, outbox rows, alert state and poll state together or not at all.
-    this.commit((added) => {
-      if (snapshot) {
-        this.deps.snapshots.put(snapshot);
-        const { source, entity, site_id, version, changed_at, body } = snapshot;
-        this.deps.history.add({ source, entity, site_id, version, at: changed_at, body });
-      }
-      for (const id of removedSites) this.deps.snapshots.forgetSite(id);
-      for (const e of events) if (this.addEvent(e)) added.push(e);
-      for (const a of alerts) this.deps.alerts.put(a);
-      for (const ev of evidence) this.deps.history.putEvidence(ev);
-      if (needState) {
-        const row: PollStateRow = {
-          source: ref.source.name,
-          entity: ref.entity,
-          site_id: ref.siteId,
-          last_attempt_at: at,
-          last_success_at: at,
-          consecutive_failures: 0,
-          last_error_code: null,
-          last_error: null,
-        };
-        this.deps.snapshots.putState(row);
-      }
-      if (scopeFiring) {
-        this.operatorAlert('source-scope-missing', 'source.scope_missing', 'critical', scopeSubject, 'resolved', scope, added, {
+    if (this.scopeMissing.has(scopeSubject)) {
+      const scope = await r.alerts.get('source-scope-missing', scopeSubject);
+      // Another poll of the source may have resolved it in this batch already.
+      if (scope?.status === 'firing') {
+        await this.operatorAlert(u, 'source-scope-missing', 'source.scope_missing', 'critical', scopeSubject, 'resolved', scope, {
           summary: `source ${ref.source.name} can read again`,
           source: ref.source.name,
           required: ref.source.scope,
         });
       }
-    });
-    this.scopeMissing.delete(scopeSubject);
-    this.failing.delete(key);
-    if (removedSites.length > 0) {
-      for (const id of removedSites) this.fetcher.forgetSite(id);
-      // One pass over the in-memory state for all removed sites (not one per site).
-      const gone = new Set(removedSites.map(String));
-      const isGone = (key: string): boolean => {
-        const m = /\u0000sites\/(\d+)\//.exec(key);
-        return m !== null && gone.has(m[1]!);
-      };
-      for (const k of [...this.failing]) if (isGone(k)) this.failing.delete(k);
-      for (const k of [...this.heads.keys()]) if (isGone(k)) this.heads.delete(k);
-      for (const k of [...this.timed]) if (isGone(k)) this.timed.delete(k);
     }
   }
 
+  /** After a committed success: the entity no longer fails, its scope is back, removed sites leave memory. */
+  private afterSuccess(ref: EntityRef, removedSites: number[]): void {
+    this.scopeMissing.delete(`sources/${ref.source.name}`);
+    this.failing.delete(`${ref.source.name}\u0000${ref.entity}`);
+    if (removedSites.length === 0) return;
+    for (const id of removedSites) this.fetcher.forgetSite(id);
+    // One pass over the in-memory state for all removed sites (not one per site).
+    const gone = new Set(removedSites.map(String));
+    const isGone = (key: string): boolean => {
+      const m = /\u0000sites\/(\d+)\//.exec(key);
+      return m !== null && gone.has(m[1]!);
+    };
+    for (const k of [...this.failing]) if (isGone(k)) this.failing.delete(k);
+    for (const k of [...this.heads.keys()]) if (isGone(k)) this.heads.delete(k);
+    for (const k of [...this.timed]) if (isGone(k)) this.timed.delete(k);
+  }
+
   /**
-   * Run `writes` in one transaction; the events they add are announced (outbox worker, bus,
-   * SSE, metrics) only after the commit, so nothing leaves the process for a commit that
-   * could still roll back. Callers update in-memory state after this returns.
+   * Run `writes` as one unit of the store's commit queue (one transaction, shared with other
+   * polls that finish close by); the events it adds are announced (outbox worker, bus, SSE,
+   * metrics) only after the real COMMIT, so nothing leaves the process for a commit that
+   * could still roll back. Callers update in-memory state after this resolves.
    */
-  private commit(writes: (added: HostwatchEvent[]) => void): void {
-    const added: HostwatchEvent[] = [];
-    this.activeSilences = null;
-    try {
-      this.deps.store.sqlite.transaction(() => writes(added))();
-    } finally {
-      this.activeSilences = null;
-    }
+  private async commit<T>(writes: (u: Unit) => Promise<T>): Promise<T> {
+    let unit: Unit | null = null;
+    const result = await this.deps.store.transaction(async (tx) => {
+      unit = { r: repos(tx), added: [], silences: null };
+      return writes(unit);
+    });
+    const added = (unit as Unit | null)?.added ?? [];
     if (added.length) this.deps.onEvents?.(added);
+    return result;
   }
 
   /**
    * Store an event and hand it to the notifier (same transaction), which queues it for its
    * channels or records why it is held back. False when it was already stored.
    */
-  private addEvent(e: HostwatchEvent): boolean {
-    const inserted = this.deps.events.addEvent(toEventRow(e));
-    if (!inserted) return false;
+  private async addEvent(u: Unit, e: HostwatchEvent): Promise<boolean> {
+    if (!(await u.r.events.addEvent(toEventRow(e)))) return false;
     // A shadow rule's event is stored and shown, never delivered (and so never silenced).
     if (e.data['shadow'] === true) return true;
     const now = this.deps.now();
-    // Read once per commit, not cached longer: a silence added by another process applies
-    // to the next commit. Resolutions are matched like firings (docs/silences.md).
-    this.activeSilences ??= this.silences.active(now);
-    this.deps.notifier.dispatch(e, now, this.activeSilences);
+    // Resolutions are matched like firings (docs/silences.md).
+    u.silences ??= await u.r.silences.active(now);
+    await this.deps.notifier.dispatch(u.r, e, now, u.silences);
     return true;
   }
 
   /** The two operator events (source.*) are the only ones not defined in rule files. */
-  private operatorAlert(
+  private async operatorAlert(
+    u: Unit,
     rule: string,
     name: string,
     severity: Severity,
     subject: string,
     status: 'firing' | 'resolved',
     state: AlertRow | undefined,
-    added: HostwatchEvent[],
     extra: Record<string, unknown> & { summary: string },
-  ): void {
+  ): Promise<void> {
     const seq = status === 'firing' ? (state?.seq ?? 0) + 1 : (state?.seq ?? 1);
     const id = alertEventId(rule, subject, seq, status);
     const now = new Date(this.deps.now());
@@ -496,17 +546,21 @@ export class Poller {
       time: now,
       data: { name, severity, status, summary, site_id: null, domain: null, changes: [], rule, observed_at: now.toISOString(), ...rest },
     });
-    if (this.addEvent(event)) added.push(event);
+    if (await this.addEvent(u, event)) u.added.push(event);
     const t = now.getTime();
-    this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: t, last_event_id: id, pending_since: null, clear_since: null, last_sent_at: t, repeats: 0 });
+    await u.r.alerts.put({ rule, subject, site_id: null, status, seq, since: t, last_event_id: id, pending_since: null, clear_since: null, last_sent_at: t, repeats: 0 });
   }
 
   private prepare(def: SourceDef): PreparedSource {
     let p = this.prepared.get(def.name);
     if (!p) {
+      const rules = sourceRules(this.deps.rules, def.name);
+      const windows = new Set([...rules.change, ...rules.alert].flatMap((r) => (r.windowMs === null ? [] : [r.windowMs])));
       p = {
         def,
-        rules: sourceRules(this.deps.rules, def.name),
+        rules,
+        alertRules: rules.alert.map((r) => r.name),
+        windows: [...windows],
         whole: compileDiffOptions({ key: def.key ?? 'id', volatile: def.volatile }),
         record: compileDiffOptions({ key: 'id', volatile: recordVolatile(def) }),
         views: viewsOf(def, this.deps.sources ?? []),
@@ -520,11 +574,6 @@ export class Poller {
   private removedSites(data: unknown): number[] {
     const now = new Set(listOf(sitesSource, data).map((r) => r['id']));
     return [...this.directory.keys()].filter((id) => !now.has(id));
-  }
-
-  private loadDirectory(): void {
-    const row = this.deps.snapshots.get(sitesSource.name, sitesSource.name);
-    if (row) this.setDirectory(JSON.parse(row.body));
   }
 
   private setDirectory(data: unknown): void {

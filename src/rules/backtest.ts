@@ -58,9 +58,9 @@ interface Tracked {
 /**
  * Replay stored history (change-log rows in time order) through the rules, polling each
  * entity with a running alert timer at its source's interval between its changes, as the
- * daemon would. Pure apart from iterating `rows`.
+ * daemon would. Pure apart from iterating `rows` (the change log, read in pages).
  */
-export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): BacktestResult {
+export async function backtest(rows: Iterable<ChangeLogRow> | AsyncIterable<ChangeLogRow>, opts: BacktestOptions): Promise<BacktestResult> {
   const replay = new Replay(opts.rules, 'backtest');
   replay.knowSites(opts.sites ?? []);
   const result: BacktestResult = { events: [], perRule: new Map(), perChannel: new Map(), snapshots: 0, entities: 0 };
@@ -100,7 +100,7 @@ export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): B
       mark(next);
     }
   };
-  for (const row of rows) {
+  for await (const row of rows) {
     const source = sourceByName(row.source);
     if (!source) continue;
     // State from before the window is where the replay starts, as of the window's start.
