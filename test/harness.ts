@@ -9,7 +9,10 @@ import type { Config } from '../src/config/types.js';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { createApp, SOURCE_NAMES, type App, type AppOptions } from '../src/main.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/index.js';
+import type { StorageConfig } from '../src/config/types.js';
 import type { Store } from '../src/store/db.js';
+import { queryOnce } from './db-reader.js';
+import { freshStorage, type Engine } from './pg.js';
 import { SqliteStore } from '../src/store/sqlite.js';
 
 /** A temporary folder removed by the returned cleanup. */
@@ -40,7 +43,12 @@ export class LogCollector extends Writable {
 export interface World {
   sim: Simulator;
   dir: string;
+  /** The SQLite file (of a SQLite world; see `storage`). */
   dbPath: string;
+  /** Where this world's apps store: a SQLite file, or a fresh PostgreSQL database. */
+  storage: StorageConfig;
+  /** Rows of a query (valid on the world's engine) on a connection of its own. */
+  query<T>(sql: string, params?: unknown[]): Promise<T[]>;
   logs: LogCollector;
   /** Events handed to the outbox, in commit order. */
   events: HostwatchEvent[];
@@ -78,11 +86,18 @@ function isPlain(v: unknown): v is Record<string, unknown> {
  * parts under test are real; nothing is mocked.
  */
 export async function startWorld(
-  opts: { sim?: SimulatorOptions; config?: Record<string, unknown>; env?: Record<string, string> } = {},
+  opts: { sim?: SimulatorOptions; config?: Record<string, unknown>; env?: Record<string, string>; engine?: Engine } = {},
 ): Promise<World> {
   const sim = await startSimulator({ sites: 3, keys: { [TEST_KEY]: '*' }, ...opts.sim });
   const { dir, cleanup } = tempDir();
   const dbPath = join(dir, 'hostwatch.db');
+  // A PostgreSQL world writes its password as ${PGPASS}, as a user's config would.
+  const pgdb = opts.engine === 'postgres' ? await freshStorage('postgres') : null;
+  const pgUrl = pgdb && pgdb.storage.engine === 'postgres' ? new URL(pgdb.storage.url) : null;
+  const pgPass = pgUrl ? decodeURIComponent(pgUrl.password) : '';
+  if (pgUrl) pgUrl.password = 'PGPASS_HERE';
+  const storageText = pgUrl ? { url: pgUrl.toString().replace('PGPASS_HERE', '${PGPASS}') } : { path: '${DB}' };
+  const storage: StorageConfig = pgdb ? pgdb.storage : { engine: 'sqlite', path: dbPath };
   const logs = new LogCollector();
   const events: HostwatchEvent[] = [];
   const apps: App[] = [];
@@ -90,17 +105,19 @@ export async function startWorld(
     {
       name: 'test',
       api: { base_url: '${SIM_URL}', key: '${API_KEY}', timeout: '2s', max_requests_per_second: 1000, retries: 1 },
-      storage: { path: '${DB}' },
+      storage: storageText,
       delivery: { drain_timeout: '5s' },
       log: { level: 'debug' },
     },
     opts.config ?? {},
   );
-  const env = { SIM_URL: sim.url, API_KEY: TEST_KEY, DB: dbPath, ...opts.env };
+  const env = { SIM_URL: sim.url, API_KEY: TEST_KEY, DB: dbPath, PGPASS: pgPass, ...opts.env };
   const world: World = {
     sim,
     dir,
     dbPath,
+    storage,
+    query: (sql, params) => queryOnce(storage, sql, params),
     logs,
     events,
     base,
@@ -122,6 +139,7 @@ export async function startWorld(
     async close() {
       await Promise.allSettled(apps.map((a) => a.stop()));
       await sim.close();
+      await pgdb?.cleanup();
       cleanup();
     },
   };

@@ -1,3 +1,4 @@
+import type { AsyncLocalStorage } from 'node:async_hooks';
 import type { Executor } from './sql.js';
 
 /** A write transaction as the commit queue drives it (one per batch; see CommitQueue). */
@@ -23,6 +24,18 @@ export interface CommitStats {
   /** Units that failed and were rolled back alone (their batch committed). */
   failedUnits: number;
   largestBatch: number;
+}
+
+/**
+ * Set by tests only (no cost otherwise): every unit then runs inside this async context, so
+ * a check on outgoing requests can tell IO made by a unit (forbidden: no network IO inside a
+ * transaction) from IO made beside it while a transaction is open.
+ */
+let unitTrace: AsyncLocalStorage<true> | null = null;
+
+/** Run every unit from now on inside `als` (null: stop). For tests of invariant 4. */
+export function traceUnits(als: AsyncLocalStorage<true> | null): void {
+  unitTrace = als;
 }
 
 interface Queued {
@@ -101,7 +114,7 @@ export class CommitQueue {
       for (const q of batch) {
         if (!alone) await tx.savepoint();
         try {
-          const value = await q.unit(tx);
+          const value = await (unitTrace ? unitTrace.run(true, () => q.unit(tx)) : q.unit(tx));
           if (!alone) await tx.release();
           outcomes.push({ ok: true, value });
         } catch (error) {
