@@ -163,6 +163,37 @@ describe('valid configs', () => {
   });
 });
 
+describe('storage: SQLite (path) or PostgreSQL (url)', () => {
+  it('selects PostgreSQL with storage.url, with ${PGPASS} taken from the environment', () => {
+    const result = parseText(`${MINIMAL}storage:\n  url: postgres://hostwatch:\${PGPASS}@db.example.net:5432/hostwatch\n`, { PGPASS: 's3cret-pw' });
+    expect(result.ok && result.config.storage).toEqual({ engine: 'postgres', url: 'postgres://hostwatch:s3cret-pw@db.example.net:5432/hostwatch' });
+  });
+
+  it('keeps SQLite, the embedded default, without a storage section', () => {
+    const result = parseText(MINIMAL);
+    expect(result.ok && result.config.storage).toEqual({ engine: 'sqlite', path: '/srv/hostwatch/data/hostwatch.db' });
+  });
+
+  it('refuses path and url together, naming the file, line and key', () => {
+    const result = parseText(`${MINIMAL}storage:\n  path: ./data/h.db\n  url: postgres://u:pw@db/h\n`);
+    expect(result.ok).toBe(false);
+    const lines = formatConfigErrors(result.ok ? [] : result.errors).split('\n');
+    expect(lines).toEqual([
+      'inline.yaml:6:8: storage.url: cannot be combined with storage.path: give path (SQLite) or url (PostgreSQL), not both (got "[redacted]")',
+    ]);
+  });
+
+  it('refuses a url that is not a PostgreSQL URL, without showing it (it carries a password)', () => {
+    const result = parseText(`${MINIMAL}storage:\n  url: mysql://root:hunter22@db/h\n`);
+    expect(result.ok).toBe(false);
+    const text = formatConfigErrors(result.ok ? [] : result.errors);
+    expect(text).toBe(
+      'inline.yaml:5:8: storage.url: must be a PostgreSQL URL like postgres://hostwatch:${PGPASS}@db.example.net:5432/hostwatch (got "[redacted]")',
+    );
+    expect(text).not.toContain('hunter22');
+  });
+});
+
 describe('config.example.yaml', () => {
   const example = readFileSync(join(REPO, 'config.example.yaml'), 'utf8');
 

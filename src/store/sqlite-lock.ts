@@ -14,7 +14,7 @@ export class DatabaseInUseError extends Error {
 }
 
 /** How long a starting daemon waits for the lock file's own short locks before it gives up. */
-const WAIT_MS = 2_000;
+const WAIT_MS = 500;
 
 /**
  * One daemon per SQLite file. The lock is a sidecar SQLite database (`<file>.lock`) whose
