@@ -17,6 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
 import { createApp, type App } from '../src/main.js';
+import { pollWorkers } from '../src/scheduler/scheduler.js';
 import { entityOf, pathOf, SOURCES, sitesSource } from '../src/sources/registry.js';
 import type { EntityRef, SiteInfo, SourceDef } from '../src/sources/types.js';
 import { BENCH_KEY, median, nullStream, pool, round, startSimChild, tempDir, type SimChild } from './common.js';
@@ -161,14 +162,15 @@ type Mode = 'bare' | 'poll';
 
 /**
  * One pass over every per-site entity, shaped like Scheduler.runAll(): the per-site sources
- * in parallel, each a bounded pool of `concurrency` workers; the ApiClient's semaphore caps
- * requests in flight at `concurrency` overall. Returns the outcome statuses (poll mode).
+ * in parallel, each a bounded pool of pollWorkers(concurrency) workers (bare and poll alike);
+ * the ApiClient's semaphore caps requests in flight at `concurrency` overall. Returns the
+ * outcome statuses (poll mode).
  */
 async function pass(app: App, sites: readonly SiteInfo[], concurrency: number, mode: Mode): Promise<string[]> {
   const statuses: string[] = [];
   await Promise.all(
     PER_SITE.map((def) =>
-      pool(sites, concurrency, async (site) => {
+      pool(sites, pollWorkers(concurrency), async (site) => {
         if (mode === 'bare') {
           await bareFetch(app, def, site);
         } else {
@@ -332,7 +334,7 @@ async function cpuOnly(
   };
   // As many ingests in flight as a scheduler pass has polls (sources × concurrency), so
   // those that finish together share a commit, as they do in the daemon (group commit).
-  const inFlight = PER_SITE.length * concurrency;
+  const inFlight = PER_SITE.length * pollWorkers(concurrency);
   const ingestAll = async (app: App, values: unknown[], expect: string | null): Promise<number> => {
     const t0 = performance.now();
     const started = Date.now();

@@ -1,3 +1,4 @@
+import { fstatSync, statSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
 import pg from 'pg';
@@ -219,6 +220,39 @@ describe('SQLite: one connection, one open transaction', () => {
     await reading;
     expect(read).toBe(1);
     expect(s.transactionOpen).toBe(false);
+  });
+});
+
+describe('SQLite: each commit is made durable off the main thread before its units settle', () => {
+  it('settles a unit only after the log file is fsynced, holds the next batch and outside reads until then, and fails the units if the sync fails', async () => {
+    const storage = await fresh('sqlite');
+    const path = (storage as { path: string }).path;
+    const calls: Array<{ fd: number; done: (err: NodeJS.ErrnoException | null) => void }> = [];
+    const s = await openStore(storage, { now: () => 1, fsync: (fd, done) => void calls.push({ fd, done }) });
+    open.push(s);
+    const snap = (entity: string) => ({ source: 'sync', entity, site_id: null, hash: 'h', body: '{}', version: 1, changed_at: 5 });
+    let firstDone = false;
+    const first = s.transaction((tx) => repos(tx).snapshots.put(snap('a'))).then(() => (firstDone = true));
+    await new Promise((r) => setTimeout(r, 20));
+    // Committed and written to the log, but not yet on disk: not settled, nothing announced.
+    expect(calls).toHaveLength(1);
+    expect(fstatSync(calls[0]!.fd).ino).toBe(statSync(`${path}-wal`).ino);
+    expect(firstDone).toBe(false);
+    // A unit that arrives meanwhile waits for the next batch; an outside read waits too.
+    const second = s.transaction((tx) => repos(tx).snapshots.put(snap('b')));
+    let read: unknown = 'waiting';
+    const reading = repos(s).snapshots.head('sync', 'a').then((h) => (read = h));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(calls).toHaveLength(1);
+    expect(read).toBe('waiting');
+    calls[0]!.done(null);
+    await first;
+    await reading;
+    expect(read).toEqual({ hash: 'h', version: 1 });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(calls).toHaveLength(2); // the second batch committed and is being synced
+    calls[1]!.done(Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }));
+    await expect(second).rejects.toThrow('EIO');
   });
 });
 

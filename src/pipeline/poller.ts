@@ -59,6 +59,12 @@ export interface PollOptions {
    * first runs are reported).
    */
   fromEmpty?: boolean;
+  /**
+   * Called once the fetch is over, before the commit, with its error (null when it was
+   * answered): the scheduler frees the poll's fetch slot then, so another poll fetches while
+   * this one commits.
+   */
+  afterFetch?: (error: ApiError | null) => void;
 }
 
 export interface PollOutcome {
@@ -168,8 +174,10 @@ export class Poller {
       got = await this.fetcher.fetch(ref);
     } catch (e) {
       const err = e instanceof ApiError ? e : new ApiError({ code: 'bad_response', endpoint: ref.entity, message: String(e) });
+      opts.afterFetch?.(err);
       return this.failed(ref, err, started);
     }
+    opts.afterFetch?.(null);
     if (got.kind === 'not_modified') {
       // A 304 is "unchanged"; but where an alert timer runs (for, keep_firing_for, repeat),
       // time alone can fire, resolve or re-send, so those entities (and views of the same

@@ -9,7 +9,12 @@ export interface BatchTx extends Executor {
   release(): Promise<void>;
   /** The unit failed: undo its writes only, and close its savepoint. */
   rollbackTo(): Promise<void>;
-  commit(): Promise<void>;
+  /**
+   * COMMIT. Resolves when the connection is free for the next batch, with `durable`: settles
+   * once the commit would survive a power cut (at once where COMMIT itself waits for that;
+   * SQLite syncs its log off the main thread, so the next batch can run meanwhile).
+   */
+  commit(): Promise<{ durable: Promise<void> }>;
   /** Undo the whole batch (after a failed unit of a one-unit batch, or a failed commit). */
   rollback(): Promise<void>;
 }
@@ -48,14 +53,17 @@ interface Queued {
  * Group commit. Units that arrive while a batch commits, or in the same turn of the event
  * loop, are committed together in one transaction (one fsync), each inside its own
  * savepoint: a unit that fails is rolled back alone and its caller sees its error, while the
- * others commit. A unit's promise settles only after the real COMMIT (or its failure), so a
- * caller that announces what it wrote (bus, SSE, metrics, outbox kick) never announces a
- * write that could still roll back. Batches run one at a time, in arrival order.
+ * others commit. A unit's promise settles only after the real COMMIT is durable (or has
+ * failed), so a caller that announces what it wrote (bus, SSE, metrics, outbox kick) never
+ * announces a write that could still roll back. Batches run one at a time, in arrival order,
+ * and their units settle in that order too.
  */
 export class CommitQueue {
   private queued: Queued[] = [];
   private running = false;
   private scheduled = false;
+  /** Batches committed whose durability is not yet known (close waits for them). */
+  private settling = 0;
   private idleWaiters: Array<() => void> = [];
   readonly stats: CommitStats = { batches: 0, units: 0, failedUnits: 0, largestBatch: 0 };
 
@@ -74,8 +82,16 @@ export class CommitQueue {
 
   /** Resolves once nothing is queued or committing (before closing the store). */
   idle(): Promise<void> {
-    if (!this.running && !this.scheduled && this.queued.length === 0) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private isIdle(): boolean {
+    return !this.running && !this.scheduled && this.queued.length === 0 && this.settling === 0;
+  }
+
+  private checkIdle(): void {
+    if (this.isIdle()) for (const w of this.idleWaiters.splice(0)) w();
   }
 
   private schedule(): void {
@@ -95,7 +111,7 @@ export class CommitQueue {
     } finally {
       this.running = false;
       if (this.queued.length > 0) this.schedule();
-      else for (const w of this.idleWaiters.splice(0)) w();
+      else this.checkIdle();
     }
   }
 
@@ -110,6 +126,7 @@ export class CommitQueue {
     // A batch of one needs no savepoint: its failure rolls back the whole transaction.
     const alone = batch.length === 1;
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    let durable: Promise<void>;
     try {
       for (const q of batch) {
         if (!alone) await tx.savepoint();
@@ -123,7 +140,7 @@ export class CommitQueue {
           outcomes.push({ ok: false, error });
         }
       }
-      await tx.commit();
+      durable = (await tx.commit()).durable;
     } catch (e) {
       // The batch as a whole failed (a one-unit batch's unit, a savepoint, or the COMMIT):
       // nothing of it was committed, so every unit fails.
@@ -134,13 +151,24 @@ export class CommitQueue {
     this.stats.batches++;
     this.stats.units += batch.length;
     this.stats.largestBatch = Math.max(this.stats.largestBatch, batch.length);
-    batch.forEach((q, i) => {
-      const o = outcomes[i]!;
-      if (o.ok) q.resolve(o.value);
-      else {
-        this.stats.failedUnits++;
-        q.reject(o.error);
-      }
+    // The next batch may begin now; this one's units settle once it is durable.
+    this.settling++;
+    durable.then(
+      () =>
+        batch.forEach((q, i) => {
+          const o = outcomes[i]!;
+          if (o.ok) q.resolve(o.value);
+          else {
+            this.stats.failedUnits++;
+            q.reject(o.error);
+          }
+        }),
+      // Committed, but its durability failed (the log could not be synced): no caller may
+      // announce these writes as safe.
+      (e: unknown) => batch.forEach((q) => q.reject(e)),
+    ).finally(() => {
+      this.settling--;
+      this.checkIdle();
     });
   }
 }

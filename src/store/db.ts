@@ -44,6 +44,8 @@ export interface StoreOptions {
   readonly?: boolean;
   /** A pooled PostgreSQL connection failed while idle (logged; the pool replaces it). */
   onError?: (e: Error) => void;
+  /** SQLite: how the log file is synced (tests observe it); default fs.fsync. */
+  fsync?: (fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => void;
 }
 
 /** The SQL files of each engine: the same numbers, each engine's own syntax. */

@@ -71,10 +71,12 @@ class PostgresTx implements BatchTx {
     await this.client.query('RELEASE SAVEPOINT hw_unit');
     this.eventsOrdered = this.orderedAtSavepoint;
   }
-  async commit(): Promise<void> {
+  // PostgreSQL's COMMIT returns once the commit is durable (synchronous_commit).
+  async commit(): Promise<{ durable: Promise<void> }> {
     await this.client.query('COMMIT');
     this.client.release();
     this.onEnd();
+    return { durable: Promise.resolve() };
   }
   async rollback(): Promise<void> {
     try {

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, fstatSync, fsync as fsyncAsync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { BatchTx } from './commit-queue.js';
@@ -48,7 +48,7 @@ class SqliteTx implements BatchTx {
 
   constructor(
     private readonly r: SqliteRunner,
-    private readonly onEnd: () => void,
+    private readonly end: { committed: () => Promise<void>; rolledBack: () => void },
   ) {
     this.sp = {
       open: r.db.prepare('SAVEPOINT hw_unit'),
@@ -82,37 +82,90 @@ class SqliteTx implements BatchTx {
       this.sp.release.run();
     });
   }
-  commit(): Promise<void> {
-    return this.r.call<void>(() => this.r.db.exec('COMMIT')).then(this.onEnd);
+  async commit(): Promise<{ durable: Promise<void> }> {
+    // A failed COMMIT leaves the transaction open: the queue then rolls back, which ends it.
+    this.r.db.exec('COMMIT');
+    return { durable: this.end.committed() };
   }
-  rollback(): Promise<void> {
-    return this.r
-      .call<void>(() => {
-        if (this.r.db.inTransaction) this.r.db.exec('ROLLBACK');
-      })
-      .finally(this.onEnd);
+  async rollback(): Promise<void> {
+    try {
+      if (this.r.db.inTransaction) this.r.db.exec('ROLLBACK');
+    } finally {
+      this.end.rolledBack();
+    }
   }
 }
 
 /**
- * The SQLite engine: one connection (WAL, synchronous = FULL). Writes go through the commit
- * queue (group commit). While a batch transaction is open, every other statement on this
- * connection waits for it to end: otherwise a read would see uncommitted writes, and a write
- * would silently join (and could roll back with) someone else's transaction.
+ * Makes committed transactions durable off the main thread. The connection runs with
+ * synchronous = NORMAL, so COMMIT writes the log (the -wal file) but does not wait for the
+ * disk; this fsyncs that file on libuv's thread pool instead. Units settle only after it, so
+ * what is announced has survived a power cut exactly as with synchronous = FULL, while the
+ * event loop goes on fetching and parsing, and the units that finish meanwhile wait for the
+ * next batch (that is what makes batches grow).
+ */
+export class WalSync {
+  private fd: number | null = null;
+
+  constructor(
+    private readonly walPath: string,
+    private readonly fsync: (fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => void = fsyncAsync,
+  ) {}
+
+  /** Resolves once everything written to the log before this call is on disk. */
+  sync(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      let fd: number;
+      try {
+        fd = this.descriptor();
+      } catch (e) {
+        reject(e);
+        return;
+      }
+      this.fsync(fd, (err) => (err ? reject(err) : resolve()));
+    });
+  }
+
+  close(): void {
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
+  }
+
+  /** The log file's descriptor, reopened if SQLite removed the file (it does when the last connection closes). */
+  private descriptor(): number {
+    if (this.fd !== null && fstatSync(this.fd).nlink > 0) return this.fd;
+    this.close();
+    this.fd = openSync(this.walPath, 'r');
+    return this.fd;
+  }
+}
+
+/**
+ * The SQLite engine: one connection in WAL mode. Writes go through the commit queue (group
+ * commit); each batch's log is synced by WalSync, off the main thread. Statements outside a
+ * batch wait while a batch is open or its log is not yet on disk: otherwise a read would see
+ * uncommitted (or not yet durable) rows, and a write would silently join (and could roll back
+ * with) someone else's transaction.
  */
 export class SqliteStore extends QueuedStore {
   readonly engine = 'sqlite' as const;
   readonly dialect = 'sqlite' as const;
   readonly description: string;
   private readonly runner: SqliteRunner;
-  /** Settles when the open batch ends; null when none is open. */
-  private gate: Promise<void> | null = null;
+  /** A batch transaction is open. */
+  private open = false;
+  /** The sync of the latest commit; null once it is on disk. */
+  private syncing: Promise<void> | null = null;
+  /** Statements outside a batch waiting for the connection. */
+  private waiters: Array<() => void> = [];
 
   constructor(
     readonly sqlite: BetterSqlite3.Database,
     readonly path: string,
     latest: number,
     private readonly lock: { release(): void } | null,
+    /** Null where the database has no log to sync (in memory, read-only). */
+    private readonly wal: WalSync | null,
   ) {
     super(latest);
     this.description = `the SQLite database ${path}`;
@@ -120,19 +173,19 @@ export class SqliteStore extends QueuedStore {
   }
 
   get transactionOpen(): boolean {
-    return this.gate !== null;
+    return this.open;
   }
 
   all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
-    if (this.gate) return this.gate.then(() => this.all(s, p));
+    if (this.busy()) return this.quiet().then(() => this.all(s, p));
     return this.runner.call(() => this.runner.exec(s, p, 'all'));
   }
   get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
-    if (this.gate) return this.gate.then(() => this.get(s, p));
+    if (this.busy()) return this.quiet().then(() => this.get(s, p));
     return this.runner.call(() => this.runner.exec(s, p, 'get'));
   }
   run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
-    if (this.gate) return this.gate.then(() => this.run(s, p));
+    if (this.busy()) return this.quiet().then(() => this.run(s, p));
     return this.runner.call(() => this.runner.exec(s, p, 'run'));
   }
   protected answers(): boolean {
@@ -141,20 +194,61 @@ export class SqliteStore extends QueuedStore {
 
   protected async shut(): Promise<void> {
     if (this.sqlite.open) this.sqlite.close();
+    this.wal?.close();
     this.lock?.release();
   }
 
   protected async begin(): Promise<BatchTx> {
+    // One batch and one sync at a time: units that finish while the last batch's log is
+    // synced join the next batch. Statements waiting outside run first (they were woken
+    // when the sync ended; a turn of the loop lets them), so they never wait for long.
+    if (this.syncing) {
+      await this.syncing.catch(() => undefined);
+      await new Promise<void>((r) => setImmediate(r));
+    }
     // BEGIN IMMEDIATE takes the write lock at once (waiting up to busy_timeout for a CLI
     // command's write): a deferred BEGIN could fail to upgrade after its first read.
     this.sqlite.exec('BEGIN IMMEDIATE');
-    let open!: () => void;
-    this.gate = new Promise<void>((resolve) => (open = resolve));
-    // A failed COMMIT leaves the transaction open: the queue then rolls back, which ends it.
-    return new SqliteTx(this.runner, () => {
-      this.gate = null;
-      open();
+    this.open = true;
+    return new SqliteTx(this.runner, {
+      committed: () => {
+        this.open = false;
+        return this.synced();
+      },
+      rolledBack: () => {
+        this.open = false;
+        this.wakeWaiters();
+      },
     });
+  }
+
+  /** The sync of what was just committed (a batch begins only after the last sync ended). */
+  private synced(): Promise<void> {
+    if (!this.wal) {
+      this.wakeWaiters();
+      return Promise.resolve();
+    }
+    const mine = this.wal.sync();
+    this.syncing = mine;
+    const done = (): void => {
+      if (this.syncing !== mine) return;
+      this.syncing = null;
+      this.wakeWaiters();
+    };
+    mine.then(done, done);
+    return mine;
+  }
+
+  private busy(): boolean {
+    return this.open || this.syncing !== null;
+  }
+
+  private quiet(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private wakeWaiters(): void {
+    if (!this.busy()) for (const w of this.waiters.splice(0)) w();
   }
 }
 
@@ -163,14 +257,15 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
   if (opts.readonly) {
     const sqlite = new BetterSqlite3(path, { readonly: true, fileMustExist: true });
     sqlite.pragma('busy_timeout = 5000');
-    return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, null);
+    return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, null, null);
   }
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const lock = opts.daemon && path !== ':memory:' ? lockDatabase(path, opts.now) : null;
   let sqlite: BetterSqlite3.Database | null = null;
   try {
     sqlite = new BetterSqlite3(path);
-    sqlite.pragma('journal_mode = WAL');
+    const wal = sqlite.pragma('journal_mode = WAL', { simple: true }) === 'wal';
+    // Migrations commit with a full sync; from then on WalSync syncs each batch's commit.
     sqlite.pragma('synchronous = FULL');
     sqlite.pragma('busy_timeout = 5000');
     sqlite.pragma('foreign_keys = ON');
@@ -178,7 +273,8 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
     // are answered from memory (see Poller's head cache).
     sqlite.pragma('cache_size = -8000');
     migrateSqlite(sqlite, migrations, opts.now);
-    return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, lock);
+    if (wal) sqlite.pragma('synchronous = NORMAL');
+    return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, lock, wal ? new WalSync(`${path}-wal`, opts.fsync) : null);
   } catch (e) {
     sqlite?.close();
     lock?.release();

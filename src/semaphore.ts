@@ -1,0 +1,24 @@
+/** A counting semaphore: at most `size` holders at once. */
+export class Semaphore {
+  private free: number;
+  private readonly waiting: Array<() => void> = [];
+  constructor(size: number) {
+    this.free = size;
+  }
+  /** Resolve with a release function once a slot is free. */
+  async acquire(): Promise<() => void> {
+    if (this.free > 0) {
+      this.free--;
+    } else {
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+    }
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free++;
+    };
+  }
+}
