@@ -35,9 +35,9 @@ export interface Store extends Executor {
 export interface StoreOptions {
   now: () => number;
   /**
-   * Open as the daemon (run, poll --once, demo): SQLite takes the one-daemon-per-file lock
-   * (a second daemon refuses to start). CLI commands that read or write beside a running
-   * daemon leave it false.
+   * Open as the daemon (run, poll --once, demo): the store takes the one-daemon lock of its
+   * database (a second daemon refuses to start). CLI commands that read or write beside a
+   * running daemon leave it false.
    */
   daemon?: boolean;
   /** SQLite: open read-only, without migrating (`hostwatch events`). */

@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { BatchTx } from './commit-queue.js';
 import { describeStorage, type StoreOptions } from './db.js';
 import { migratePostgres, type Migration } from './migrate.js';
+import { lockPostgres } from './postgres-lock.js';
 import { QueuedStore } from './queued-store.js';
 import type { Statement } from './sql.js';
 
@@ -107,6 +108,7 @@ export class PostgresStore extends QueuedStore {
     readonly pool: pg.Pool,
     readonly description: string,
     latest: number,
+    private readonly lock: { release(): Promise<void> } | null,
   ) {
     super(latest);
   }
@@ -131,6 +133,7 @@ export class PostgresStore extends QueuedStore {
   protected async shut(): Promise<void> {
     this.ended = true;
     await this.pool.end();
+    await this.lock?.release();
   }
 
   protected async begin(): Promise<BatchTx> {
@@ -160,7 +163,9 @@ export async function openPostgres(url: string, migrations: Migration[], opts: S
   // listener its 'error' would end the process.
   pool.on('error', (e) => opts.onError?.(e));
   const description = describeStorage({ engine: 'postgres', url });
+  let lock: { release(): Promise<void> } | null = null;
   try {
+    if (opts.daemon) lock = await lockPostgres(url, description, (e) => opts.onError?.(new Error(`the daemon's lock connection failed: ${e.message}`)));
     const client = await pool.connect();
     try {
       await migratePostgres(client, migrations, opts.now);
@@ -168,8 +173,9 @@ export async function openPostgres(url: string, migrations: Migration[], opts: S
       client.release();
     }
   } catch (e) {
+    await lock?.release();
     await pool.end().catch(() => undefined);
     throw e;
   }
-  return new PostgresStore(pool, description, migrations.at(-1)?.version ?? 0);
+  return new PostgresStore(pool, description, migrations.at(-1)?.version ?? 0, lock);
 }

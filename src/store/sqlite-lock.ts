@@ -1,13 +1,20 @@
 import { hostname } from 'node:os';
 import BetterSqlite3 from 'better-sqlite3';
 
+/** The daemon that holds a database. */
+export interface Holder {
+  pid: number;
+  host: string;
+  since: number;
+}
+
 /** Raised when another live daemon uses the database (a second one would send everything twice). */
 export class DatabaseInUseError extends Error {
   override readonly name = 'DatabaseInUseError';
   readonly code = 'database_in_use';
   constructor(
     message: string,
-    readonly holder: { pid: number; host: string; since: number } | null,
+    readonly holder: Holder | null,
   ) {
     super(message);
   }
@@ -36,17 +43,19 @@ export function lockDatabase(path: string, now: () => number, pid = process.pid)
     db.exec(`CREATE TABLE IF NOT EXISTS holder (
       id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, since INTEGER NOT NULL)`);
     const read = db.prepare('SELECT pid, host, since FROM holder WHERE id = 1');
+    const refuse = (h: Holder | undefined): DatabaseInUseError =>
+      inUse(`the database ${path}`, h ?? null, 'one daemon per SQLite file (a second one would send every event twice). Stop the other one, or use PostgreSQL (storage.url) to run several');
     try {
       db.prepare('INSERT OR REPLACE INTO holder (id, pid, host, since) VALUES (1, ?, ?, ?)').run(pid, host, now());
     } catch (e) {
       if ((e as { code?: string }).code !== 'SQLITE_BUSY') throw e;
-      throw inUse(path, read.get() as Holder | undefined);
+      throw refuse(read.get() as Holder | undefined);
     }
     db.exec('BEGIN');
     const row = read.get() as Holder | undefined;
     if (row?.pid !== pid || row.host !== host) {
       db.exec('ROLLBACK');
-      throw inUse(path, row);
+      throw refuse(row);
     }
     return {
       release: () => {
@@ -61,16 +70,8 @@ export function lockDatabase(path: string, now: () => number, pid = process.pid)
   }
 }
 
-interface Holder {
-  pid: number;
-  host: string;
-  since: number;
-}
-
-function inUse(path: string, h: Holder | undefined): DatabaseInUseError {
+/** The refusal: what is in use, by whom (when known), and what to do. */
+export function inUse(what: string, h: Holder | null, advice: string): DatabaseInUseError {
   const who = h ? `pid ${h.pid} on ${h.host}, running since ${new Date(h.since).toISOString()}` : 'another process';
-  return new DatabaseInUseError(
-    `the database ${path} is in use by another hostwatch daemon (${who}); one daemon per SQLite file (a second one would send every event twice). Stop the other one, or use PostgreSQL (storage.url) to run several`,
-    h ?? null,
-  );
+  return new DatabaseInUseError(`${what} is in use by another hostwatch daemon (${who}); ${advice}`, h);
 }
