@@ -122,7 +122,7 @@ export async function benchLatency(opts: { sites?: number; rounds?: number; log?
     }
 
     // Baseline: the bare signed POST, one at a time, same receiver, same events.
-    const bareConfig: WebhookChannelConfig = { name: 'bare', type: 'webhook', url: hook, secret: BENCH_SECRET, secrets: [BENCH_SECRET], timeout_ms: 10_000, mode: 'structured' };
+    const bareConfig: WebhookChannelConfig = { name: 'bare', type: 'webhook', url: hook, secret: BENCH_SECRET, secrets: [BENCH_SECRET], timeout_ms: 10_000, mode: 'structured', template: null };
     const channel = new WebhookChannel(bareConfig);
     const bare: number[] = [];
     for (let i = 0; i < 2; i++) {

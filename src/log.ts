@@ -2,18 +2,49 @@ import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
 import { createRequire } from 'node:module';
 import type { Config } from './config/types.js';
+import { SECRET_HEADER } from './config/schema.js';
 
-/** Every secret value in a config: the API key, webhook secrets, SMTP passwords, Slack URLs, the server token, the database URL and its password. */
+/**
+ * Every secret value in a config: the API key, the server token, webhook secrets and
+ * credential headers, SMTP passwords, routing keys, API keys, bot tokens, ntfy tokens, the
+ * URLs that are credentials themselves (Slack, Teams, Discord, ntfy), and the database URL
+ * and its password.
+ */
 export function secretsOf(config: Config): string[] {
   const out = [config.api.key];
   if (config.server.token) out.push(config.server.token);
   if (config.storage.engine === 'postgres') out.push(config.storage.url, ...databasePassword(config.storage.url));
   for (const c of config.channels) {
-    // Every secret of a rotation, and its key part without the prefix.
-    if (c.type === 'webhook') for (const s of c.secrets) out.push(s, s.replace(/^whsec_/, ''));
-    // The URL's path alone is the credential too (a server may echo just the path).
-    if (c.type === 'slack') out.push(c.url, slackPath(c.url));
-    if (c.type === 'email' && c.smtp.pass) out.push(c.smtp.pass);
+    switch (c.type) {
+      case 'webhook':
+        // Every secret of a rotation, and its key part without the prefix.
+        for (const s of c.secrets) out.push(s, s.replace(/^whsec_/, ''));
+        for (const [name, value] of Object.entries(c.template?.headers ?? {})) if (SECRET_HEADER.test(name)) out.push(...credentialParts(value));
+        break;
+      case 'slack':
+      case 'teams':
+      case 'discord':
+      case 'ntfy':
+        // A server may echo only a part: the path (Slack, Discord's id/token) or a query value (Teams' sig).
+        out.push(...urlSecrets(c.url));
+        if (c.type === 'ntfy' && c.token) out.push(c.token);
+        break;
+      case 'email':
+        if (c.smtp.pass) out.push(c.smtp.pass);
+        break;
+      case 'pagerduty':
+        out.push(c.routing_key);
+        break;
+      case 'opsgenie':
+        out.push(c.api_key);
+        break;
+      case 'telegram':
+        // The token, and its secret half after the bot id.
+        out.push(c.bot_token, c.bot_token.slice(c.bot_token.indexOf(':') + 1));
+        break;
+      case 'console':
+        break;
+    }
   }
   return out.filter((s) => s.length >= 4);
 }
@@ -28,13 +59,23 @@ function databasePassword(url: string): string[] {
   }
 }
 
-function slackPath(url: string): string {
+/** A credential-bearing URL, its path when that holds at least two parts, and the values of its query parameters. */
+function urlSecrets(url: string): string[] {
   try {
-    const path = new URL(url).pathname;
-    return path.split('/').filter(Boolean).length >= 2 ? path : '';
+    const u = new URL(url);
+    const path = u.pathname.split('/').filter(Boolean).length >= 2 ? u.pathname : '';
+    // Short query values (api-version=1, sv=1.0) are not secrets and would scrub common words.
+    const query = [...u.searchParams.values()].filter((v) => v.length >= 16);
+    return [url, path, ...query];
   } catch {
-    return '';
+    return [url];
   }
+}
+
+/** A credential header value and its last word (the token of "Bearer <token>"). */
+function credentialParts(value: string): string[] {
+  const last = value.trim().split(/\s+/).at(-1) ?? '';
+  return last.includes('{{') ? [] : [value, last];
 }
 
 /**

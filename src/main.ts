@@ -9,6 +9,15 @@ import { ConsoleChannel } from './notify/channels/console.js';
 import { EmailChannel } from './notify/channels/email.js';
 import { SlackChannel } from './notify/channels/slack.js';
 import { WebhookChannel } from './notify/channels/webhook.js';
+import { discordProvider } from './notify/channels/discord.js';
+import { HttpChannel, type Provider } from './notify/channels/http.js';
+import { ntfyProvider } from './notify/channels/ntfy.js';
+import { opsgenieProvider } from './notify/channels/opsgenie.js';
+import { pagerDutyProvider } from './notify/channels/pagerduty.js';
+import { summaryText, type ItemText } from './notify/channels/render.js';
+import { teamsProvider } from './notify/channels/teams.js';
+import { telegramProvider } from './notify/channels/telegram.js';
+import { compileTemplate, templateText } from './notify/templates.js';
 import { Dispatcher } from './notify/dispatch.js';
 import { DIGEST_GROUP } from './notify/grouping.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
@@ -52,7 +61,7 @@ export interface AppOptions {
   onAttempt?: (info: { event: HostwatchEvent; channel: string; attempt: number; result: SendResult; state: string; durationMs: number }) => void;
   /** Replace or add channels by name (tests). */
   channels?: Channel[];
-  /** How the Slack channel waits between messages (tests pass a recorder). */
+  /** How chat channels wait between messages (tests pass a recorder). */
   sleep?: (ms: number) => Promise<void>;
   /**
    * Open the store as a daemon (default true): on SQLite, take the one-daemon-per-file lock,
@@ -153,7 +162,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     onResponse: ({ status, code }) => metrics.apiResponse(status, code),
   });
   const channels = new Map<string, Channel>();
-  for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts));
+  for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts, log, scrub));
   for (const c of opts.channels ?? []) channels.set(c.name, c);
   const bus = new EventEmitter<AppBusEvents>();
   bus.setMaxListeners(1000);
@@ -335,15 +344,38 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   return app;
 }
 
-function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions): Channel {
+/**
+ * Build the channel a config names. Templates are parsed once here; a render error is
+ * logged. `scrub` removes secrets from providers' answers before channels cut them.
+ */
+function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions, log?: Logger, scrub?: (text: string) => string): Channel {
+  const text = 'template' in c && typeof c.template === 'string' ? channelText(c.name, c.template, log) : summaryText;
+  const http = (provider: Provider) => new HttpChannel(c.name, c.type, provider, 'timeout_ms' in c ? c.timeout_ms : 10_000, { now, sleep: opts.sleep, scrub });
   switch (c.type) {
     case 'webhook':
-      return new WebhookChannel(c, now);
+      return new WebhookChannel(c, now, scrub);
     case 'console':
       return new ConsoleChannel(c, opts.consoleWrite);
     case 'slack':
-      return new SlackChannel(c, { now, sleep: opts.sleep });
+      return new SlackChannel(c, { now, sleep: opts.sleep, text, scrub });
     case 'email':
       return new EmailChannel(c);
+    case 'teams':
+      return http(teamsProvider(c, text));
+    case 'discord':
+      return http(discordProvider(c, text));
+    case 'pagerduty':
+      return http(pagerDutyProvider(c, text));
+    case 'opsgenie':
+      return http(opsgenieProvider(c, text));
+    case 'telegram':
+      return http(telegramProvider(c, text));
+    case 'ntfy':
+      return http(ntfyProvider(c, text));
   }
+}
+
+/** What a channel's template says for an event; a render error falls back to the summary and is logged. */
+function channelText(channel: string, template: string, log: Logger | undefined): ItemText {
+  return templateText(compileTemplate(template), (error, e) => log?.warn({ channel, event_id: e.id, error }, 'channel template failed; the summary was sent instead'));
 }

@@ -69,8 +69,8 @@ describe('valid configs', () => {
       },
       rules: ['/srv/hostwatch/rules', '/etc/hostwatch/extra.yaml'],
       channels: [
-        { name: 'hooks', type: 'webhook', url: 'https://example.net/hook', secret: WEBHOOK_SECRET, secrets: [WEBHOOK_SECRET], timeout_ms: 5_000, mode: 'structured' },
-        { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T000/B000/XXXX', timeout_ms: 10_000, digest: null },
+        { name: 'hooks', type: 'webhook', url: 'https://example.net/hook', secret: WEBHOOK_SECRET, secrets: [WEBHOOK_SECRET], timeout_ms: 5_000, mode: 'structured', template: null },
+        { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T000/B000/XXXX', timeout_ms: 10_000, digest: null, template: null },
         {
           name: 'oncall',
           type: 'email',
@@ -98,7 +98,7 @@ describe('valid configs', () => {
   it('reads ${VAR} written unquoted inside a flow map, as in the PRODUCT.md example', () => {
     const config = configOf('valid-env-in-flow-map.yaml', { SLACK_WEBHOOK_URL: 'https://hooks.slack.com/services/T1/B2/C3' });
     expect(config.channels).toEqual([
-      { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T1/B2/C3', timeout_ms: 10_000, digest: null },
+      { name: 'ops', type: 'slack', url: 'https://hooks.slack.com/services/T1/B2/C3', timeout_ms: 10_000, digest: null, template: null },
     ]);
   });
 
@@ -202,6 +202,22 @@ describe('config.example.yaml', () => {
     const result = parseConfig(example, 'config.example.yaml', ENV, { sourceNames, baseDir: REPO });
     expect(result.ok ? [] : formatConfigErrors(result.errors)).toEqual([]);
     expect(result.ok && result.config.channels.map((c) => c.name)).toEqual(['hooks', 'ops', 'oncall', 'console']);
+  });
+
+  it('has a commented block for every channel type, each of which hostwatch accepts once uncommented', () => {
+    const lines = example.split('\n');
+    const blocks: string[][] = [];
+    for (const line of lines) {
+      if (/^  # - name: /.test(line)) blocks.push([]);
+      else if (!/^  #   /.test(line)) continue;
+      blocks.at(-1)?.push(line.replace(/^  # /, '  '));
+    }
+    const env = { ...ENV, TEAMS_WORKFLOW_URL: 'https://prod.logic.azure.com/workflows/a?sig=s', DISCORD_WEBHOOK_URL: 'https://discord.com/api/webhooks/1/t', PAGERDUTY_ROUTING_KEY: '0123456789abcdef0123456789abcdef', OPSGENIE_API_KEY: 'k', TELEGRAM_BOT_TOKEN: '1:AAx', NTFY_TOKEN: 'tk_x' };
+    const text = `api: { base_url: https://panel.example.com, key: k }\nchannels:\n${blocks.map((b) => b.join('\n')).join('\n')}\n`;
+    const result = parseConfig(text, 'config.example.yaml (commented channels)', env, { sourceNames: SOURCES.map((s) => s.name), baseDir: REPO });
+    expect(result.ok ? [] : formatConfigErrors(result.errors)).toEqual([]);
+    const types = result.ok ? result.config.channels.map((c) => c.type) : [];
+    expect(new Set(types)).toEqual(new Set(['teams', 'discord', 'pagerduty', 'opsgenie', 'telegram', 'ntfy', 'webhook']));
   });
 
   it('documents every key with a comment on its line or just above it', () => {
@@ -343,8 +359,8 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an unknown channel type lists the types, and a missing one is required',
       fixture: 'unknown-channel-type.yaml',
       errors: [
-        'unknown-channel-type.yaml:5:26: channels[0].type: must be one of webhook, slack, email, console (got "sms")',
-        'unknown-channel-type.yaml:6:5: channels[1].type: is required; must be one of webhook, slack, email, console',
+        'unknown-channel-type.yaml:5:26: channels[0].type: must be one of webhook, slack, email, console, teams, discord, pagerduty, opsgenie, telegram, ntfy (got "sms")',
+        'unknown-channel-type.yaml:6:5: channels[1].type: is required; must be one of webhook, slack, email, console, teams, discord, pagerduty, opsgenie, telegram, ntfy',
       ],
     },
     {

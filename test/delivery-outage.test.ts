@@ -30,7 +30,7 @@ async function setup(down: { value: boolean }, config: Record<string, unknown> =
   const w = await startWorld();
   cleanups.push(() => w.close(), () => hook.close());
   const clock = testClock(new Date().toISOString());
-  const cfg: WebhookChannelConfig = { name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET, secrets: [TEST_SECRET], timeout_ms: 2_000, mode: 'structured' };
+  const cfg: WebhookChannelConfig = { name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET, secrets: [TEST_SECRET], timeout_ms: 2_000, mode: 'structured', template: null };
   const random = mulberry32(7);
   const app = (): Promise<App> =>
     w.app(

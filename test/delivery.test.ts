@@ -141,7 +141,9 @@ describe('what a webhook receiver gets', () => {
       expect(r.body).toBe(stored.get(e.id));
 
       const alert = e.data.rule.startsWith('site-') || e.data.rule.startsWith('usage-');
-      const keys = ['changes', 'domain', 'name', 'observed_at', 'rule', 'severity', 'site_id', 'summary', ...(alert ? ['status'] : [])];
+      const keys = ['changes', 'domain', 'name', 'observed_at', 'rule', 'severity', 'site_id', 'summary', ...(alert ? ['status', 'alert_id'] : [])];
+      // An alert's firing carries its own id as alert_id (its resolution carries the same one).
+      if (e.data.status === 'firing') expect(e.data['alert_id']).toBe(e.id);
       // PRODUCT.md's fields, plus only the additions of the rule language (docs/events.md).
       const added = ['labels', 'description'];
       expect(Object.keys(e.data).filter((k) => !added.includes(k)).sort()).toEqual(keys.sort());

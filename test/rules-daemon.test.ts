@@ -128,6 +128,8 @@ describe('alert timers in the daemon', () => {
       ['2026-11-21T18:00:00.000Z', 2],
     ]);
     expect(new Set(offline.map((e) => e.id)).size).toBe(3);
+    // Every re-send names the same alert: the firing's id (a pager adds it to the same incident).
+    expect(offline.map((e) => e.data['alert_id'])).toEqual([offline[0]!.id, offline[0]!.id, offline[0]!.id]);
   });
 
   it('write nothing on an unchanged poll when no timer runs, and only what a timer needs when one does', async () => {

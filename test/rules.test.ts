@@ -161,6 +161,8 @@ describe('the planner', () => {
         name: 'site.offline',
         severity: 'critical',
         status: 'firing',
+        // The firing's own id: its resolution carries the same alert_id.
+        alert_id: a.events[0]!.id,
         summary: 'a.example is offline',
         site_id: 1,
         domain: 'a.example',

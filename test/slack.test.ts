@@ -3,56 +3,14 @@
  * for hooks.slack.com: escaping (injection strings show literally), Block Kit limits,
  * pacing, 429 Retry-After, Slack's named permanent errors and the request timeout.
  */
-import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
 import { SLACK_MAX_BLOCKS, SLACK_SECTION_MAX, slackMessage } from '../src/notify/channels/slack.js';
 import { testClock, type TestClock } from './clock.js';
 import { siteEvent } from './events-fixture.js';
+import { fakeSlack, slackTexts as texts, type FakeSlack, type SlackReply as Reply } from './fakes/slack.js';
 import { startWorld, type World, rows } from './harness.js';
-
-interface SlackPost {
-  body: string;
-  json: { text: string; blocks: Array<{ type: string; text?: { type: string; text: string }; elements?: Array<{ text: string }> }> };
-}
-type Reply = { status: number; body?: string; headers?: Record<string, string> } | 'hold';
-
-interface FakeSlack {
-  url: string;
-  posts: SlackPost[];
-  close(): Promise<void>;
-}
-
-/** A Slack incoming-webhook endpoint on loopback: answers "ok" unless `reply` says otherwise. */
-async function fakeSlack(reply: (n: number) => Reply = () => ({ status: 200, body: 'ok' })): Promise<FakeSlack> {
-  const posts: SlackPost[] = [];
-  const held: ServerResponse[] = [];
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString()));
-    req.on('end', () => {
-      posts.push({ body, json: JSON.parse(body) as SlackPost['json'] });
-      const r = reply(posts.length);
-      if (r === 'hold') return void held.push(res);
-      res.writeHead(r.status, { 'content-type': 'text/plain', ...r.headers });
-      res.end(r.body ?? '');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    url: `http://127.0.0.1:${port}/services/T000/B000/secret-token-abc123`,
-    posts,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const r of held) r.destroy();
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
-}
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -80,11 +38,6 @@ async function setup(
     { now: clock.now, sleep: async (ms) => void sleeps.push(ms), consoleWrite: () => undefined },
   );
   return { w, app, slack, clock, sleeps };
-}
-
-/** Every mrkdwn text of a message: the fallback, the sections and the context lines. */
-function texts(p: SlackPost): string[] {
-  return [p.json.text, ...p.json.blocks.flatMap((b) => [b.text?.text ?? '', ...(b.elements ?? []).map((e) => e.text)])].filter(Boolean);
 }
 
 describe('the Slack channel', () => {
@@ -180,6 +133,24 @@ describe('the Slack channel', () => {
     expect(ops.map((o) => o.state)).toEqual(['dead', 'dead', 'dead']);
     expect(ops[2]!.last_error).toBe('permanent failure: channel disabled: Slack: channel_is_archived (the webhook or its channel is misconfigured)');
     expect(rows<{ state: string }>(w, "SELECT state FROM outbox WHERE channel = 'log'").map((r) => r.state)).toEqual(['delivered', 'delivered', 'delivered']);
+  });
+
+  it('sends a group once: a row its group\'s message took is not sent again by a later attempt of the same pass', async () => {
+    const slack = await fakeSlack();
+    const w = await startWorld();
+    cleanups.push(() => w.close(), () => slack.close());
+    // One attempt at a time: the group's message is sent and recorded before the pass reaches
+    // the group's other rows, which it read before that message took them.
+    const app = await w.app(
+      { channels: [{ name: 'ops', type: 'slack', url: slack.url }], routes: [{ channels: ['ops'], group_wait: '0s' }], delivery: { concurrency: 1 } },
+      { consoleWrite: () => undefined },
+    );
+    for (let i = 0; i < 3; i++) await app.notifier.publish(siteEvent(`once-${i}`, 1));
+    await app.worker.deliverDue();
+    expect(slack.posts).toHaveLength(1);
+    expect(rows<{ state: string; attempts: number }>(w, "SELECT state, attempts FROM outbox WHERE channel = 'ops'")).toEqual(
+      Array.from({ length: 3 }, () => ({ state: 'delivered', attempts: 1 })),
+    );
   });
 
   it('gives up on a request after the channel\'s timeout and retries later', async () => {

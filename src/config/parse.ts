@@ -8,6 +8,7 @@
  */
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseCel } from '../cel.js';
+import { checkTemplate } from '../notify/templates.js';
 import type { z } from 'zod';
 import type { Env } from './env.js';
 import { formatPath, REDACTED, type ConfigError } from './errors.js';
@@ -39,6 +40,13 @@ export const DEFAULTS = {
   storage: { path: './data/hostwatch.db' },
   channelTimeoutMs: 10_000,
   smtpPort: 587,
+  /** The providers' public API addresses; `api_url:` overrides them (a proxy, a test). */
+  providers: {
+    pagerduty: 'https://events.pagerduty.com',
+    opsgenie: { us: 'https://api.opsgenie.com', eu: 'https://api.eu.opsgenie.com' },
+    telegram: 'https://api.telegram.org',
+  },
+  webhookContentType: 'application/json',
   delivery: {
     // The Standard Webhooks retry schedule, without its immediate first attempt.
     retry_schedule_ms: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, 72_000_000, 86_400_000],
@@ -230,6 +238,12 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
   }
   if (!Array.isArray(channels)) return errors;
 
+  channels.forEach((channel: unknown, index) => {
+    for (const [path, text] of templatesOf(channel)) {
+      for (const problem of checkTemplate(text)) errors.push(valueError(['channels', index, ...path], problem, data, tree, file));
+    }
+  });
+
   const names = new Map<string, number>();
   channels.forEach((channel: unknown, index) => {
     const name = (channel as { name?: unknown } | null)?.name;
@@ -268,6 +282,25 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
     });
   });
   return errors;
+}
+
+/**
+ * The Liquid templates a written channel holds, with their key paths: a chat channel's
+ * `template`, a webhook's `template.body` and `template.headers.*`. They are checked here,
+ * variables included, so `check` names the file and line of an unknown variable.
+ */
+function templatesOf(channel: unknown): Array<[KeyPath, string]> {
+  if (channel === null || typeof channel !== 'object') return [];
+  const t = (channel as { template?: unknown }).template;
+  if (typeof t === 'string') return t.trim() === '' ? [] : [[['template'], t]];
+  if (t === null || typeof t !== 'object') return [];
+  const out: Array<[KeyPath, string]> = [];
+  const { body, headers } = t as { body?: unknown; headers?: unknown };
+  if (typeof body === 'string') out.push([['template', 'body'], body]);
+  if (headers !== null && typeof headers === 'object') {
+    for (const [name, value] of Object.entries(headers)) if (typeof value === 'string') out.push([['template', 'headers', name], value]);
+  }
+  return out;
 }
 
 // ---- written -> normalized ----------------------------------------------------------------
@@ -340,24 +373,51 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
 function normalizeChannel(channel: NonNullable<CheckedConfig['channels']>[number]): ChannelConfig {
   switch (channel.type) {
     case 'webhook': {
-      const secrets = typeof channel.secret === 'string' ? [channel.secret] : channel.secret;
+      const secrets = channel.secret === undefined ? [] : typeof channel.secret === 'string' ? [channel.secret] : channel.secret;
+      const t = channel.template;
       return {
         name: channel.name,
         type: 'webhook',
         url: channel.url,
-        secret: secrets[0]!,
+        secret: secrets[0] ?? null,
         secrets,
         timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs,
         mode: channel.mode ?? 'structured',
+        template: t ? { body: t.body, headers: t.headers ?? {}, content_type: t.content_type ?? DEFAULTS.webhookContentType } : null,
       };
     }
     case 'slack':
+    case 'teams':
+    case 'discord':
+      return { ...chatChannel(channel), type: channel.type, url: channel.url };
+    case 'ntfy':
+      return { ...chatChannel(channel), type: 'ntfy', url: channel.url, token: channel.token ?? null };
+    case 'telegram':
+      return {
+        ...chatChannel(channel),
+        type: 'telegram',
+        bot_token: channel.bot_token,
+        chat_id: String(channel.chat_id),
+        message_thread_id: channel.message_thread_id ?? null,
+        api_url: trimSlash(channel.api_url ?? DEFAULTS.providers.telegram),
+      };
+    case 'pagerduty':
       return {
         name: channel.name,
-        type: 'slack',
-        url: channel.url,
+        type: 'pagerduty',
+        routing_key: channel.routing_key,
+        api_url: trimSlash(channel.api_url ?? DEFAULTS.providers.pagerduty),
         timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs,
-        digest: channel.digest ? parseDigest(channel.digest) : null,
+        template: channel.template ?? null,
+      };
+    case 'opsgenie':
+      return {
+        name: channel.name,
+        type: 'opsgenie',
+        api_key: channel.api_key,
+        api_url: trimSlash(channel.api_url ?? DEFAULTS.providers.opsgenie[channel.region ?? 'us']),
+        timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs,
+        template: channel.template ?? null,
       };
     case 'console':
       return { name: channel.name, type: 'console' };
@@ -383,3 +443,16 @@ function normalizeChannel(channel: NonNullable<CheckedConfig['channels']>[number
   }
 }
 
+/** The keys every chat channel shares: name, timeout, digest and template. */
+function chatChannel(channel: { name: string; timeout?: number | undefined; digest?: string | undefined; template?: string | undefined }) {
+  return {
+    name: channel.name,
+    timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs,
+    digest: channel.digest ? parseDigest(channel.digest) : null,
+    template: channel.template ?? null,
+  };
+}
+
+function trimSlash(url: string): string {
+  return url.trim().replace(/\/+$/, '');
+}

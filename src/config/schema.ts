@@ -14,7 +14,7 @@ export const UNKNOWN_SOURCE = 'unknown source';
 export const REQUIRED = 'is required';
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
-export const CHANNEL_TYPES = ['webhook', 'slack', 'email', 'console'] as const;
+export const CHANNEL_TYPES = ['webhook', 'slack', 'email', 'console', 'teams', 'discord', 'pagerduty', 'opsgenie', 'telegram', 'ntfy'] as const;
 
 const M = {
   name: 'must be lowercase letters, digits, ".", "_" or "-", like hostwatch or agency-prod',
@@ -54,6 +54,16 @@ const M = {
   timezone: 'must be an IANA time zone like Europe/Paris or UTC',
   windowName: 'must be lowercase letters, digits, "_" or "-", like nightly-backup',
   eventName: 'must be an event name like site.offline',
+  template: 'must be a non-empty Liquid template, like "{{ data.summary }} ({{ data.domain }})"',
+  routingKey: 'must be the 32-character integration key of a PagerDuty Events API v2 integration, usually routing_key: ${PAGERDUTY_ROUTING_KEY}',
+  opsgenieKey: 'must be the API key of an Opsgenie API integration, usually api_key: ${OPSGENIE_API_KEY}',
+  region: 'must be us (api.opsgenie.com, the default) or eu (api.eu.opsgenie.com)',
+  botToken: 'must be a Telegram bot token from @BotFather, like 123456789:AAH..., usually bot_token: ${TELEGRAM_BOT_TOKEN}',
+  chatId: 'must be a Telegram chat id (an integer like -1001234567890) or a public channel name like @my_alerts',
+  ntfyUrl: 'must be an ntfy topic URL like https://ntfy.sh/my-alerts (the last path part is the topic: letters, digits, _ or -, at most 64)',
+  ntfyToken: 'must be an ntfy access token, usually token: ${NTFY_TOKEN}, or left out for a public topic',
+  headerName: 'must be an HTTP header name (letters, digits and !#$%&\'*+.^_`|~-), not Host, Content-Length or Transfer-Encoding',
+  webhookTemplate: 'must be a map like { body: "{\"text\": {{ data.summary | json }}}", headers: { X-Kind: "{{ type }}" }, content_type: application/json }',
 } as const;
 
 /** True for `postgres://` or `postgresql://` URLs with a host (what node-postgres connects to). */
@@ -235,17 +245,44 @@ const channelName = z.string(M.channelName).regex(/^[a-z0-9_-]+$/, M.channelName
 
 const webhookSecret = z.string(M.secret).refine(isWebhookSecret, M.secret);
 
+/** Header names a template may set: an HTTP token, and none that the transport owns. */
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection']);
+const headerName = z
+  .string(M.headerName)
+  .refine((n) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(n) && !RESERVED_HEADERS.has(n.toLowerCase()), M.headerName);
+
+const webhookTemplate = section(
+  {
+    body: text(M.template),
+    headers: z.record(headerName, text(M.template), 'must be a map of header names to templates, like { X-Kind: "{{ type }}" }').optional(),
+    content_type: text().optional(),
+  },
+  { notAMap: M.webhookTemplate },
+);
+
 const webhookChannel = section({
   name: channelName,
   type: z.literal('webhook'),
   url: httpUrl(),
   // A list while rotating: every secret signs, so receivers on the old or the new one verify.
-  secret: z.union([webhookSecret, z.array(webhookSecret, M.secrets).min(1, M.secrets)], M.secrets),
+  // Optional with a template (a receiver that is not a Standard Webhooks one); required otherwise.
+  secret: z.union([webhookSecret, z.array(webhookSecret, M.secrets).min(1, M.secrets)], M.secrets).optional(),
   timeout: duration(1).optional(),
   mode: z.enum(['structured', 'binary'], M.mode).optional(),
+  template: webhookTemplate.optional(),
+}).superRefine((hook, ctx) => {
+  if (hook.secret === undefined && hook.template === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['secret'], message: `${REQUIRED} (a webhook without a template sends signed CloudEvents); ${M.secret}` });
+  }
+  if (hook.template !== undefined && hook.mode !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['mode'], message: 'is for CloudEvents webhooks; a webhook with a template sends the body its template renders' });
+  }
 });
 
 const digest = z.string(M.digest).refine((value) => parseDigest(value) !== null, M.digest);
+
+// Templates are checked as Liquid (with their variables) in parse.ts, which knows positions.
+const template = text(M.template);
 
 const slackChannel = section({
   name: channelName,
@@ -253,6 +290,7 @@ const slackChannel = section({
   url: httpUrl('must be an http(s) URL like https://hooks.slack.com/services/...'),
   timeout: duration(1).optional(),
   digest: digest.optional(),
+  template: template.optional(),
 });
 
 const smtpSection = section({
@@ -283,7 +321,77 @@ const emailChannel = section({
 
 const consoleChannel = section({ name: channelName, type: z.literal('console') });
 
-const channel = z.discriminatedUnion('type', [webhookChannel, slackChannel, emailChannel, consoleChannel], {
+const teamsChannel = section({
+  name: channelName,
+  type: z.literal('teams'),
+  url: httpUrl('must be the http(s) URL of a Teams Workflows webhook ("Post to a channel when a webhook request is received")'),
+  timeout: duration(1).optional(),
+  digest: digest.optional(),
+  template: template.optional(),
+});
+
+const discordChannel = section({
+  name: channelName,
+  type: z.literal('discord'),
+  url: httpUrl('must be an http(s) URL like https://discord.com/api/webhooks/ID/TOKEN'),
+  timeout: duration(1).optional(),
+  digest: digest.optional(),
+  template: template.optional(),
+});
+
+const pagerdutyChannel = section({
+  name: channelName,
+  type: z.literal('pagerduty'),
+  routing_key: z.string(M.routingKey).regex(/^[A-Za-z0-9]{32}$/, M.routingKey),
+  api_url: httpUrl('must be an http(s) URL like https://events.pagerduty.com (the channel appends /v2/enqueue)').optional(),
+  timeout: duration(1).optional(),
+  template: template.optional(),
+});
+
+const opsgenieChannel = section({
+  name: channelName,
+  type: z.literal('opsgenie'),
+  api_key: text(M.opsgenieKey),
+  region: z.enum(['us', 'eu'], M.region).optional(),
+  api_url: httpUrl('must be an http(s) URL like https://api.opsgenie.com (the channel appends /v2/alerts)').optional(),
+  timeout: duration(1).optional(),
+  template: template.optional(),
+}).superRefine((og, ctx) => {
+  if (og.region !== undefined && og.api_url !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['api_url'], message: 'must not be set together with region: region picks the API address, api_url names one (for a proxy or a test)' });
+  }
+});
+
+const telegramChannel = section({
+  name: channelName,
+  type: z.literal('telegram'),
+  bot_token: z.string(M.botToken).regex(/^\d+:[A-Za-z0-9_-]+$/, M.botToken),
+  chat_id: z.union([z.number(M.chatId).int(M.chatId), z.string(M.chatId).regex(/^(-?\d+|@[A-Za-z][A-Za-z0-9_]{3,})$/, M.chatId)], M.chatId),
+  message_thread_id: integer(1, Number.MAX_SAFE_INTEGER, 'must be the positive integer id of a forum topic').optional(),
+  api_url: httpUrl('must be an http(s) URL like https://api.telegram.org (the channel appends /bot<token>/sendMessage)').optional(),
+  timeout: duration(1).optional(),
+  digest: digest.optional(),
+  template: template.optional(),
+});
+
+/** True for an http(s) URL whose last path part is an ntfy topic name. */
+export function isNtfyTopicUrl(value: string): boolean {
+  if (!isHttpUrl(value)) return false;
+  const parts = new URL(value).pathname.split('/');
+  return /^[-_A-Za-z0-9]{1,64}$/.test(parts.at(-1) ?? '');
+}
+
+const ntfyChannel = section({
+  name: channelName,
+  type: z.literal('ntfy'),
+  url: z.string(M.ntfyUrl).refine(isNtfyTopicUrl, M.ntfyUrl),
+  token: text(M.ntfyToken).optional(),
+  timeout: duration(1).optional(),
+  digest: digest.optional(),
+  template: template.optional(),
+});
+
+const channel = z.discriminatedUnion('type', [webhookChannel, slackChannel, emailChannel, consoleChannel, teamsChannel, discordChannel, pagerdutyChannel, opsgenieChannel, telegramChannel, ntfyChannel], {
   error: (issue) => (issue.code === 'invalid_union' ? M.channelType : M.channel),
 });
 
@@ -370,20 +478,29 @@ export type WrittenConfig = z.input<ConfigSchema>;
 /** The config after validation: durations are milliseconds, defaults not yet applied. */
 export type CheckedConfig = z.output<ConfigSchema>;
 
+/** Channel keys whose values are credentials. */
+const SECRET_CHANNEL_KEYS = new Set(['secret', 'routing_key', 'api_key', 'bot_token', 'token']);
+
+/** Header names that carry credentials, in a webhook template (their values are secrets). */
+export const SECRET_HEADER = /auth|token|key|secret|signature|password|cookie/i;
+
 /**
  * True if the value at `path` is a secret, whose value must never appear in an error:
- * api.key, server.token, storage.url (it carries the database password), channels[*].secret,
- * channels[*].smtp.pass, and channels[*].url of every channel that is not a plain webhook (a
- * Slack webhook URL is its own credential).
+ * api.key, server.token, storage.url (it carries the database password),
+ * channels[*].secret / routing_key / api_key / bot_token / token,
+ * channels[*].smtp.pass, credential-like headers of a webhook template, and
+ * channels[*].url of every channel that is not a plain webhook (a Slack, Teams, Discord or
+ * ntfy URL is its own credential).
  */
 export function isSecretPath(path: readonly (string | number)[], data: unknown): boolean {
-  const [first, second, third, fourth] = path;
+  const [first, second, third, fourth, fifth] = path;
   if (first === 'api' && second === 'key') return true;
   if (first === 'storage' && second === 'url') return true;
   if (first === 'server' && second === 'token') return true;
   if (first !== 'channels' || typeof second !== 'number') return false;
-  if (third === 'secret') return true;
+  if (typeof third === 'string' && SECRET_CHANNEL_KEYS.has(third)) return true;
   if (third === 'smtp' && fourth === 'pass') return true;
+  if (third === 'template' && fourth === 'headers' && typeof fifth === 'string') return SECRET_HEADER.test(fifth);
   if (third === 'url') {
     const written = (data as { channels?: unknown } | null)?.channels;
     const type = Array.isArray(written) ? (written[second] as { type?: unknown } | null)?.type : undefined;

@@ -54,19 +54,37 @@ export interface SourceOverride {
   site_paths?: Record<number, string[]>;
 }
 
-export type ChannelConfig = WebhookChannelConfig | ConsoleChannelConfig | SlackChannelConfig | EmailChannelConfig;
+export type ChannelConfig =
+  | WebhookChannelConfig
+  | ConsoleChannelConfig
+  | SlackChannelConfig
+  | EmailChannelConfig
+  | TeamsChannelConfig
+  | DiscordChannelConfig
+  | PagerDutyChannelConfig
+  | OpsgenieChannelConfig
+  | TelegramChannelConfig
+  | NtfyChannelConfig;
 
 export interface WebhookChannelConfig {
   name: string;
   type: 'webhook';
   url: string;
-  /** The first of `secrets`. */
-  secret: string;
-  /** Every secret that signs (more than one while rotating). */
+  /** The first of `secrets`; null only for a webhook with a template and no secret (unsigned). */
+  secret: string | null;
+  /** Every secret that signs (more than one while rotating); empty: unsigned. */
   secrets: string[];
   timeout_ms: number;
   /** CloudEvents content mode: the whole event as JSON, or ce-* headers with data as the body. */
   mode: 'structured' | 'binary';
+  /** A user-written body and headers (Liquid) instead of the CloudEvent; null: the CloudEvent. */
+  template: WebhookTemplateConfig | null;
+}
+/** A webhook's own request: Liquid templates over the event (docs/channels.md#templates). */
+export interface WebhookTemplateConfig {
+  body: string;
+  headers: Record<string, string>;
+  content_type: string;
 }
 export interface ConsoleChannelConfig {
   name: string;
@@ -79,6 +97,72 @@ export interface SlackChannelConfig {
   url: string;
   timeout_ms: number;
   digest: DigestConfig | null;
+  /** Liquid: the text shown for each event instead of its summary; null: the summary. */
+  template: string | null;
+}
+/** A Microsoft Teams Workflows webhook (Adaptive Card). */
+export interface TeamsChannelConfig {
+  name: string;
+  type: 'teams';
+  url: string;
+  timeout_ms: number;
+  digest: DigestConfig | null;
+  template: string | null;
+}
+/** A Discord webhook (embeds, no mentions). */
+export interface DiscordChannelConfig {
+  name: string;
+  type: 'discord';
+  url: string;
+  timeout_ms: number;
+  digest: DigestConfig | null;
+  template: string | null;
+}
+/** PagerDuty Events API v2: trigger and resolve, one dedup_key per alert firing. */
+export interface PagerDutyChannelConfig {
+  name: string;
+  type: 'pagerduty';
+  routing_key: string;
+  /** Where /v2/enqueue is (https://events.pagerduty.com unless overridden). */
+  api_url: string;
+  timeout_ms: number;
+  template: string | null;
+}
+/** Opsgenie Alert API: create and close by alias. */
+export interface OpsgenieChannelConfig {
+  name: string;
+  type: 'opsgenie';
+  api_key: string;
+  /** Where /v2/alerts is: the region's API (US or EU) unless overridden. */
+  api_url: string;
+  timeout_ms: number;
+  template: string | null;
+}
+/** A Telegram bot's sendMessage to one chat. */
+export interface TelegramChannelConfig {
+  name: string;
+  type: 'telegram';
+  bot_token: string;
+  /** A numeric id (as text) or @channelname. */
+  chat_id: string;
+  /** A forum topic of the chat, or null. */
+  message_thread_id: number | null;
+  /** https://api.telegram.org unless overridden (a local Bot API server, a test). */
+  api_url: string;
+  timeout_ms: number;
+  digest: DigestConfig | null;
+  template: string | null;
+}
+/** An ntfy topic (ntfy.sh or self-hosted), published as JSON. */
+export interface NtfyChannelConfig {
+  name: string;
+  type: 'ntfy';
+  /** The topic URL as written: the server's address plus the topic. */
+  url: string;
+  token: string | null;
+  timeout_ms: number;
+  digest: DigestConfig | null;
+  template: string | null;
 }
 /** E-mail over SMTP (one pooled transport per channel). */
 export interface EmailChannelConfig {

@@ -22,6 +22,16 @@ export function alertEventId(rule: string, subject: string, seq: number, status:
   return eventId('alert', rule, subject, seq, status);
 }
 
+/**
+ * The stable id of an alert's n-th firing: the id of its firing event, carried by that
+ * event, its re-sends and its resolution as `data.alert_id`. Receivers that open something
+ * per alert (PagerDuty's dedup_key, Opsgenie's alias) key it by this, so the resolution
+ * closes what the firing opened, across retries, restarts and instances.
+ */
+export function alertId(rule: string, subject: string, seq: number): string {
+  return alertEventId(rule, subject, seq, 'firing');
+}
+
 /** The id of the n-th re-send (`repeat`) of an alert's seq-th firing. */
 export function alertRepeatId(rule: string, subject: string, seq: number, repeat: number): string {
   return eventId('alert', rule, subject, seq, 'firing', 'repeat', repeat);

@@ -23,17 +23,10 @@ export interface Channel {
   /** `body` is the exact stored JSON of `event` (what is signed and sent). */
   send(event: HostwatchEvent, body: string): Promise<SendResult>;
   /**
-   * Channels that write for people (e-mail, Slack) send a group of events as one message;
-   * the worker then hands them every due event of the group at once.
+   * Channels that write for people (e-mail, Slack, Teams, Discord, Telegram, ntfy) send a
+   * group of events as one message; the worker then hands them every due event of the
+   * group at once.
    */
   sendBatch?(events: readonly HostwatchEvent[]): Promise<SendResult>;
   close?(): Promise<void>;
-}
-
-/** Map an HTTP status to a result: 2xx ok; 408, 429 and 5xx retry; everything else permanent. */
-export function resultFromStatus(status: number, answer: string, retryAfterMs: number | null = null): SendResult {
-  if (status >= 200 && status < 300) return { ok: true, statusCode: status };
-  const retryable = status === 408 || status === 429 || status >= 500;
-  const why = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
-  return { ok: false, retryable, statusCode: status, error: `HTTP ${status}${why}${answer ? `: ${answer}` : ''}`, retryAfterMs };
 }

@@ -12,8 +12,12 @@ import { SilenceMatcher, type Silence } from './silences.js';
  * needs of the database comes in through DispatchView, and notifier.ts applies the result.
  */
 
-/** Channel types that send a group of events as one message. */
-export const GROUPING_TYPES: ReadonlySet<string> = new Set(['email', 'slack']);
+/**
+ * Channel types that send a group of events as one message: the ones people read. Pagers
+ * (PagerDuty, Opsgenie) open one incident per alert, keyed by its id, so they take each
+ * event on its own, as soon as it is committed, like webhooks (docs/routing.md).
+ */
+export const GROUPING_TYPES: ReadonlySet<string> = new Set(['email', 'slack', 'teams', 'discord', 'telegram', 'ntfy']);
 
 /** One outbox row to write. */
 export interface Delivery {

@@ -127,19 +127,18 @@ export class OutboxWorker {
 
   private async run(): Promise<void> {
     while (this.running) {
+      // A database error (the file gone, a closed connection) is logged and retried after a
+      // pause; it must not end the loop with an unhandled rejection.
+      let wait = IDLE_POLL_MS;
       try {
         await this.deliverDue();
+        if (!this.running) break;
+        const next = await this.r.events.nextDue();
+        if (next !== null) wait = Math.min(IDLE_POLL_MS, Math.max(0, next - this.deps.now()));
       } catch (e) {
         this.deps.log.error({ err: this.deps.scrub(String(e)) }, 'outbox worker pass failed');
       }
       if (!this.running) break;
-      let next: number | null = null;
-      try {
-        next = await this.r.events.nextDue();
-      } catch (e) {
-        this.deps.log.error({ err: this.deps.scrub(String(e)) }, 'outbox worker pass failed');
-      }
-      const wait = next === null ? IDLE_POLL_MS : Math.min(IDLE_POLL_MS, Math.max(0, next - this.deps.now()));
       await new Promise<void>((resolve) => {
         this.wake = resolve;
         this.timer = setTimeout(resolve, wait);
@@ -165,8 +164,11 @@ export class OutboxWorker {
     let rows: DueDelivery[] = [first];
     try {
       if (grouped) {
-        const more = await this.r.delivery.groupRows(first.channel, first.group_key!, this.deps.now(), MAX_GROUP);
-        rows = [first, ...more.filter((r) => r.id !== first.id && !this.inFlight.has(r.id))];
+        const due = await this.r.delivery.groupRows(first.channel, first.group_key!, this.deps.now(), MAX_GROUP);
+        // Read again: since `first` was read, its group's message may have taken it already.
+        const current = due.find((r) => r.id === first.id);
+        if (!current) return;
+        rows = [current, ...due.filter((r) => r.id !== first.id && !this.inFlight.has(r.id))];
         for (const r of rows) this.inFlight.add(r.id);
       }
       const events = rows.map((r) => JSON.parse(r.body) as HostwatchEvent);

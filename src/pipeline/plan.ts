@@ -1,7 +1,7 @@
 import { diff } from '../diff/index.js';
 import type { CompiledDiffOptions } from '../diff/index.js';
 import type { Change } from '../diff/types.js';
-import { alertEventId, alertRepeatId, changeEventId, dedupEventId, envelope } from '../events/envelope.js';
+import { alertEventId, alertId, alertRepeatId, changeEventId, dedupEventId, envelope } from '../events/envelope.js';
 import type { AlertStatus, HostwatchEvent } from '../events/types.js';
 import {
   check,
@@ -218,7 +218,7 @@ function applyAlertRules(input: PlanInput, rec: RecordView, out: PlanOutput): vo
       const s = step.state;
       id = step.emit === 'repeat' ? alertRepeatId(rule.name, rec.subject, s.seq, s.repeats) : alertEventId(rule.name, rec.subject, s.seq, step.emit);
       const status: AlertStatus = step.emit === 'resolved' ? 'resolved' : 'firing';
-      const event = makeEvent(input, rule, rec, id, status, out);
+      const event = makeEvent(input, rule, rec, id, status, out, alertId(rule.name, rec.subject, s.seq));
       if (step.emit === 'repeat') event.data['repeat'] = s.repeats;
       out.events.push(event);
       out.evidence.push(
@@ -250,7 +250,7 @@ function resolveForRemovedSite(input: PlanInput, rec: RecordView, out: PlanOutpu
     if (!rule || out.alerts.some((a) => a.rule === row.rule && a.subject === row.subject)) continue;
     const id = alertEventId(row.rule, row.subject, row.seq, 'resolved');
     const view: RecordView = { ...rec, subject: row.subject, before: null, after: null, changes: [] };
-    const event = makeEvent(input, rule, view, id, 'resolved', out);
+    const event = makeEvent(input, rule, view, id, 'resolved', out, alertId(row.rule, row.subject, row.seq));
     event.data.summary = `${event.data.summary} (site removed)`;
     out.events.push(event);
     out.evidence.push(evidence(input, rule, toRuleInput(input, view)(rule), event, { expr: 'when', verdict: { value: false }, gone: true }));
@@ -265,6 +265,7 @@ function makeEvent(
   id: string,
   status: AlertStatus | null,
   out: PlanOutput,
+  alert: string | null = null,
 ): HostwatchEvent {
   const ri = toRuleInput(input, rec)(rule);
   const summary = renderSummary(rule, ri, status);
@@ -280,6 +281,7 @@ function makeEvent(
       name: rule.event,
       severity: rule.severity,
       ...(status ? { status } : {}),
+      ...(alert !== null ? { alert_id: alert } : {}),
       summary: summary.text,
       site_id: rec.site?.id ?? null,
       domain: rec.site?.domain ?? null,

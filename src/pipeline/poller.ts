@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
-import { alertEventId, envelope } from '../events/envelope.js';
+import { alertEventId, alertId, envelope } from '../events/envelope.js';
 import type { HostwatchEvent, Severity } from '../events/types.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { Silence } from '../notify/silences.js';
@@ -552,7 +552,7 @@ export class Poller {
       instance: this.deps.instance,
       subject,
       time: now,
-      data: { name, severity, status, summary, site_id: null, domain: null, changes: [], rule, observed_at: now.toISOString(), ...rest },
+      data: { name, severity, status, alert_id: alertId(rule, subject, seq), summary, site_id: null, domain: null, changes: [], rule, observed_at: now.toISOString(), ...rest },
     });
     if (await this.addEvent(u, event)) u.added.push(event);
     const t = now.getTime();

@@ -11,7 +11,7 @@ export function escapeHtml(text: string): string {
 
 /** The text and HTML bodies of a message about `events`. Every API-supplied string is escaped in the HTML. */
 export function emailBodies(events: readonly HostwatchEvent[]): { subject: string; text: string; html: string } {
-  const items = events.map(renderItem);
+  const items = events.map((e) => renderItem(e));
   const text = [
     events.length === 1 ? 'hostwatch event:' : `hostwatch: ${events.length} events`,
     '',

@@ -3,7 +3,8 @@ import { parseRetryAfter } from '../../api/client.js';
 import type { SlackChannelConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import type { Channel, SendResult } from '../channel.js';
-import { cut, renderItem, subjectOf } from './render.js';
+import { Pacer } from './http.js';
+import { cut, escapedCut, moreLine, renderItem, subjectOf, summaryText, type ItemText } from './render.js';
 
 /** Slack's limits: characters in one section's text, and blocks in one message. */
 export const SLACK_SECTION_MAX = 3000;
@@ -37,14 +38,16 @@ export const SLACK_PERMANENT_ERRORS = new Set([
  * `<!channel>` and `<http://x|y>` show literally and ping or link nobody.
  */
 export function escapeMrkdwn(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  return text.replace(/[&<>]/g, mrkdwnChar);
+}
+
+function mrkdwnChar(char: string): string {
+  return char === '&' ? '&amp;' : char === '<' ? '&lt;' : char === '>' ? '&gt;' : char;
 }
 
 /** Escaped text cut to `max` characters without splitting an entity or a surrogate pair. */
-function escapedCut(text: string, max: number): string {
-  const escaped = escapeMrkdwn(text);
-  if (escaped.length <= max) return escaped;
-  return `${escaped.slice(0, Math.max(0, max - 1)).replace(/&[a-z]{0,4}$/, '').replace(/[\uD800-\uDBFF]$/, '')}…`;
+function escapedText(text: string, max: number): string {
+  return escapedCut(text, max, mrkdwnChar);
 }
 
 /** The most characters of an event's title and of its place (a domain or subject) in a section. */
@@ -58,21 +61,21 @@ type Block = { type: 'section'; text: { type: 'mrkdwn'; text: string } } | { typ
  * section, one section per event (each within 3000 characters), and when there are more
  * events than 50 blocks hold, a last line saying how many were left out.
  */
-export function slackMessage(events: readonly HostwatchEvent[]): { text: string; blocks: Block[] } {
-  const heading = subjectOf(events).replace(/^\[hostwatch\] /, '');
-  const items = events.map(renderItem);
+export function slackMessage(events: readonly HostwatchEvent[], say: ItemText = summaryText): { text: string; blocks: Block[] } {
+  const heading = subjectOf(events, say).replace(/^\[hostwatch\] /, '');
+  const items = events.map((e) => renderItem(e, say));
   const room = SLACK_MAX_BLOCKS - 2; // the heading, and a possible "more" line
   const shown = items.length <= SLACK_MAX_BLOCKS - 1 ? items : items.slice(0, room);
-  const blocks: Block[] = [{ type: 'section', text: { type: 'mrkdwn', text: `*hostwatch*: ${escapedCut(heading, SLACK_SECTION_MAX - 20)}` } }];
+  const blocks: Block[] = [{ type: 'section', text: { type: 'mrkdwn', text: `*hostwatch*: ${escapedText(heading, SLACK_SECTION_MAX - 20)}` } }];
   for (const i of shown) {
-    const head = `${i.icon} *${escapedCut(i.title, TITLE_MAX)}*  ·  ${escapedCut(i.where, WHERE_MAX)}\n`;
+    const head = `${i.icon} *${escapedText(i.title, TITLE_MAX)}*  ·  ${escapedText(i.where, WHERE_MAX)}\n`;
     const tail = `\n_${escapeMrkdwn(i.time)}_`;
-    blocks.push({ type: 'section', text: { type: 'mrkdwn', text: head + escapedCut(i.summary, SLACK_SECTION_MAX - head.length - tail.length) + tail } });
+    blocks.push({ type: 'section', text: { type: 'mrkdwn', text: head + escapedText(i.summary, SLACK_SECTION_MAX - head.length - tail.length) + tail } });
   }
   if (shown.length < items.length) {
-    blocks.push({ type: 'context', elements: [{ type: 'mrkdwn', text: `…and ${items.length - shown.length} more events (hostwatch events lists them all)` }] });
+    blocks.push({ type: 'context', elements: [{ type: 'mrkdwn', text: moreLine(items.length - shown.length) }] });
   }
-  const text = escapedCut(`hostwatch: ${heading}`, SLACK_SECTION_MAX);
+  const text = escapedText(`hostwatch: ${heading}`, SLACK_SECTION_MAX);
   return { text, blocks };
 }
 
@@ -80,29 +83,38 @@ export interface SlackOptions {
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
   minIntervalMs?: number;
+  /** What each event says (a channel template); its summary by default. */
+  text?: ItemText;
+  /** Removes secrets from Slack's answer before it is cut (see HttpChannelOptions.scrub). */
+  scrub?: (text: string) => string;
 }
 
 /**
  * A Slack incoming webhook through @slack/webhook (with a timeout, and without its own
  * retries: the outbox retries). Messages to one webhook are sent one at a time, at most
- * one a second; a 429's Retry-After is honoured.
+ * one a second (the Pacer every chat channel uses); a 429's Retry-After is honoured.
  */
 export class SlackChannel implements Channel {
   readonly type = 'slack';
   readonly name: string;
   private readonly hook: IncomingWebhook;
   private readonly now: () => number;
-  private readonly sleep: (ms: number) => Promise<void>;
-  private readonly minIntervalMs: number;
-  private queue: Promise<unknown> = Promise.resolve();
-  private nextSlot = 0;
+  private readonly pacer: Pacer;
+  private readonly say: ItemText;
+  private readonly scrub: (text: string) => string;
   private lastRetryAfter: string | null = null;
 
   constructor(cfg: SlackChannelConfig, opts: SlackOptions = {}) {
     this.name = cfg.name;
     this.now = opts.now ?? Date.now;
-    this.sleep = opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
-    this.minIntervalMs = opts.minIntervalMs ?? SLACK_MIN_INTERVAL_MS;
+    this.say = opts.text ?? summaryText;
+    this.scrub = opts.scrub ?? ((t) => t);
+    this.pacer = new Pacer({
+      label: 'Slack',
+      minIntervalMs: opts.minIntervalMs ?? SLACK_MIN_INTERVAL_MS,
+      now: this.now,
+      sleep: opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))),
+    });
     // The library's HTTPError has no headers; this fetch keeps Retry-After for us.
     const fetchKeepingRetryAfter: FetchFunction = async (url, init) => {
       const res = await fetch(url, init as RequestInit);
@@ -119,30 +131,18 @@ export class SlackChannel implements Channel {
 
   /** One message for the group, in turn with the other messages to this webhook. */
   sendBatch(events: readonly HostwatchEvent[]): Promise<SendResult> {
-    const run = this.queue.then(() => this.paced(events));
-    this.queue = run.catch(() => undefined);
-    return run;
-  }
-
-  private async paced(events: readonly HostwatchEvent[]): Promise<SendResult> {
-    const wait = this.nextSlot - this.now();
-    if (wait > 0) await this.sleep(wait);
-    // A 429 does not stall the queue here: the other messages get their own 429 and the
-    // outbox reschedules each after Retry-After, without holding a worker slot.
-    const result = await this.post(events);
-    this.nextSlot = this.now() + this.minIntervalMs;
-    return result;
+    return this.pacer.run(() => this.post(events));
   }
 
   private async post(events: readonly HostwatchEvent[]): Promise<SendResult> {
-    const { text, blocks } = slackMessage(events);
+    const { text, blocks } = slackMessage(events, this.say);
     this.lastRetryAfter = null;
     try {
       await this.hook.send({ text, blocks, unfurl_links: false, unfurl_media: false });
       return { ok: true, statusCode: 200 };
     } catch (e) {
       if (e instanceof IncomingWebhookHTTPError) {
-        const answer = cut(e.body.trim(), 200);
+        const answer = cut(this.scrub(e.body).trim(), 200);
         const status = e.statusCode;
         const retryAfterMs = parseRetryAfter(this.lastRetryAfter ?? undefined, this.now());
         if (SLACK_PERMANENT_ERRORS.has(answer)) {

@@ -1,9 +1,13 @@
 import { createHmac } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { parseRetryAfter } from '../../api/client.js';
-import type { WebhookChannelConfig } from '../../config/types.js';
+import type { Template } from 'liquidjs';
+import type { WebhookChannelConfig, WebhookTemplateConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
-import { resultFromStatus, type Channel, type SendResult } from '../channel.js';
+import type { Channel, SendResult } from '../channel.js';
+import { compileTemplate, renderTemplate } from '../templates.js';
+import { networkFailure, resultOf, standardVerdict } from './http.js';
+import { cut, oneLine } from './render.js';
 
 /**
  * Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 over `id.timestamp.body`, keyed
@@ -53,28 +57,72 @@ export function ceHeader(value: string): string {
   return value.replace(/[^\u0021-\u007E]|["%]/gu, (c) => encodeURIComponent(c).replace(/"/g, '%22'));
 }
 
+/** A webhook template, parsed once: the body, the headers and the content type. */
+export interface CompiledWebhookTemplate {
+  body: Template[];
+  headers: Array<[string, Template[]]>;
+  contentType: string;
+}
+
+/** Parse a webhook's template (validated by the config check already). */
+export function compileWebhookTemplate(t: WebhookTemplateConfig): CompiledWebhookTemplate {
+  return {
+    body: compileTemplate(t.body),
+    headers: Object.entries(t.headers).map(([name, value]) => [name, compileTemplate(value)]),
+    contentType: t.content_type,
+  };
+}
+
+/**
+ * A header value from a template: line breaks and control characters become spaces (an
+ * API text cannot add a header), and characters outside printable ASCII are
+ * percent-encoded as UTF-8 (HTTP cannot carry them raw).
+ */
+export function headerValue(text: string): string {
+  return oneLine(text).replace(/[^\u0020-\u007E]/gu, (c) => encodeURIComponent(c));
+}
+
+/** The body and headers a webhook template renders for an event; throws when the event cannot fill it. */
+export function templateRequest(t: CompiledWebhookTemplate, event: HostwatchEvent): { body: string; headers: Record<string, string> } {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of t.headers) headers[name.toLowerCase()] = headerValue(renderTemplate(value, event));
+  headers['content-type'] = t.contentType;
+  return { body: renderTemplate(t.body, event), headers };
+}
+
 /**
  * An HTTP webhook carrying CloudEvents (structured or binary mode), signed per Standard
- * Webhooks. Only 2xx counts; redirects are not followed (a redirect could leak the event
- * elsewhere). A 410 Gone disables the channel: the receiver says it will never take more.
- * Webhooks are not grouped: each event is one request with its own id (docs/routing.md).
+ * Webhooks, or, with a `template`, the body and headers the user wrote (signed too when a
+ * secret is set). Only 2xx counts; redirects are not followed (a redirect could leak the
+ * event elsewhere). A 410 Gone disables the channel: the receiver says it will never take
+ * more. Webhooks are not grouped: each event is one request with its own id (docs/routing.md).
  */
 export class WebhookChannel implements Channel {
   readonly type = 'webhook';
   readonly name: string;
   private readonly agent = new Agent({ keepAliveTimeout: 10_000 });
+  private readonly template: CompiledWebhookTemplate | null;
 
   constructor(
     private readonly cfg: WebhookChannelConfig,
     private readonly now: () => number = Date.now,
+    /** Removes secrets from a receiver's answer before it is cut (see HttpChannelOptions.scrub). */
+    private readonly scrub: (text: string) => string = (t) => t,
   ) {
     this.name = cfg.name;
+    this.template = cfg.template ? compileWebhookTemplate(cfg.template) : null;
   }
 
   /** POST the event; the webhook-id is the event id, so receivers can deduplicate retries. */
   async send(event: HostwatchEvent, body: string): Promise<SendResult> {
     const ts = Math.floor(this.now() / 1000);
-    const req = cloudEventRequest(event, body, this.cfg.mode ?? 'structured');
+    let req: { body: string; headers: Record<string, string> };
+    try {
+      req = this.template ? templateRequest(this.template, event) : cloudEventRequest(event, body, this.cfg.mode ?? 'structured');
+    } catch (e) {
+      // Only an event can show this (a label the template names and it lacks): no retry fixes it.
+      return { ok: false, retryable: false, statusCode: null, error: `template: ${(e as Error).message}` };
+    }
     try {
       const res = await request(this.cfg.url, {
         method: 'POST',
@@ -84,21 +132,19 @@ export class WebhookChannel implements Channel {
           'user-agent': 'hostwatch',
           'webhook-id': event.id,
           'webhook-timestamp': String(ts),
-          'webhook-signature': signatureHeader(this.cfg.secrets, event.id, ts, req.body),
+          ...(this.cfg.secrets.length > 0 ? { 'webhook-signature': signatureHeader(this.cfg.secrets, event.id, ts, req.body) } : {}),
         },
         body: req.body,
         headersTimeout: this.cfg.timeout_ms,
         bodyTimeout: this.cfg.timeout_ms,
         signal: AbortSignal.timeout(this.cfg.timeout_ms),
       });
-      const answer = (await res.body.text()).slice(0, 200);
-      const result = resultFromStatus(res.statusCode, answer, parseRetryAfter(res.headers['retry-after'], this.now()));
+      const answer = cut(this.scrub(await res.body.text()), 200);
+      const result = resultOf('', res.statusCode, standardVerdict(res.statusCode, answer, parseRetryAfter(res.headers['retry-after'], this.now()), []));
+      // 410 Gone: the receiver will never take more (its reason is stored as it answered).
       return res.statusCode === 410 && !result.ok ? { ...result, disable: true } : result;
     } catch (e) {
-      const name = (e as { name?: string }).name;
-      const code = (e as { code?: string }).code;
-      const timeout = name === 'TimeoutError' || String(code).includes('TIMEOUT');
-      return { ok: false, retryable: true, statusCode: null, error: timeout ? 'timed out' : `connection failed (${code ?? name})` };
+      return networkFailure('', e);
     }
   }
 

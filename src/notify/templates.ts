@@ -1,0 +1,88 @@
+import type { Template } from 'liquidjs';
+import type { HostwatchEvent } from '../events/types.js';
+import { isRecord } from '../is-record.js';
+import { liquid } from '../rules/parse.js';
+
+/**
+ * Channel templates (docs/channels.md#templates): a chat channel's `template:` (the text
+ * shown for each event) and a webhook's `template:` body and headers. They use the rules'
+ * Liquid engine: strict variables and filters, bounded. `hostwatch check` finds an unknown
+ * variable before the daemon runs (checkTemplate), so a template cannot fail later on a
+ * typo; the few things only an event can show (a label it lacks) fall back to the summary.
+ */
+
+/** What a template sees at the top level: the CloudEvent's attributes and its data. */
+export const TEMPLATE_ROOTS = ['id', 'type', 'source', 'subject', 'time', 'specversion', 'datacontenttype', 'data'] as const;
+
+/**
+ * The `data` fields a template may name: the ones every event has (docs/events.md) and
+ * the ones some events have (absent ones are null, so a template may test them with if).
+ */
+export const TEMPLATE_DATA_FIELDS = [
+  'name', 'severity', 'status', 'summary', 'site_id', 'domain', 'changes', 'rule', 'observed_at',
+  'labels', 'description', 'repeat', 'alert_id', 'shadow',
+  'channel', 'reason', 'source', 'failing', 'last_error', 'required',
+] as const;
+
+const ROOTS: ReadonlySet<string> = new Set(TEMPLATE_ROOTS);
+const DATA_FIELDS: ReadonlySet<string> = new Set(TEMPLATE_DATA_FIELDS);
+
+/**
+ * Every problem of a template text, as messages: Liquid syntax, unknown filters, and
+ * variables that no event has (with the line and column inside the template). Empty: fine.
+ */
+export function checkTemplate(text: string): string[] {
+  let parsed: Template[];
+  try {
+    parsed = liquid.parse(text);
+  } catch (e) {
+    return [`is not a valid Liquid template: ${(e as Error).message}`];
+  }
+  const problems: string[] = [];
+  const analysis = liquid.analyzeSync(parsed, { partials: false });
+  for (const variables of Object.values(analysis.globals)) {
+    for (const v of variables) {
+      const [root, field] = v.segments;
+      const at = `line ${v.location.row}, column ${v.location.col} of the template`;
+      if (!ROOTS.has(String(root))) {
+        problems.push(`unknown variable "${String(v)}" (${at}); a template can use ${TEMPLATE_ROOTS.join(', ')}`);
+      } else if (root === 'data' && typeof field === 'string' && !DATA_FIELDS.has(field)) {
+        problems.push(`unknown variable "${String(v)}" (${at}); data has ${TEMPLATE_DATA_FIELDS.join(', ')}`);
+      }
+    }
+  }
+  return problems;
+}
+
+/** Parse a template that checkTemplate accepted (config validation ran before). */
+export function compileTemplate(text: string): Template[] {
+  return liquid.parse(text);
+}
+
+/** What a template sees of an event: the envelope, and data with every known field present. */
+function scopeOf(e: HostwatchEvent): Record<string, unknown> {
+  const data: Record<string, unknown> = Object.fromEntries(TEMPLATE_DATA_FIELDS.map((f) => [f, null]));
+  Object.assign(data, e.data);
+  if (!isRecord(data['labels'])) data['labels'] = {};
+  return { ...e, data };
+}
+
+/** Render a template for an event; throws on what only this event can show wrong (a missing label). */
+export function renderTemplate(template: Template[], e: HostwatchEvent): string {
+  return String(liquid.renderSync(template, scopeOf(e)));
+}
+
+/**
+ * The text of an event through a channel's template. A render error must not lose the
+ * message: the event's summary is shown instead and `onError` is told (the daemon logs it).
+ */
+export function templateText(template: Template[], onError: (message: string, e: HostwatchEvent) => void = () => undefined): (e: HostwatchEvent) => string {
+  return (e) => {
+    try {
+      return renderTemplate(template, e).trim();
+    } catch (err) {
+      onError((err as Error).message, e);
+      return e.data.summary;
+    }
+  };
+}
