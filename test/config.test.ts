@@ -220,6 +220,15 @@ describe('config.example.yaml', () => {
     expect(new Set(types)).toEqual(new Set(['teams', 'discord', 'pagerduty', 'opsgenie', 'telegram', 'ntfy', 'webhook']));
   });
 
+  it('shows a PostgreSQL storage.url that hostwatch accepts once it replaces path', () => {
+    const lines = example.split('\n');
+    const url = lines.findIndex((l) => /^  # url: postgres:/.test(l));
+    expect(url).toBeGreaterThan(0);
+    const text = lines.filter((l) => !/^  path: /.test(l)).map((l) => (/^  # url: postgres:/.test(l) ? l.replace('# ', '') : l)).join('\n');
+    const result = parseConfig(text, 'config.example.yaml (postgres)', { ...ENV, PGPASS: 'pw-from-env' }, { sourceNames: SOURCES.map((x) => x.name), baseDir: REPO });
+    expect(result.ok ? result.config.storage : formatConfigErrors(result.errors)).toEqual({ engine: 'postgres', url: 'postgres://hostwatch:pw-from-env@db.example.net:5432/hostwatch' });
+  });
+
   it('documents every key with a comment on its line or just above it', () => {
     const lines = example.split('\n');
     const undocumented = lines.filter((line, index) => {
