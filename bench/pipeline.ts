@@ -44,11 +44,19 @@ export interface PipelineCase {
   bareCpuMs: number;
   pollCpuMs: number;
   cpuRatio: number;
+  /** Polls that wrote, per transaction, over the poll passes (group commit). */
+  unitsPerCommit: number;
+  /** Transactions per poll pass (median). */
+  commitsPerPass: number;
 }
 
 export interface CpuCase {
   case: 'unchanged' | 'changed-10%' | 'baseline';
   rounds: number;
+  /** Units (polls that wrote) per transaction, over every round of the case (group commit). */
+  unitsPerCommit: number;
+  /** Transactions per pass (median). */
+  commitsPerPass: number;
   parseMedianMs: number;
   ingestMedianMs: number;
   /** ingest / JSON.parse of the same bodies. */
@@ -203,10 +211,12 @@ async function measureCase(
   const pollMs: number[] = [];
   const bareCpu: number[] = [];
   const pollCpu: number[] = [];
+  const commits: Commits = { batches: [], units: 0 };
   for (let r = 0; r < rounds; r++) {
     const app = await before();
     const order: Mode[] = r % 2 === 0 ? ['bare', 'poll'] : ['poll', 'bare'];
     for (const mode of order) {
+      const stats0 = { ...app.store.stats };
       const cpu0 = process.cpuUsage();
       const t0 = performance.now();
       const statuses = await pass(app, sites, concurrency, mode);
@@ -216,6 +226,8 @@ async function measureCase(
       if (mode === 'bare') bareMs.push(ms);
       else {
         pollMs.push(ms);
+        commits.batches.push(app.store.stats.batches - stats0.batches);
+        commits.units += app.store.stats.units - stats0.units;
         const expect = name === 'changed-10%' ? null : name;
         if (expect && statuses.some((s) => s !== expect)) throw new Error(`${name}: a poll came back ${statuses.find((s) => s !== expect)}`);
         checkOutcomes?.(statuses);
@@ -239,7 +251,14 @@ async function measureCase(
     bareCpuMs: round(median(bareCpu), 1),
     pollCpuMs: round(median(pollCpu), 1),
     cpuRatio: round(median(pollCpu) / median(bareCpu), 3),
+    ...commitStats(commits),
   };
+}
+
+/** Units per transaction, and transactions per pass, of some passes. */
+function commitStats(c: Commits): { unitsPerCommit: number; commitsPerPass: number } {
+  const batches = c.batches.reduce((a, b) => a + b, 0);
+  return { unitsPerCommit: batches === 0 ? 0 : round(c.units / batches, 1), commitsPerPass: median(c.batches) };
 }
 
 /**
@@ -259,14 +278,15 @@ async function changeTenPercent(sim: SimChild, sites: readonly SiteInfo[], round
 
 // ---- CPU only --------------------------------------------------------------------------
 
-interface Body {
+/** One entity's response body, as the client read it. */
+export interface Body {
   ref: EntityRef;
   /** Response bodies of every page (one for these sources). */
   texts: string[];
 }
 
 /** Read each per-site response body once, as the client would (same paths and limits). */
-async function readBodies(url: string, sites: readonly SiteInfo[]): Promise<Body[]> {
+export async function readBodies(url: string, sites: readonly SiteInfo[]): Promise<Body[]> {
   const out: Body[] = [];
   await pool(
     PER_SITE.flatMap((def) => sites.map((site) => ({ def, site }))),
@@ -321,7 +341,11 @@ function mutateTenPercent(bodies: readonly Body[], values: unknown[], salt: numb
   });
 }
 
-async function cpuOnly(
+/**
+ * The CPU-only cases: the same parsed bodies through Poller.ingest, with the network taken
+ * out. Exported for the engine comparison (bench/engines.ts), which runs it on each engine.
+ */
+export async function cpuOnly(
   bodies: readonly Body[],
   newApp: () => Promise<App>,
   rounds: { unchanged: number; changed: number; baseline: number },
@@ -335,7 +359,8 @@ async function cpuOnly(
   // As many ingests in flight as a scheduler pass has polls (sources × concurrency), so
   // those that finish together share a commit, as they do in the daemon (group commit).
   const inFlight = PER_SITE.length * pollWorkers(concurrency);
-  const ingestAll = async (app: App, values: unknown[], expect: string | null): Promise<number> => {
+  const ingestAll = async (app: App, values: unknown[], expect: string | null, commits?: Commits): Promise<number> => {
+    const before = { ...app.store.stats };
     const t0 = performance.now();
     const started = Date.now();
     const statuses: string[] = [];
@@ -346,14 +371,17 @@ async function cpuOnly(
     );
     const ms = performance.now() - t0;
     if (expect && statuses.some((s) => s !== expect)) throw new Error(`ingest: expected ${expect}, got ${statuses.find((s) => s !== expect)}`);
+    commits?.batches.push(app.store.stats.batches - before.batches);
+    if (commits) commits.units += app.store.stats.units - before.units;
     return ms;
   };
-  const result = (name: CpuCase['case'], parse: number[], ingest: number[]): CpuCase => {
+  const result = (name: CpuCase['case'], parse: number[], ingest: number[], commits: Commits): CpuCase => {
     const p = median(parse);
     const g = median(ingest);
     return {
       case: name,
       rounds: ingest.length,
+      ...commitStats(commits),
       parseMedianMs: round(p, 2),
       ingestMedianMs: round(g, 2),
       ingestVsParse: round(g / p, 2),
@@ -369,30 +397,40 @@ async function cpuOnly(
     await warm.stop();
   }
 
-  const base = { parse: [] as number[], ingest: [] as number[] };
-  const same = { parse: [] as number[], ingest: [] as number[] };
-  const changed = { parse: [] as number[], ingest: [] as number[] };
+  const base = { parse: [] as number[], ingest: [] as number[], commits: { batches: [], units: 0 } as Commits };
+  const same = { parse: [] as number[], ingest: [] as number[], commits: { batches: [], units: 0 } as Commits };
+  const changed = { parse: [] as number[], ingest: [] as number[], commits: { batches: [], units: 0 } as Commits };
   let app: App | null = null;
   for (let r = 0; r < rounds.baseline; r++) {
     const fresh = await newApp();
     const p = parseAll();
     base.parse.push(p.ms);
-    base.ingest.push(await ingestAll(fresh, p.values, 'baseline'));
+    base.ingest.push(await ingestAll(fresh, p.values, 'baseline', base.commits));
     if (app) await app.stop();
     app = fresh;
   }
   for (let r = 0; r < rounds.unchanged; r++) {
     const p = parseAll();
     same.parse.push(p.ms);
-    same.ingest.push(await ingestAll(app!, p.values, 'unchanged'));
+    same.ingest.push(await ingestAll(app!, p.values, 'unchanged', same.commits));
   }
   for (let r = 0; r < rounds.changed * 2; r++) {
     // Odd rounds change 10% away from the stored snapshot, even rounds change it back.
     const p = parseAll();
     if (r % 2 === 0) mutateTenPercent(bodies, p.values, r);
     changed.parse.push(p.ms);
-    changed.ingest.push(await ingestAll(app!, p.values, null));
+    changed.ingest.push(await ingestAll(app!, p.values, null, changed.commits));
   }
   await app?.stop();
-  return [result('unchanged', same.parse, same.ingest), result('changed-10%', changed.parse, changed.ingest), result('baseline', base.parse, base.ingest)];
+  return [
+    result('unchanged', same.parse, same.ingest, same.commits),
+    result('changed-10%', changed.parse, changed.ingest, changed.commits),
+    result('baseline', base.parse, base.ingest, base.commits),
+  ];
+}
+
+interface Commits {
+  /** Transactions per pass. */
+  batches: number[];
+  units: number;
 }

@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, fsync as fsyncAsync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, fsync as fsyncAsync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { BatchTx } from './commit-queue.js';
@@ -17,8 +17,21 @@ type Mode = 'all' | 'get' | 'run';
  */
 class SqliteRunner {
   private readonly prepared = new Map<number, BetterSqlite3.Statement>();
+  /** Transaction control, prepared once (a batch runs several of these). */
+  readonly control;
 
-  constructor(readonly db: BetterSqlite3.Database) {}
+  constructor(readonly db: BetterSqlite3.Database) {
+    this.control = {
+      // BEGIN IMMEDIATE takes the write lock at once (waiting up to busy_timeout for a CLI
+      // command's write): a deferred BEGIN could fail to upgrade after its first read.
+      begin: db.prepare('BEGIN IMMEDIATE'),
+      commit: db.prepare('COMMIT'),
+      rollback: db.prepare('ROLLBACK'),
+      savepoint: db.prepare('SAVEPOINT hw_unit'),
+      release: db.prepare('RELEASE hw_unit'),
+      undo: db.prepare('ROLLBACK TO hw_unit'),
+    };
+  }
 
   exec<P, R>(s: Statement<P, R>, p: P, mode: Mode): unknown {
     let stmt = this.prepared.get(s.id);
@@ -44,18 +57,11 @@ class SqliteRunner {
 /** The open batch transaction: statements run on the connection directly. */
 class SqliteTx implements BatchTx {
   readonly dialect = 'sqlite' as const;
-  private readonly sp;
 
   constructor(
     private readonly r: SqliteRunner,
     private readonly end: { committed: () => Promise<void>; rolledBack: () => void },
-  ) {
-    this.sp = {
-      open: r.db.prepare('SAVEPOINT hw_unit'),
-      release: r.db.prepare('RELEASE hw_unit'),
-      undo: r.db.prepare('ROLLBACK TO hw_unit'),
-    };
-  }
+  ) {}
 
   all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
     return this.r.call(() => this.r.exec(s, p, 'all'));
@@ -71,25 +77,25 @@ class SqliteTx implements BatchTx {
     return Promise.resolve();
   }
   savepoint(): Promise<void> {
-    return this.r.call(() => this.sp.open.run());
+    return this.r.call(() => this.r.control.savepoint.run());
   }
   release(): Promise<void> {
-    return this.r.call(() => this.sp.release.run());
+    return this.r.call(() => this.r.control.release.run());
   }
   rollbackTo(): Promise<void> {
     return this.r.call(() => {
-      this.sp.undo.run();
-      this.sp.release.run();
+      this.r.control.undo.run();
+      this.r.control.release.run();
     });
   }
   async commit(): Promise<{ durable: Promise<void> }> {
     // A failed COMMIT leaves the transaction open: the queue then rolls back, which ends it.
-    this.r.db.exec('COMMIT');
+    this.r.control.commit.run();
     return { durable: this.end.committed() };
   }
   async rollback(): Promise<void> {
     try {
-      if (this.r.db.inTransaction) this.r.db.exec('ROLLBACK');
+      if (this.r.db.inTransaction) this.r.control.rollback.run();
     } finally {
       this.end.rolledBack();
     }
@@ -131,11 +137,13 @@ export class WalSync {
     this.fd = null;
   }
 
-  /** The log file's descriptor, reopened if SQLite removed the file (it does when the last connection closes). */
+  /**
+   * The log file's descriptor, opened once. SQLite removes the file only when the last
+   * connection closes, and this store's connection is open for as long as it syncs; a
+   * checkpoint that truncates or restarts the log keeps the same file.
+   */
   private descriptor(): number {
-    if (this.fd !== null && fstatSync(this.fd).nlink > 0) return this.fd;
-    this.close();
-    this.fd = openSync(this.walPath, 'r');
+    this.fd ??= openSync(this.walPath, 'r');
     return this.fd;
   }
 }
@@ -206,9 +214,7 @@ export class SqliteStore extends QueuedStore {
       await this.syncing.catch(() => undefined);
       await new Promise<void>((r) => setImmediate(r));
     }
-    // BEGIN IMMEDIATE takes the write lock at once (waiting up to busy_timeout for a CLI
-    // command's write): a deferred BEGIN could fail to upgrade after its first read.
-    this.sqlite.exec('BEGIN IMMEDIATE');
+    this.runner.control.begin.run();
     this.open = true;
     return new SqliteTx(this.runner, {
       committed: () => {
