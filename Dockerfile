@@ -1,7 +1,7 @@
-# hostwatch: multi-stage build, non-root runtime, health check on /readyz.
 # syntax=docker/dockerfile:1
+# hostwatch: multi-stage build on the current Node.js LTS, non-root runtime, health check on /readyz.
 
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 # better-sqlite3 compiles from source when no prebuilt binary fits.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
@@ -9,10 +9,11 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
-COPY bench ./bench
-RUN npm run build && npm prune --omit=dev
+# Only src/ is compiled (bench/ is not copied in), without source maps: neither belongs in
+# the runtime image. Then the dev dependencies go.
+RUN npx tsc -p tsconfig.json --sourceMap false && npm prune --omit=dev
 
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
@@ -25,8 +26,10 @@ RUN mkdir -p /var/lib/hostwatch /etc/hostwatch && chown -R node:node /var/lib/ho
 USER node
 VOLUME ["/var/lib/hostwatch"]
 EXPOSE 8080
-# /readyz answers when server.listen is set (e.g. 0.0.0.0:8080 with server.token).
+ENV HOSTWATCH_CONFIG=/etc/hostwatch/config.yaml
+# `hostwatch health` asks /readyz at the address the config's server.listen names (any
+# port; 0.0.0.0 is asked on 127.0.0.1), so the check follows the config.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD node -e "fetch('http://127.0.0.1:8080/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+  CMD ["node", "dist/src/cli.js", "health"]
 ENTRYPOINT ["node", "dist/src/cli.js"]
-CMD ["run", "-c", "/etc/hostwatch/config.yaml"]
+CMD ["run"]

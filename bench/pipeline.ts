@@ -16,6 +16,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
+import { replyScrubber } from '../src/api/scrub.js';
+import { secretsOf } from '../src/log.js';
 import { createApp, type App } from '../src/main.js';
 import { pollWorkers } from '../src/scheduler/scheduler.js';
 import { entityOf, pathOf, SOURCES, sitesSource } from '../src/sources/registry.js';
@@ -74,6 +76,23 @@ export interface PipelineResult {
   bodyBytes: number;
   cases: PipelineCase[];
   cpu: CpuCase[];
+  scrub: ScrubCost;
+}
+
+/**
+ * What scrubbing the configured secrets out of every reply costs (src/api/scrub.ts), next to
+ * JSON.parse of the same bodies: as served (no escape sequences: one scan of the text), and
+ * with every "/" written "\/" (valid JSON, the same values, as PHP's json_encode writes it),
+ * which makes the scrubber look at every decoded string.
+ */
+export interface ScrubCost {
+  secrets: number;
+  rounds: number;
+  parseMedianMs: number;
+  plainMedianMs: number;
+  escapedMedianMs: number;
+  plainVsParse: number;
+  escapedVsParse: number;
 }
 
 // The per-site sources of the foundation, which changeTenPercent() moves: the same three in
@@ -149,6 +168,8 @@ export async function benchPipeline(opts: PipelineOptions = {}): Promise<Pipelin
     log('pipeline: CPU only (JSON.parse vs Poller.ingest)');
     const bodies = await readBodies(sim.url, siteList);
     const cpu = await cpuOnly(bodies, newApp, rounds, concurrency);
+    log('pipeline: scrubbing secrets from replies vs JSON.parse');
+    const scrub = scrubCost(bodies, secretsOf(app.config), rounds.unchanged);
 
     return {
       sites,
@@ -158,6 +179,7 @@ export async function benchPipeline(opts: PipelineOptions = {}): Promise<Pipelin
       bodyBytes: bodies.reduce((n, b) => n + b.texts.reduce((m, t) => m + Buffer.byteLength(t), 0), 0),
       cases,
       cpu,
+      scrub,
     };
   } finally {
     await Promise.allSettled(apps.map((a) => a.stop()));
@@ -339,6 +361,43 @@ function mutateTenPercent(bodies: readonly Body[], values: unknown[], salt: numb
         break;
     }
   });
+}
+
+function scrubCost(bodies: readonly Body[], secrets: readonly string[], rounds: number): ScrubCost {
+  const scrub = replyScrubber(secrets);
+  const plain = bodies.flatMap((b) => b.texts);
+  const escaped = plain.map((t) => t.replaceAll('/', '\\/'));
+  const time = (texts: readonly string[], withScrub: boolean): number => {
+    const t0 = performance.now();
+    for (const t of texts) {
+      const v = JSON.parse(t) as unknown;
+      if (withScrub) scrub(t, v);
+    }
+    return performance.now() - t0;
+  };
+  const parse: number[] = [];
+  const plainMs: number[] = [];
+  const escapedMs: number[] = [];
+  for (let r = 0; r < rounds + 2; r++) {
+    // The first two rounds warm the JIT up and are not counted.
+    const p = time(plain, false);
+    const s1 = time(plain, true) - p;
+    const s2 = time(escaped, true) - time(escaped, false);
+    if (r < 2) continue;
+    parse.push(p);
+    plainMs.push(Math.max(0, s1));
+    escapedMs.push(Math.max(0, s2));
+  }
+  const pm = median(parse);
+  return {
+    secrets: new Set(secrets).size,
+    rounds,
+    parseMedianMs: round(pm, 2),
+    plainMedianMs: round(median(plainMs), 2),
+    escapedMedianMs: round(median(escapedMs), 2),
+    plainVsParse: round(median(plainMs) / pm, 3),
+    escapedVsParse: round(median(escapedMs) / pm, 3),
+  };
 }
 
 /**

@@ -1,10 +1,142 @@
-import { celEnv, parse, plan, type CelResult } from '@bufbuild/cel';
+import { celEnv, celFunc, CelScalar, objectType, parse, plan, type CelResult } from '@bufbuild/cel';
 
 /**
- * The one CEL environment of hostwatch: rule conditions, route matches and silence
- * matches all compile here, once, and run many times.
+ * The one CEL environment of hostwatch: rule conditions, route matches, silence matches and
+ * site labels all compile here, once, and run many times. Besides the CEL standard library
+ * it has the time helpers rules need (docs/rules.md, "Time and absence"):
+ *
+ * - `now` is a variable (a timestamp) the caller binds from its injected clock;
+ * - `date('2026-12-01')` reads a plain API date (midnight UTC) as a timestamp; a full
+ *   RFC 3339 time is accepted too, so `date()` works on either kind of field;
+ * - `duration('14d')` also takes days, like every other duration in hostwatch (CEL's own
+ *   only goes up to hours);
+ * - `glob(domain, '*.acme.com')`: `*` any run of characters, `?` one character.
  */
-const env = celEnv();
+
+const { STRING, BOOL } = CelScalar;
+const base = celEnv();
+const TIMESTAMP = objectType(base.registry.getMessage('google.protobuf.Timestamp')!);
+const DURATION = objectType(base.registry.getMessage('google.protobuf.Duration')!);
+
+/** A protobuf Timestamp as CEL takes it (a plain message object: no protobuf import needed). */
+interface TimestampMessage {
+  $typeName: 'google.protobuf.Timestamp';
+  seconds: bigint;
+  nanos: number;
+}
+interface DurationMessage {
+  $typeName: 'google.protobuf.Duration';
+  seconds: bigint;
+  nanos: number;
+}
+
+/** A CEL timestamp for epoch milliseconds (what `now` is bound to). */
+export function celTimestamp(ms: number): unknown {
+  const seconds = Math.floor(ms / 1000);
+  const msg: TimestampMessage = { $typeName: 'google.protobuf.Timestamp', seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
+  return msg;
+}
+
+/** Epoch milliseconds of a CEL timestamp (as a function receives it), or of an ISO text; null for anything else. */
+export function timeOf(value: unknown): number | null {
+  if (typeof value === 'string') {
+    const t = parseApiTime(value);
+    return t;
+  }
+  const msg = (value as { message?: { $typeName?: string; seconds?: bigint; nanos?: number } } | null)?.message ?? (value as TimestampMessage | null);
+  if (msg && msg.$typeName === 'google.protobuf.Timestamp' && typeof msg.seconds === 'bigint') {
+    return Number(msg.seconds) * 1000 + Math.floor((msg.nanos ?? 0) / 1e6);
+  }
+  return null;
+}
+
+const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/;
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+
+/** An API time (`YYYY-MM-DD` = midnight UTC, or RFC 3339) as epoch ms; null when it is neither. */
+export function parseApiTime(text: string): number | null {
+  const d = DATE_ONLY.exec(text);
+  if (d) {
+    const t = Date.UTC(Number(d[1]), Number(d[2]) - 1, Number(d[3]));
+    // 2026-02-31 would roll over to March: not a date.
+    return new Date(t).toISOString().slice(0, 10) === text ? t : null;
+  }
+  if (!RFC3339.test(text)) return null;
+  const t = Date.parse(text);
+  return Number.isNaN(t) ? null : t;
+}
+
+const DURATION_PART = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d)/y;
+const UNIT_NS: Record<string, bigint> = {
+  ns: 1n,
+  us: 1_000n,
+  µs: 1_000n,
+  ms: 1_000_000n,
+  s: 1_000_000_000n,
+  m: 60_000_000_000n,
+  h: 3_600_000_000_000n,
+  d: 86_400_000_000_000n,
+};
+
+/**
+ * A CEL duration string (`300ms`, `-1.5h`, `2h45m`) or a hostwatch one with days (`14d`,
+ * `1d12h`) as nanoseconds; throws on anything else. CEL's grammar is kept (fractions, a sign,
+ * any unit order), days are added.
+ */
+export function parseCelDuration(text: string): bigint {
+  let s = text;
+  let sign = 1n;
+  if (s.startsWith('-') || s.startsWith('+')) {
+    if (s[0] === '-') sign = -1n;
+    s = s.slice(1);
+  }
+  if (s === '0') return 0n;
+  if (s === '') throw new Error(`invalid duration "${text}"`);
+  let total = 0n;
+  DURATION_PART.lastIndex = 0;
+  while (DURATION_PART.lastIndex < s.length) {
+    const m = DURATION_PART.exec(s);
+    if (!m) throw new Error(`invalid duration "${text}" (like 30s, 90m, 26h or 14d)`);
+    const [whole, frac = ''] = m[1]!.split('.');
+    const unit = UNIT_NS[m[2]!]!;
+    total += BigInt(whole || '0') * unit;
+    if (frac) total += (BigInt(frac) * unit) / 10n ** BigInt(frac.length);
+  }
+  return sign * total;
+}
+
+function durationMessage(ns: bigint): DurationMessage {
+  const seconds = ns / 1_000_000_000n;
+  return { $typeName: 'google.protobuf.Duration', seconds, nanos: Number(ns - seconds * 1_000_000_000n) };
+}
+
+/** `*` any run of characters, `?` one; everything else literal; case-insensitive (domains). */
+export function globToRegExp(pattern: string): RegExp {
+  const body = pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+  return new RegExp(`^${body}$`, 'i');
+}
+
+const globCache = new Map<string, RegExp>();
+
+const HELPERS = [
+  celFunc('date', [STRING], TIMESTAMP, (text: string) => {
+    const t = parseApiTime(text);
+    if (t === null) throw new Error(`date() needs YYYY-MM-DD or an RFC 3339 time (got "${text}")`);
+    return celTimestamp(t) as never;
+  }),
+  celFunc('duration', [STRING], DURATION, (text: string) => durationMessage(parseCelDuration(text)) as never),
+  celFunc('glob', [STRING, STRING], BOOL, (text: string, pattern: string) => {
+    let re = globCache.get(pattern);
+    if (!re) {
+      re = globToRegExp(pattern);
+      if (globCache.size > 1000) globCache.clear();
+      globCache.set(pattern, re);
+    }
+    return re.test(text);
+  }),
+];
+
+const env = celEnv({ funcs: HELPERS });
 
 /** A planned CEL expression. */
 export type CelProgram = (bindings: Record<string, unknown>) => CelResult;
@@ -21,3 +153,29 @@ export function planCel(ast: ReturnType<typeof parse>): CelProgram {
 export function compileCel(expr: string): CelProgram {
   return planCel(parse(expr));
 }
+
+/**
+ * The free variables of a parsed expression: identifiers that are not bound by a
+ * comprehension (`exists(b, …)` binds `b`). Used to refuse unknown variables in silences
+ * and site labels, and to see which rules read the clock (`now`).
+ */
+export function freeIdentifiers(root: unknown): Set<string> {
+  const used = new Set<string>();
+  const bound = new Set<string>();
+  const visit = (node: unknown): void => {
+    if (node === null || typeof node !== 'object') return;
+    if (Array.isArray(node)) return node.forEach(visit);
+    const kind = (node as { exprKind?: { case?: string; value?: Record<string, unknown> } }).exprKind;
+    if (kind?.case === 'identExpr') used.add(String(kind.value?.['name']));
+    if (kind?.case === 'comprehensionExpr') {
+      for (const k of ['iterVar', 'iterVar2', 'accuVar']) if (kind.value?.[k]) bound.add(String(kind.value[k]));
+    }
+    for (const [key, value] of Object.entries(node)) if (key !== 'sourceInfo' && typeof value === 'object') visit(value);
+  };
+  visit(root);
+  for (const b of bound) used.delete(b);
+  return used;
+}
+
+/** CEL type names are identifiers too (`type(site_id) == int`). */
+export const CEL_TYPE_NAMES: ReadonlySet<string> = new Set(['int', 'uint', 'double', 'bool', 'string', 'bytes', 'list', 'map', 'null_type', 'type', 'dyn']);

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-import { Command, InvalidArgumentError } from 'commander';
+import { SiteLabeler } from './labels.js';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseDuration } from './config/duration.js';
 import { loadConfig } from './config/load.js';
 import { ConfigErrors } from './config/errors.js';
@@ -7,15 +8,21 @@ import type { Config } from './config/types.js';
 import { createApp, rulesFor, SOURCE_NAMES, type App } from './main.js';
 import type { HostwatchEvent } from './events/types.js';
 import { formatEventLine } from './notify/channels/console.js';
-import { Dispatcher } from './notify/dispatch.js';
+import { Dispatcher, isHumanChannel } from './notify/dispatch.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
 import { compileRouter, RouteError } from './notify/routing.js';
 import { registerDeliveryCommands } from './notify/cli-commands.js';
 import { RuleErrors } from './rules/parse.js';
-import { eventType } from './events/envelope.js';
+import { eventType, TYPE_PREFIX } from './events/envelope.js';
+import { CATALOG } from './events/catalog.js';
+import { OPERATOR_EVENT_NAMES } from './events/operator.js';
+import { closest } from './config/parse.js';
+import { secretScrubber, secretsOf } from './log.js';
+import { storageExists, storagePathProblem } from './store/storage-path.js';
+import { parseListen } from './server/server.js';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from './paths.js';
+import { packageRoot, packageVersion } from './paths.js';
 import { runRuleTestFile } from './rules/rule-tests.js';
 import { backtest, formatBacktest } from './rules/backtest.js';
 import { explainEvent, explainWhyNot, unknownRule, type ExplainDeps } from './rules/explain.js';
@@ -23,19 +30,39 @@ import { describeStorage, openStore, type Store } from './store/db.js';
 import { repos } from './store/repos.js';
 import { listOf, siteInfoFromRecord } from './pipeline/plan.js';
 import { sitesSource } from './sources/registry.js';
-import { enabledSources, scopesFor } from './sources/select.js';
+import { enabledSources, pathsFor, scopesFor } from './sources/select.js';
 
-/** Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments. */
+/**
+ * Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments, 3 (`poll --once`)
+ * no source could be read: every poll of the cycle failed (a wrong key, an unreachable panel).
+ */
 const EXIT_CONFIG = 2;
+const EXIT_NOTHING_READ = 3;
+
+/** Where the config is when `-c` is not given. */
+const CONFIG_HELP = 'config file (YAML); default: $HOSTWATCH_CONFIG, else ./hostwatch.yaml';
 
 function fail(message: string, code: number): never {
   process.stderr.write(`${message}\n`);
   process.exit(code);
 }
 
-async function load(file: string): Promise<Config> {
+/** The config file a command reads: `-c FILE`, else $HOSTWATCH_CONFIG, else ./hostwatch.yaml. */
+function configFile(given: string | undefined): string {
+  if (given !== undefined) return given;
+  const fromEnv = process.env['HOSTWATCH_CONFIG'];
+  if (fromEnv) return fromEnv;
+  if (existsSync('hostwatch.yaml')) return 'hostwatch.yaml';
+  fail('hostwatch: no config file: pass -c FILE, set HOSTWATCH_CONFIG, or put hostwatch.yaml in the current folder (start from config.example.yaml)', EXIT_CONFIG);
+}
+
+/**
+ * Load the config, exiting 2 with every error. `secretsOptional`: for commands that call
+ * neither the API nor a channel, a secret whose variable is unset is no error.
+ */
+async function load(file: string | undefined, opts: { secretsOptional?: boolean } = {}): Promise<Config> {
   try {
-    return await loadConfig(file, process.env, { sourceNames: SOURCE_NAMES });
+    return await loadConfig(configFile(file), process.env, { sourceNames: SOURCE_NAMES, secretsOptional: opts.secretsOptional === true });
   } catch (e) {
     if (e instanceof ConfigErrors) fail(e.format(), EXIT_CONFIG);
     throw e;
@@ -96,14 +123,15 @@ function typeName(v: string): string {
 const program = new Command()
   .name('hostwatch')
   .description('Polls the Hosting Control API and turns changes into signed, durable events.')
+  .version(packageVersion(), '-V, --version', 'print the version')
   .showHelpAfterError()
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : EXIT_CONFIG));
 
 program
   .command('run')
   .description('run the daemon in the foreground until SIGTERM/SIGINT')
-  .requiredOption('-c, --config <file>', 'config file (YAML)')
-  .action(async (o: { config: string }) => {
+  .option('-c, --config <file>', CONFIG_HELP)
+  .action(async (o: { config?: string }) => {
     const app = await build(await load(o.config));
     onShutdown(() => app.stop());
     try {
@@ -116,29 +144,36 @@ program
 
 program
   .command('poll')
-  .description('poll every enabled source once, deliver what is pending, and exit')
-  .requiredOption('-c, --config <file>', 'config file (YAML)')
+  .description('poll every enabled source once, deliver what is pending, and exit (exit 3 when no source could be read)')
+  .option('-c, --config <file>', CONFIG_HELP)
   .option('--once', 'one full cycle (required: the daemon is `hostwatch run`)')
-  .action(async (o: { config: string; once?: boolean }) => {
+  .action(async (o: { config?: string; once?: boolean }) => {
     if (!o.once) fail('hostwatch poll: pass --once (the continuous daemon is `hostwatch run`)', EXIT_CONFIG);
     const app = await build(await load(o.config));
+    let read: { polls: number; failed: number };
     try {
-      const { pending } = await app.runOnce();
+      const { pending, ...counts } = await app.runOnce();
+      read = counts;
       if (pending > 0) app.log.warn({ pending }, 'deliveries still pending after the drain timeout; they stay in the outbox');
     } finally {
       await app.stop();
+    }
+    // A failed source is not a failed command; nothing read at all is (a wrong key, a panel down).
+    if (read.polls > 0 && read.failed === read.polls) {
+      fail(`hostwatch poll: no source could be read: all ${read.polls} polls failed (see the log above; api.unauthorized / api.unreachable say why)`, EXIT_NOTHING_READ);
     }
   });
 
 program
   .command('check')
-  .description('validate the config and the rules; print every error; exit 2 on any')
-  .requiredOption('-c, --config <file>', 'config file (YAML)')
-  .action(async (o: { config: string }) => {
+  .description('validate the config and the rules, and everything `run` would refuse; print every error; exit 2 on any')
+  .option('-c, --config <file>', CONFIG_HELP)
+  .option('--online', 'also call the API (GET only, nothing written): does the key work, and can each enabled source read? exit 1 when not')
+  .action(async (o: { config?: string; online?: boolean }) => {
     const problems: string[] = [];
     let config: Config | null = null;
     try {
-      config = await loadConfig(o.config, process.env, { sourceNames: SOURCE_NAMES });
+      config = await loadConfig(configFile(o.config), process.env, { sourceNames: SOURCE_NAMES });
     } catch (e) {
       if (!(e instanceof ConfigErrors)) throw e;
       problems.push(e.format());
@@ -162,18 +197,78 @@ program
       } finally {
         calendar?.close();
       }
+      // Looked at, never created: only `run` creates the database and its folder.
+      const storage = config.storage.engine === 'sqlite' ? storagePathProblem(config.storage.path) : null;
+      if (storage !== null) problems.push(`${config.file}: storage.path: ${storage}`);
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
     process.stdout.write(`${config!.file}: OK (${ruleCount} rules, ${config!.channels.length} channels)\n`);
+    if (o.online) await checkOnline(config!);
   });
+
+/** `check --online`: the key and each enabled source's scope, against the real API. */
+async function checkOnline(config: Config): Promise<void> {
+  const { ApiClient } = await import('./api/client.js');
+  const { probeScopes } = await import('./sources/probe.js');
+  const client = new ApiClient({
+    baseUrl: config.api.base_url,
+    key: config.api.key,
+    timeoutMs: config.api.timeout_ms,
+    maxRequestsPerSecond: config.api.max_requests_per_second,
+    maxConcurrency: 1,
+    retries: 0,
+    maxPages: config.api.max_pages,
+    secrets: secretsOf(config),
+  });
+  const scrub = secretScrubber(secretsOf(config));
+  try {
+    const r = await probeScopes(client, enabledSources(config), (name, siteId) => ({ paths: pathsFor(config, name, siteId) }));
+    if (r.fatal !== null) fail(scrub(`online: ${config.api.base_url}: ${r.fatal}`), 1);
+    process.stdout.write(`online: ${config.api.base_url}: the key works; GET /sites: ${r.sites} sites\n`);
+    for (const l of r.lines) process.stdout.write(scrub(`  ${l.source.padEnd(24)} ${l.scope.padEnd(18)} ${l.status === 'ok' ? 'ok' : l.status === 'scope_missing' ? 'SCOPE MISSING' : 'ERROR'}  ${l.detail}`) + '\n');
+    const bad = r.lines.filter((l) => l.status !== 'ok');
+    if (bad.length > 0) {
+      fail(`online: ${bad.length} of ${r.lines.length} enabled sources cannot read; add the scopes to the key (hostwatch scopes lists them) or set enabled: false for those sources`, 1);
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+program
+  .command('health')
+  .description("ask a running daemon's /readyz at the config's server.listen; exit 0 when ready, 1 when not (the Docker HEALTHCHECK)")
+  .option('-c, --config <file>', CONFIG_HELP)
+  .option('--timeout <duration>', 'how long to wait for the answer', duration, 4_000)
+  .action(async (o: { config?: string; timeout: number }) => {
+    const config = await load(o.config, { secretsOptional: true });
+    const listen = config.server.listen;
+    if (listen === null) fail(`hostwatch health: ${config.file} sets no server.listen, so there is no /readyz to ask`, 1);
+    const url = `${readyzBase(listen)}/readyz`;
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(o.timeout) });
+      const body = await res.text();
+      process.stdout.write(`${url}: ${res.status} ${body}\n`);
+      process.exit(res.status === 200 ? 0 : 1);
+    } catch (e) {
+      fail(`hostwatch health: ${url}: ${(e as Error).message}`, 1);
+    }
+  });
+
+/** Where a daemon listening on `listen` answers on this machine (a wildcard bind is asked on loopback). */
+function readyzBase(listen: string): string {
+  const { host, port } = parseListen(listen);
+  const local = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  return `http://${local.includes(':') ? `[${local}]` : local}:${port}`;
+}
 
 program
   .command('scopes')
   .description('print the least-privilege API scopes for the enabled sources (one per line), for a read-only key')
-  .requiredOption('-c, --config <file>', 'config file (YAML)')
+  .option('-c, --config <file>', CONFIG_HELP)
   .option('--why', 'also name the sources that need each scope')
-  .action(async (o: { config: string; why?: boolean }) => {
-    const config = await load(o.config);
+  .action(async (o: { config?: string; why?: boolean }) => {
+    const config = await load(o.config, { secretsOptional: true });
     const lines = scopesFor(enabledSources(config)).map(({ scope, sources }) => (o.why ? `${scope.padEnd(18)} ${sources.join(', ')}` : scope));
     process.stdout.write(`${lines.join('\n')}\n`);
   });
@@ -181,20 +276,16 @@ program
 program
   .command('events')
   .description('print the event log from the database, oldest first (read-only; the daemon need not run)')
-  .requiredOption('-c, --config <file>', 'config file (YAML); its storage (path or url) is read')
+  .option('-c, --config <file>', `${CONFIG_HELP}; its storage (path or url) is read`)
   .option('--since <duration>', 'only events of the last DURATION (e.g. 30m, 1h, 2d)', duration)
   .option('--type <type>', 'only events of this type (site.offline or hostwatch.site.offline)', typeName)
   .option('--limit <n>', 'at most the newest N events', atLeastOne, 100)
   .option('--json', 'one CloudEvent JSON per line, exactly as stored')
-  .action(async (o: { config: string; since?: number; type?: string; limit: number; json?: boolean }) => {
-    const config = await load(o.config);
-    let store: Store;
-    try {
-      // Read-only: it reads beside a running daemon and never writes (no migration, no lock).
-      store = await openStore(config.storage, { now: Date.now, readonly: true });
-    } catch (e) {
-      fail(`hostwatch events: cannot open ${describeStorage(config.storage)}: ${(e as Error).message}`, 1);
-    }
+  .action(async (o: { config?: string; since?: number; type?: string; limit: number; json?: boolean }) => {
+    const config = await load(o.config, { secretsOptional: true });
+    if (o.type !== undefined) knownTypeOrExit(config, o.type);
+    // Read-only: it reads beside a running daemon and never writes (no migration, no lock).
+    const store = await openDatabase(config, true, true);
     try {
       const filter = { type: o.type ?? null, siteId: null, since: o.since === undefined ? null : Date.now() - o.since };
       const rows = await repos(store).events.latest(filter, o.limit + 1);
@@ -264,11 +355,11 @@ rulesCmd
 rulesCmd
   .command('backtest')
   .description('replay the stored change log through the current rules: what would have fired, when, per rule and channel')
-  .requiredOption('-c, --config <file>', 'config file (YAML): its rules, routes, channels and storage')
-  .option('--since <duration>', 'how far back to replay (e.g. 7d, 30d)', duration, 30 * 86_400_000)
+  .option('-c, --config <file>', `${CONFIG_HELP}: its rules, routes, channels and storage`)
+  .addOption(new Option('--since <duration>', 'how far back to replay (e.g. 7d, 30d)').argParser(duration).default(30 * 86_400_000, '30d'))
   .option('--rule <name>', 'only this rule (evaluated even if it is disabled, to try it before turning it on)')
-  .action(async (o: { config: string; since: number; rule?: string }) => {
-    const config = await load(o.config);
+  .action(async (o: { config?: string; since: number; rule?: string }) => {
+    const config = await load(o.config, { secretsOptional: true });
     let rules = loadRulesOrExit(config);
     if (o.rule !== undefined) {
       const one = rules.find((r) => r.name === o.rule);
@@ -282,13 +373,21 @@ rulesCmd
       const since = now - o.since;
       const r = repos(store);
       const sites = await r.snapshots.get(sitesSource.name, sitesSource.name);
+      const known = sites ? listOf(sitesSource, JSON.parse(sites.body)).map(siteInfoFromRecord) : [];
+      const human = new Set(config.channels.filter((c) => isHumanChannel(c.type)).map((c) => c.name));
       const result = await backtest(r.history.since(since), {
         rules,
         router,
         since,
         now,
         everyMs: (s) => config.sources[s.name]?.every_ms ?? s.defaultEveryMs,
-        sites: sites ? listOf(sitesSource, JSON.parse(sites.body)).map(siteInfoFromRecord) : [],
+        sites: known,
+        labeler: new SiteLabeler(config.site_labels),
+        incidents: {
+          config: config.incidents,
+          isHuman: (c) => human.has(c),
+          watched: config.sites === 'all' ? known.length : config.sites.length,
+        },
       });
       const header = `backtest since ${new Date(since).toISOString()}: ${rules.filter((r) => r.enabled).length} rules, ${result.entities} entities, ${result.snapshots} snapshots replayed, ${result.events.length} events`;
       for (const line of formatBacktest(result, header)) process.stdout.write(`${line}\n`);
@@ -301,14 +400,14 @@ program
   .command('explain')
   .description('why an event exists (EVENT_ID), or why rule R sent nothing about subject S (--subject S --rule R)')
   .argument('[event-id]', 'an event id from the log, a feed or a webhook-id header')
-  .requiredOption('-c, --config <file>', 'config file (YAML): its rules and storage')
+  .option('-c, --config <file>', `${CONFIG_HELP}: its rules and storage`)
   .option('--subject <subject>', 'the subject an expected event is about, e.g. sites/12/health')
   .option('--rule <name>', 'the rule that should have sent it')
-  .action(async (id: string | undefined, o: { config: string; subject?: string; rule?: string }) => {
+  .action(async (id: string | undefined, o: { config?: string; subject?: string; rule?: string }) => {
     if ((id === undefined) === (o.subject === undefined || o.rule === undefined)) {
       fail('hostwatch explain: give an EVENT_ID, or --subject S and --rule R (not both)', EXIT_CONFIG);
     }
-    const config = await load(o.config);
+    const config = await load(o.config, { secretsOptional: true });
     const rules = loadRulesOrExit(config);
     const store = await openDatabase(config);
     try {
@@ -347,25 +446,42 @@ function compileRouterOrExit(config: Config): ReturnType<typeof compileRouter> {
 /**
  * Open (and if needed migrate) the configured database; the daemon may be running on it
  * (these commands do not take the daemon's lock). With `mustExist` (reading history), a
- * missing SQLite file is an error rather than a new empty database.
+ * missing SQLite file is an error rather than a new empty database; `readonly` opens it
+ * without migrating or writing.
  */
-async function openDatabase(config: Config, mustExist = true): Promise<Store> {
+async function openDatabase(config: Config, mustExist = true, readonly = false): Promise<Store> {
   const storage = config.storage;
-  if (mustExist && storage.engine === 'sqlite' && storage.path !== ':memory:' && !existsSync(storage.path)) {
-    fail(`hostwatch: no database at ${storage.path} (storage.path); the daemon creates it on its first poll`, 1);
+  if (mustExist && storage.engine === 'sqlite' && !storageExists(storage.path)) {
+    fail(`hostwatch: no database at ${storage.path} (storage.path); \`hostwatch run\` creates it on its first poll`, 1);
   }
   try {
-    return await openStore(storage, { now: Date.now });
+    return await openStore(storage, { now: Date.now, readonly });
   } catch (e) {
     fail(`hostwatch: cannot open ${describeStorage(storage)}: ${(e as Error).message}`, 1);
   }
 }
 
-registerDeliveryCommands(program, { load, fail, openDatabase, duration, atLeastOne });
+registerDeliveryCommands(program, { load, fail, openDatabase, duration, atLeastOne, configHelp: CONFIG_HELP });
 
-/** An event as one terminal line: its time, then what the console channel prints. */
+/** An event as one terminal line: its time, what the console channel prints, and its id (for explain and redeliver). */
 function eventLine(e: HostwatchEvent): string {
-  return `${e.time}  ${formatEventLine(e)}`;
+  return `${e.time}  ${formatEventLine(e)}  ${e.id}`;
 }
+
+/** `--type` must name an event hostwatch can raise: else exit 2, naming the near miss. */
+function knownTypeOrExit(config: Config, type: string): void {
+  const name = type.slice(TYPE_PREFIX.length);
+  let ruleEvents: string[] = [];
+  try {
+    ruleEvents = rulesFor(config).map((r) => r.event);
+  } catch {
+    // Broken rule files do not stop `events`; the catalog still names the built-in events.
+  }
+  const known = [...new Set([...CATALOG, ...OPERATOR_EVENT_NAMES, ...ruleEvents])].sort();
+  if (known.includes(name)) return;
+  const near = closest(name, known);
+  fail(`hostwatch events: --type: no event is named ${name}${near ? `; did you mean ${near}?` : ''} (docs/events.md lists them)`, EXIT_CONFIG);
+}
+
 
 program.parseAsync(process.argv).catch((e: unknown) => fail(`hostwatch: ${(e as Error).message}`, 1));

@@ -46,6 +46,8 @@ export function secretsOf(config: Config): string[] {
         break;
     }
   }
+  // A dead man's switch URL is its check's token, often a single path part (hc-ping.com/<uuid>).
+  if (config.heartbeat) out.push(...urlSecrets(config.heartbeat.url), ...longPathParts(config.heartbeat.url));
   return out.filter((s) => s.length >= 4);
 }
 
@@ -54,6 +56,15 @@ function databasePassword(url: string): string[] {
   try {
     const p = new URL(url).password;
     return p === '' ? [] : [p, decodeURIComponent(p)];
+  } catch {
+    return [];
+  }
+}
+
+/** Path parts of 16 characters or more (a check's uuid), never short words like `services`. */
+function longPathParts(url: string): string[] {
+  try {
+    return new URL(url).pathname.split('/').filter((p) => p.length >= 16);
   } catch {
     return [];
   }
@@ -93,7 +104,7 @@ export interface LoggerOptions {
   level: string;
   pretty: boolean;
   scrub: (text: string) => string;
-  /** Where lines go (stdout by default); tests pass a collector. */
+  /** Where lines go (stderr by default: stdout is for command output and the console channel); tests pass a collector. */
   destination?: NodeJS.WritableStream;
 }
 
@@ -103,7 +114,7 @@ export interface LoggerOptions {
  * up in a message or an error text is removed too.
  */
 export function createLogger(opts: LoggerOptions): Logger {
-  const out = opts.destination ?? process.stdout;
+  const out = opts.destination ?? process.stderr;
   // pino-pretty is loaded only when asked for: the daemon's JSON logs do not pay its memory.
   const target: NodeJS.WritableStream = opts.pretty
     ? (createRequire(import.meta.url)('pino-pretty') as (o: Record<string, unknown>) => NodeJS.WritableStream)({

@@ -23,8 +23,9 @@ import { DIGEST_GROUP } from './notify/grouping.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
 import { Notifier } from './notify/notifier.js';
 import { OutboxWorker } from './notify/outbox-worker.js';
-import { envelope, eventId } from './events/envelope.js';
-import { packageRoot } from './paths.js';
+import { eventId } from './events/envelope.js';
+import { operatorEvent } from './events/operator.js';
+import { packageRoot, packageVersion } from './paths.js';
 import { Poller } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
 import type { CompiledRule } from './rules/types.js';
@@ -46,6 +47,15 @@ import { Followups } from './scheduler/followups.js';
 import { openStore, type Store } from './store/db.js';
 import type { PruneResult } from './store/history-repo.js';
 import { repos } from './store/repos.js';
+import { HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
+import { DEFAULTS } from './config/parse.js';
+import { hostname } from 'node:os';
+import { SiteLabeler } from './labels.js';
+import { IncidentTracker } from './notify/incidents.js';
+import { Reevaluator } from './pipeline/reevaluate.js';
+import { Timekeeper } from './scheduler/timekeeper.js';
+import { Heartbeat } from './selfwatch/heartbeat.js';
+import { Watchdog } from './selfwatch/watchdog.js';
 
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
@@ -64,8 +74,8 @@ export interface AppOptions {
   /** How chat channels wait between messages (tests pass a recorder). */
   sleep?: (ms: number) => Promise<void>;
   /**
-   * Open the store as a daemon (default true): on SQLite, take the one-daemon-per-file lock,
-   * so a second daemon on the same file refuses to start.
+   * Open the store as a daemon (default true): take the one-daemon lock of the database, so
+   * a second daemon on it refuses to start.
    */
   daemon?: boolean;
 }
@@ -81,6 +91,10 @@ export interface App {
   scheduler: Scheduler;
   /** What fetches imply for later fetches (detail reads, adaptive polling); fed by the poller. */
   followups: Followups;
+  /** Time-driven work: clock rules re-evaluated, platform incidents settled, the watchdog. */
+  timekeeper: Timekeeper;
+  /** The dead man's switch pinger (null without config `heartbeat`). */
+  heartbeat: Heartbeat | null;
   worker: OutboxWorker;
   /** Decides and queues where stored events go; `publish` stores and dispatches one. */
   notifier: Notifier;
@@ -88,8 +102,11 @@ export interface App {
   /** Live events for in-process consumers (SSE, the dashboard, tests). */
   bus: EventEmitter<AppBusEvents>;
   scrub: (text: string) => string;
-  /** One full cycle of every enabled source, then deliver what is pending (bounded wait). */
-  runOnce(): Promise<{ pending: number }>;
+  /**
+   * One full cycle of every enabled source, then deliver what is pending (bounded wait).
+   * `polls` and `failed` count the polls of the cycle: all failed means nothing could be read.
+   */
+  runOnce(): Promise<{ pending: number; polls: number; failed: number }>;
   /** Start the daemon: scheduler, outbox worker and (if configured) the HTTP server. */
   start(): Promise<void>;
   /** The operator server's address, once started (null without `server.listen`). */
@@ -107,7 +124,7 @@ export function rulesFor(config: Config): CompiledRule[] {
 
 /**
  * Build every part from a validated config. Throws RuleErrors / MigrationError on bad input,
- * DatabaseInUseError when another daemon runs on the same SQLite file.
+ * DatabaseInUseError when another daemon runs on the same database.
  */
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const now = opts.now ?? Date.now;
@@ -148,7 +165,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   const { now, random, scrub, log, rules, maintenance, dispatcher, store } = base;
   // Reads outside a transaction; every write goes through store.transaction.
   const { snapshots, alerts, events, history } = repos(store);
-  const metrics = new Metrics(events, now);
+  const metrics = new Metrics({ outbox: events, sources: () => snapshots.sourceStates() }, now, { version: packageVersion() });
   const client = new ApiClient({
     baseUrl: config.api.base_url,
     key: config.api.key,
@@ -159,6 +176,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     maxPages: config.api.max_pages,
     now,
     random,
+    // Replies are scrubbed of every configured secret before anything is stored.
+    secrets: secretsOf(config),
     onResponse: ({ status, code }) => metrics.apiResponse(status, code),
   });
   const channels = new Map<string, Channel>();
@@ -172,7 +191,16 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     bus.emit('events', added);
     opts.onEvents?.(added);
   };
-  const notifier = new Notifier({ store, dispatcher, log, now });
+  // The tracker and the notifier know each other: incidents hold events, and ending one
+  // releases them through the notifier.
+  let incidents: IncidentTracker | null = null;
+  const notifier = new Notifier({
+    store,
+    dispatcher,
+    log,
+    now,
+    incidents: async (r) => (incidents ? incidents.active(r) : new Set()),
+  });
   const firing: HostwatchEvent[] = [];
   for (const a of await alerts.firing()) {
     const row = a.site_id === null || a.last_event_id === null ? undefined : await history.event(a.last_event_id);
@@ -184,24 +212,14 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     disableAfterMs: config.delivery.disable_after_ms,
     onChannelDisabled: async ({ channel, reason, count }) => {
       // An operator event: stored, and delivered to the channels still working.
-      const at = new Date(now());
-      const e = envelope({
-        id: eventId('channel-disabled', channel, count),
+      const e = operatorEvent({
+        rule: 'channel-disabled',
         instance: config.name,
         subject: `channels/${channel}`,
-        time: at,
-        data: {
-          name: 'channel.disabled',
-          severity: 'critical',
-          summary: `channel ${channel} is disabled: ${reason}`,
-          site_id: null,
-          domain: null,
-          changes: [],
-          rule: 'channel-disabled',
-          observed_at: at.toISOString(),
-          channel,
-          reason,
-        },
+        at: now(),
+        id: eventId('channel-disabled', channel, count),
+        summary: `channel ${channel} is disabled: ${reason}`,
+        extra: { channel, reason },
       });
       try {
         if (await notifier.publish(e)) announce([e]);
@@ -231,7 +249,23 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   });
   const scheduled: ScheduledSource[] = enabledSources(config);
   const followups = new Followups(scheduled.map((s) => s.def));
-  const poller = await Poller.open({
+  incidents = new IncidentTracker({
+    config: config.incidents,
+    rules,
+    store,
+    notifier,
+    humanChannels: dispatcher.humanChannels(),
+    // Called only once the poller below exists (from its commits and the timekeeper).
+    watched: (): number => poller.watchedCount(),
+    isWatched: (id): boolean => poller.isWatched(id),
+    domainOf: (id): string | null => poller.site(id)?.domain ?? null,
+    instance: config.name,
+    now,
+    log,
+  });
+  const poller: Poller = await Poller.open({
+    labeler: new SiteLabeler(config.site_labels),
+    incidents,
     fetcher: new Fetcher(client, (name, siteId) => ({ paths: pathsFor(config, name, siteId) })),
     sources: scheduled.map((s) => s.def),
     onFetched: (ref, data) => followups.observe(ref, data),
@@ -244,9 +278,25 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     log,
     scrub,
     sites: config.sites,
+    sitesMax: config.sites_max,
+    degraded: config.degraded,
+    maxEvents: (name) => config.sources[name]?.max_events ?? DEFAULTS.maxEventsPerPoll,
     onPoll: (source, o) => metrics.poll(source, o, o.durationMs ?? 0),
     onEvents: announce,
   });
+  const timekeeper = new Timekeeper({
+    reevaluator: new Reevaluator({ poller, rules, sources: scheduled.map((s) => s.def), now, log }),
+    incidents,
+    watchdog: config.watchdog ? new Watchdog({ everyMs: config.watchdog.every_ms, store, notifier, instance: config.name, now }) : undefined,
+    onEvents: announce,
+    log,
+  });
+  // A cycle older than two of the slowest of (the heartbeat, the quickest source) no
+  // longer counts as succeeding: the pings stop when cycles stop.
+  const quickest = Math.min(...scheduled.filter((s) => s.def.per !== 'record').map((s) => s.everyMs));
+  const heartbeat = config.heartbeat
+    ? new Heartbeat({ config: config.heartbeat, staleMs: 2 * Math.max(config.heartbeat.every_ms, quickest), now, log })
+    : null;
   const scheduler = new Scheduler({
     poller,
     sources: scheduled,
@@ -258,11 +308,14 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     afterCycle: (s) => {
       const failed = s.outcomes.filter((o) => o.status === 'failed').length;
       log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
+      heartbeat?.observe(s);
     },
+    onTick: () => void timekeeper.tick(),
   });
 
   let stopped = false;
   let pruneTimer: NodeJS.Timeout | null = null;
+  let heartbeatTimer: NodeJS.Timeout | null = null;
   let server: { url: string; close: () => Promise<void> } | null = null;
   const app: App = {
     config,
@@ -273,17 +326,22 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     poller,
     scheduler,
     followups,
+    timekeeper,
+    heartbeat,
     worker,
     notifier,
     metrics,
     bus,
     scrub,
     async runOnce() {
-      await scheduler.runAll();
+      const outcomes = (await scheduler.runAll()).flatMap((c) => c.outcomes);
+      // Time passed since the last run: clock rules are judged on what is stored now.
+      await timekeeper.tick({ force: true });
+      if (heartbeat) await heartbeat.beat();
       // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour).
       await store.transaction((tx) => repos(tx).delivery.flushGroups(now(), DIGEST_GROUP));
       const pending = await worker.drain(config.delivery.drain_timeout_ms);
-      return { pending };
+      return { pending, polls: outcomes.length, failed: outcomes.filter((o) => o.status === 'failed').length };
     },
     serverUrl: null,
     async pruneHistory() {
@@ -299,7 +357,11 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
           listen: config.server.listen,
           token: config.server.token,
           routes: [
-            ...healthRoutes({ databaseReady: () => store.ready(), schedulerRunning: () => scheduler.running }),
+            ...healthRoutes({
+              databaseReady: () => store.ready(),
+              schedulerRunning: () => scheduler.running,
+              polling: () => ({ fresh: now() - poller.lastSuccessAt <= config.server.not_ready_after_ms, lastSuccessAt: poller.lastSuccessAt }),
+            }),
             ...metricsRoutes(metrics),
             ...feedRoutes(ctx),
             ...apiRoutes(ctx),
@@ -317,6 +379,16 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');
       worker.start();
       scheduler.start();
+      // A sign of life in the database, for commands on it (`redeliver` says whether anyone sends now).
+      const startedAt = now();
+      const beat = (): Promise<void> =>
+        store
+          .transaction((tx) => repos(tx).daemon.beat({ instance: config.name, pid: process.pid, host: hostname(), started_at: startedAt, seen_at: now(), stopped_at: null }))
+          .catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'heartbeat write failed'));
+      await beat();
+      heartbeatTimer = setInterval(() => void beat(), HEARTBEAT_EVERY_MS);
+      heartbeatTimer.unref();
+      heartbeat?.start();
       // History is pruned at start and then on a schedule, so the database stays bounded.
       const prune = (): Promise<void> =>
         app.pruneHistory().then(
@@ -331,6 +403,11 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       if (stopped) return;
       stopped = true;
       if (pruneTimer) clearInterval(pruneTimer);
+      if (heartbeatTimer) {
+        clearInterval(heartbeatTimer);
+        await store.transaction((tx) => repos(tx).daemon.stopped(config.name, now())).catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'heartbeat write failed'));
+      }
+      heartbeat?.stop();
       await scheduler.stop();
       await worker.stop();
       await server?.close();

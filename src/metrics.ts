@@ -3,9 +3,21 @@ import type { HostwatchEvent } from './events/types.js';
 import type { PollOutcome } from './pipeline/poller.js';
 import type { EventsRepo } from './store/events-repo.js';
 
+/** prom-client's gauges whose names end in `_total` (a counter's suffix); their labelled twins stay. */
+const GAUGES_NAMED_LIKE_COUNTERS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
+/** What the metrics read of the database at scrape time. */
+export interface MetricsSources {
+  outbox: Pick<EventsRepo, 'count' | 'oldestPendingCreatedAt'>;
+  /** The source-level poll state: when each source last had a successful cycle. */
+  sources: () => Promise<ReadonlyArray<{ source: string; last_success_at: number | null }>>;
+}
+
 /**
- * Prometheus metrics, one registry per app (tests run several apps in one process).
- * Label values are bounded sets only (source names, status classes, channel names,
+ * Prometheus metrics, one registry per app (tests run several apps in one process), named
+ * by Prometheus conventions: the process metrics keep their standard names (no prefix), no
+ * gauge ends in `_total`, counters of attempts say so, and `status` is always an HTTP
+ * status. Label values are bounded sets only (source names, status codes, channel names,
  * event types): never a site id or a URL.
  */
 export class Metrics {
@@ -13,13 +25,30 @@ export class Metrics {
   private readonly polls: Counter<'source' | 'outcome'>;
   private readonly pollErrors: Counter<'source' | 'code'>;
   private readonly pollDuration: Histogram<'source'>;
-  private readonly apiRequests: Counter<'status'>;
+  private readonly apiRequests: Counter<'status' | 'error'>;
   private readonly events: Counter<'type'>;
   private readonly deliveries: Counter<'channel' | 'outcome'>;
 
-  constructor(outbox: Pick<EventsRepo, 'count' | 'oldestPendingCreatedAt'>, now: () => number) {
-    collectDefaultMetrics({ register: this.registry, prefix: 'hostwatch_' });
+  constructor(db: MetricsSources, now: () => number, build: { version: string }) {
+    const { outbox } = db;
+    collectDefaultMetrics({ register: this.registry });
+    for (const name of GAUGES_NAMED_LIKE_COUNTERS) this.registry.removeSingleMetric(name);
     const registers = [this.registry];
+    new Gauge({ name: 'hostwatch_build_info', help: 'Always 1; the labels say which hostwatch and Node.js run.', labelNames: ['version', 'node_version'], registers }).set(
+      { version: build.version, node_version: process.version },
+      1,
+    );
+    new Gauge({
+      name: 'hostwatch_source_last_success_timestamp_seconds',
+      help: 'When each source last completed a cycle with at least one successful poll (Unix time): alert on time() minus this.',
+      labelNames: ['source'],
+      registers,
+      async collect() {
+        const states = await db.sources();
+        this.reset();
+        for (const s of states) if (s.last_success_at !== null) this.set({ source: s.source }, s.last_success_at / 1000);
+      },
+    });
     this.polls = new Counter({ name: 'hostwatch_polls_total', help: 'Polls of an entity, by source and outcome (baseline, changed, unchanged, failed).', labelNames: ['source', 'outcome'], registers });
     this.pollErrors = new Counter({ name: 'hostwatch_poll_errors_total', help: 'Failed polls, by source and error code.', labelNames: ['source', 'code'], registers });
     this.pollDuration = new Histogram({
@@ -29,9 +58,14 @@ export class Metrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     });
-    this.apiRequests = new Counter({ name: 'hostwatch_api_requests_total', help: 'HTTP requests to the Hosting Control API, by status (or error code without one).', labelNames: ['status'], registers });
+    this.apiRequests = new Counter({
+      name: 'hostwatch_api_requests_total',
+      help: 'HTTP requests to the Hosting Control API (retries included), by HTTP status ("none": no reply) and error code ("none": it succeeded).',
+      labelNames: ['status', 'error'],
+      registers,
+    });
     this.events = new Counter({ name: 'hostwatch_events_total', help: 'Events stored, by CloudEvents type.', labelNames: ['type'], registers });
-    this.deliveries = new Counter({ name: 'hostwatch_deliveries_total', help: 'Delivery attempts, by channel and outcome (delivered, retry, dead).', labelNames: ['channel', 'outcome'], registers });
+    this.deliveries = new Counter({ name: 'hostwatch_delivery_attempts_total', help: 'Delivery attempts, by channel and outcome (delivered, retry, dead).', labelNames: ['channel', 'outcome'], registers });
     new Gauge({
       name: 'hostwatch_outbox_depth',
       help: 'Outbox rows waiting to be delivered.',
@@ -60,7 +94,7 @@ export class Metrics {
 
   /** Count one API exchange. */
   apiResponse(status: number | null, code: string | null): void {
-    this.apiRequests.inc({ status: status === null ? (code ?? 'error') : String(status) });
+    this.apiRequests.inc({ status: status === null ? 'none' : String(status), error: code ?? 'none' });
   }
 
   /** Count stored events. */

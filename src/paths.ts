@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,4 +17,9 @@ export function packageRoot(): string {
     if (up === dir) throw new Error('hostwatch: cannot find the package folder (package.json with migrations/)');
     dir = up;
   }
+}
+
+/** The version in package.json (`hostwatch --version`, `hostwatch_build_info`). */
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 }

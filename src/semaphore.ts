@@ -22,3 +22,12 @@ export class Semaphore {
     };
   }
 }
+
+/** Run `fn` over `items` with at most `limit` at once. */
+export async function mapLimit<T>(items: readonly T[], limit: number, fn: (t: T) => Promise<void>): Promise<void> {
+  let i = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (i < items.length) await fn(items[i++]!);
+  });
+  await Promise.all(workers);
+}

@@ -179,3 +179,23 @@ describe('Retry-After', () => {
 function optsOf(): ApiClientOptions {
   return { baseUrl: sim.url, key: KEY, timeoutMs: 2000, maxRequestsPerSecond: 1000, maxConcurrency: 4, retries: 0, maxPages: 50 };
 }
+
+describe('replies are scrubbed of the configured secrets', () => {
+  it('finds a secret however the JSON spells it (plain, \\/ or \\u escapes, in a key), and returns a clean reply as the same object', async () => {
+    const { replyScrubber } = await import('../src/api/scrub.js');
+    const slack = 'https://hooks.slack.com/services/T0/B0/abcdef';
+    const scrub = replyScrubber(['key-0123456789', slack]);
+    const parse = (text: string): unknown => scrub(text, JSON.parse(text));
+    expect(parse('{"by":"key-0123456789"}')).toEqual({ by: '[REDACTED]' });
+    expect(parse(JSON.stringify({ hook: slack }).replaceAll('/', '\\/'))).toEqual({ hook: '[REDACTED]' });
+    expect(parse('{"by":"\\u006bey-0123456789 here"}')).toEqual({ by: '[REDACTED] here' });
+    expect(parse('{"key-0123456789":[1,{"x":"y"}]}')).toEqual({ '[REDACTED]': [1, { x: 'y' }] });
+    // A "__proto__" key stays data while the reply is rebuilt.
+    const proto = parse('{"__proto__":{"polluted":true},"k":"key-0123456789"}') as Record<string, unknown>;
+    expect(Object.keys(proto)).toEqual(['__proto__', 'k']);
+    expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+    // Nothing to scrub: the parsed value itself, not a copy.
+    const clean = JSON.parse('{"a":"b\\/c"}') as unknown;
+    expect(scrub('{"a":"b\\/c"}', clean)).toBe(clean);
+  });
+});

@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore } from '../src/store/db.js';
@@ -100,11 +100,13 @@ describe('hostwatch rules backtest', () => {
     const r = await hostwatch(['rules', 'backtest', '--since', '7d', '-c', config()], { cwd: dir });
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`^backtest since \\S+: ${builtInRuleNames().length} rules, 3 entities, 11 snapshots replayed, 7 events$`, 'm'));
+    expect(r.stdout).toMatch(new RegExp(`^backtest since \\S+: ${builtInRuleNames().length} rules, 3 entities, 11 snapshots replayed, 8 events$`, 'm'));
     const events = r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l)).map((l) => l.replace(/^\S+\s+/, ''));
     expect(events).toEqual([
       'site.offline:firing sites/1/health "a.example is offline"  -> oncall',
       'site.offline:resolved sites/1/health "a.example is back online"  -> oncall',
+      // An absence rule: site 1's backup list held no Ok backup from the window's start on.
+      'backup.stale:firing sites/1/backups "No good backup of a.example in 26 h (none in the list)"  -> hooks',
       'site.offline:firing sites/1/health "a.example is offline"  -> oncall',
       'site.offline:resolved sites/1/health "a.example is back online"  -> oncall',
       'site.slow:firing sites/1/health "a.example is slow" (shadow)  -> shadow',
@@ -115,12 +117,13 @@ describe('hostwatch rules backtest', () => {
       [
         'per rule:',
         '  backup-failed    1 events (0 firing, 0 resolved, 0 repeats, 1 changes)',
+        '  backup-stale     1 events (1 firing, 0 resolved, 0 repeats, 0 changes)',
         '  site-offline     4 events (2 firing, 2 resolved, 0 repeats, 0 changes)',
         '  site-slow        1 events (1 firing, 0 resolved, 0 repeats, 0 changes)',
         '  usage-disk-high  1 events (1 firing, 0 resolved, 0 repeats, 0 changes)',
         'per channel:',
         '  (shadow: not delivered)  1',
-        '  hooks                    2',
+        '  hooks                    3',
         '  oncall                   4',
         '',
       ].join('\n'),
@@ -155,11 +158,87 @@ describe('hostwatch rules backtest', () => {
     expect(counts(recent.stdout)).toBe(['per rule:', '  (none)', 'per channel:', '  (none)', ''].join('\n'));
   });
 
+  it('shows its --since default as a duration in --help, not milliseconds', async () => {
+    const r = await hostwatch(['rules', 'backtest', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/--since <duration> +how far back to replay \(e\.g\. 7d, 30d\) \(default: 30d\)/);
+    expect(r.stdout).not.toContain('2592000000');
+  });
+
+  it('understands clock and absence rules and site labels: a backup that stopped 3 days ago goes stale 26 h after it, to the channel its client label routes to, and resolves when one arrives', async () => {
+    const now = Date.now();
+    const store = await openStore({ engine: 'sqlite', path: join(dir, 'hostwatch.db') }, { now: () => now });
+    const iso = (t: number): string => new Date(t).toISOString();
+    try {
+      const h = repos(store).history;
+      await h.add({ source: 'sites', entity: 'sites', site_id: null, version: 1, at: now - 9 * DAY, body: JSON.stringify([{ id: 1, domain: 'shop.acme.example' }, { id: 2, domain: 'b.example' }]) });
+      await h.add({ source: 'backups', entity: 'sites/1/backups', site_id: 1, version: 1, at: now - 5 * DAY, body: JSON.stringify([{ id: 7, state: 'Ok', created_at: iso(now - 5 * DAY) }]) });
+      await h.add({ source: 'backups', entity: 'sites/1/backups', site_id: 1, version: 2, at: now - 1 * DAY, body: JSON.stringify([{ id: 8, state: 'Ok', created_at: iso(now - 1 * DAY) }, { id: 7, state: 'Ok', created_at: iso(now - 5 * DAY) }]) });
+    } finally {
+      await store.close();
+    }
+    writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
+    const path = config(`site_labels:\n  - { match: "glob(domain, '*.acme.example')", labels: { client: acme } }\n`);
+    writeFileSync(path, readFileSync(path, 'utf8').replace('routes:\n', "routes:\n  - { match: \"labels.client == 'acme'\", channels: [oncall] }\n"));
+    const r = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'backup-stale', '-c', path], { cwd: dir });
+    expect(r.code).toBe(0);
+    const events = r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l));
+    // The second good backup is 24 h old at the end: it does not go stale again.
+    expect(events).toHaveLength(2);
+    // Every 10 minutes (its `every`) after 26 h without a good backup.
+    const firedAt = Date.parse(events[0]!.split(' ')[0]!);
+    expect(firedAt - (now - 5 * DAY)).toBeGreaterThanOrEqual(26 * HOUR);
+    expect(firedAt - (now - 5 * DAY)).toBeLessThanOrEqual(26 * HOUR + 10 * MIN);
+    expect(events[0]).toMatch(/ backup\.stale:firing sites\/1\/backups "No good backup of shop\.acme\.example in 26 h \(the last Ok one is 26 h( \d+ min)? old\)"  -> oncall$/);
+    expect(events[1]).toMatch(/ backup\.stale:resolved sites\/1\/backups "shop\.acme\.example has a good backup again"  -> oncall$/);
+    expect(Date.parse(events[1]!.split(' ')[0]!)).toBe(now - DAY);
+  });
+
+  it('understands platform incidents: six sites offline at once show one platform.incident, the later per-site alerts held from people, and its end', async () => {
+    const now = Date.now();
+    const store = await openStore({ engine: 'sqlite', path: join(dir, 'hostwatch.db') }, { now: () => now });
+    try {
+      const h = repos(store).history;
+      const list = Array.from({ length: 6 }, (_, i) => ({ id: i + 1, domain: `s${i + 1}.example` }));
+      await h.add({ source: 'sites', entity: 'sites', site_id: null, version: 1, at: now - 9 * DAY, body: JSON.stringify(list) });
+      const hh = (id: number, status: string): string => JSON.stringify({ site_id: id, online: { status, label: status }, integrity: { status: 'ok', problems: 0 } });
+      for (const { id } of list) await h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 1, at: now - 8 * DAY, body: hh(id, 'online') });
+      for (const { id } of list) await h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 2, at: now - 2 * DAY + id * 1000, body: hh(id, 'offline') });
+      for (const { id } of list.slice(0, 3)) await h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 3, at: now - DAY + id * 1000, body: hh(id, 'online') });
+    } finally {
+      await store.close();
+    }
+    writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
+    const path = join(dir, 'incident.yaml');
+    writeFileSync(
+      path,
+      `api: { base_url: http://127.0.0.1:9, key: k }
+storage: { path: ./hostwatch.db }
+channels:
+  - { name: oncall, type: console }
+  - { name: hooks, type: webhook, url: https://hooks.example/in, secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw }
+`,
+    );
+    const r = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'site-offline', '-c', path], { cwd: dir });
+    expect(r.code).toBe(0);
+    const events = r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l)).map((l) => l.replace(/^\S+\s+/, ''));
+    expect(events).toEqual([
+      ...[1, 2, 3, 4, 5].map((id) => `site.offline:firing sites/${id}/health "s${id}.example is offline"  -> oncall, hooks`),
+      'platform.incident:firing incidents/site.offline "Platform incident: site.offline on 5 sites (s1.example, s2.example, s3.example, s4.example, s5.example)"  -> oncall, hooks',
+      'site.offline:firing sites/6/health "s6.example is offline"  -> hooks  (held from oncall by the platform incident)',
+      'site.offline:resolved sites/1/health "s1.example is back online"  -> hooks  (held from oncall by the platform incident)',
+      // Five still fire: the incident goes on. The second recovery leaves four: it ends.
+      'site.offline:resolved sites/2/health "s2.example is back online"  -> hooks  (held from oncall by the platform incident)',
+      'platform.incident:resolved incidents/site.offline "Platform incident over: site.offline on 4 sites now (below 5)"  -> oncall, hooks',
+      'site.offline:resolved sites/3/health "s3.example is back online"  -> oncall, hooks',
+    ]);
+  });
+
   it('says there is no database yet instead of creating an empty one, exit 1', async () => {
     writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
     const r = await hostwatch(['rules', 'backtest', '-c', config()], { cwd: dir });
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe(`hostwatch: no database at ${join(dir, 'hostwatch.db')} (storage.path); the daemon creates it on its first poll\n`);
+    expect(r.stderr).toBe(`hostwatch: no database at ${join(dir, 'hostwatch.db')} (storage.path); \`hostwatch run\` creates it on its first poll\n`);
     expect(existsSync(join(dir, 'hostwatch.db'))).toBe(false);
   });
 

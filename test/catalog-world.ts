@@ -53,6 +53,21 @@ export class Control {
     await this.set('dns', { 'nameservers.dns_provider': 'registrar' }, site);
   }
 
+  /** Set a site record's `state` (suspended, expired, live, …). */
+  async siteState(site: number, state: string): Promise<void> {
+    await this.call('POST', `/sites/${site}/state`, { state });
+  }
+
+  /** Set usage figures of a site (snake_case keys of the control interface). */
+  async usage(site: number, change: Json): Promise<void> {
+    await this.call('POST', `/sites/${site}/usage`, change);
+  }
+
+  /** The whole world (sites, health, usage, backups, jobs, family states). */
+  async world<T = Json>(): Promise<T> {
+    return (await this.call('GET', '/world')) as T;
+  }
+
   /** Stop the world's random drift, so only what a test does changes anything. */
   async still(): Promise<void> {
     await this.call('POST', '/drift', { enabled: false });

@@ -11,10 +11,11 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { SOURCE_NAMES, rulesFor } from '../src/main.js';
-import { CATALOG } from '../src/events/catalog.js';
+import { CATALOG, NOT_FROM_RULES } from '../src/events/catalog.js';
+import { PROFILE_EDIT_FIELDS, SUSPENDED_SITE_STATES } from '../src/api/assumptions.js';
 import { packageRoot } from '../src/paths.js';
 import { Control } from './catalog-world.js';
-import { configFrom, names, startWorld, type World } from './harness.js';
+import { clockRuleNames, configFrom, names, startWorld, type World } from './harness.js';
 
 type Json = Record<string, unknown>;
 
@@ -60,6 +61,35 @@ async function reputationProfile(c: Control): Promise<Json> {
   const s = await c.state<{ businesses: { id: number }[]; profiles: Record<string, Record<string, unknown>> }>('reputation');
   const b = first(s.businesses.filter((x) => Object.keys(s.profiles[x.id] ?? {}).length > 0), 'business with a profile');
   return { business: b.id, platform: Object.keys(s.profiles[b.id]!)[0] };
+}
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+/** A plain API date `days` from now. */
+const dateIn = (days: number): string => new Date(Date.now() + days * DAY).toISOString().slice(0, 10);
+
+/**
+ * A rule file that switches off every built-in clock rule but `keep`: a case that moves the
+ * daemon's clock on must see only the event it is about (the world's own clock stands still).
+ */
+function quietClock(...keep: string[]): string {
+  return `rules:\n${clockRuleNames().filter((n) => !keep.includes(n)).map((n) => `  - { name: ${n}, enabled: false }\n`).join('')}`;
+}
+
+/** Site 1's database size or file count at `share` of its limit. */
+async function usageShare(c: Control, figure: 'db' | 'inodes', share: number): Promise<void> {
+  const w = await c.world<{ usage: { site_id: number; db: { limit_mib: number }; inodes: { limit: number } }[] }>();
+  const u = w.usage.find((x) => x.site_id === SITE)!;
+  const limit = figure === 'db' ? u.db.limit_mib : u.inodes.limit;
+  await c.usage(SITE, { [figure === 'db' ? 'db_used_mib' : 'inodes_used']: Math.ceil(limit * share) });
+}
+
+/** An extra database on a watched site (sites 1-3). */
+async function extraDb(c: Control): Promise<Json> {
+  const s = await c.state<{ databases: { id: number; site_id: number }[] }>('extradb');
+  const db = first(s.databases.filter((d) => d.site_id <= 3), 'extra database on sites 1-3');
+  await c.set('extradb', { [`databases.${db.id}.read_only`]: false, [`databases.${db.id}.error`]: '' });
+  return { db: db.id, site: db.site_id };
 }
 
 const CASES: Case[] = [
@@ -329,6 +359,184 @@ const CASES: Case[] = [
     check: (e, ctx) => expect(e.data.changes).toEqual([{ path: `[id=${ctx['report']}]`, before: null, after: expect.objectContaining({ id: ctx['report'] }) }]),
   },
   {
+    event: 'site.suspended',
+    alert: true,
+    change: (c) => c.siteState(SITE, 'suspended'),
+    subject: () => `sites/${SITE}`,
+    site: SITE,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'state', before: 'live', after: 'suspended' }),
+  },
+  {
+    event: 'backup.stale',
+    alert: true,
+    // Only site 1: every seeded site's newest Ok backup grows old with the clock.
+    config: { sites: [SITE] },
+    rules: quietClock('backup-stale'),
+    // Nothing changes in the world: 27 hours pass, and the stored list is judged again.
+    change: async () => undefined,
+    skewMs: 27 * HOUR,
+    subject: () => `sites/${SITE}/backups`,
+    site: SITE,
+    check: (e) => {
+      expect(e.data.changes).toEqual([]);
+      expect(e.data.summary).toMatch(/^No good backup of \S+ in 26 h \(the last Ok one is \d+ h( \d+ min)? old\)$/);
+    },
+  },
+  {
+    event: 'backup.stuck',
+    alert: true,
+    rules: quietClock('backup-stuck'),
+    change: async (c) => ({ backup: ((await c.call('POST', `/sites/${SITE}/backups`, { state: 'Pending' })) as { id: number }).id }),
+    skewMs: 7 * HOUR,
+    subject: (ctx) => `sites/${SITE}/backups/${ctx['backup']}`,
+    site: SITE,
+    check: (e) => expect(e.data.summary).toMatch(/has been Pending for 7 h/),
+  },
+  {
+    event: 'hourly_backup.stale',
+    alert: true,
+    rules: quietClock('hourly-backup-stale'),
+    before: (c) => c.set('hourly', { active: true, paid_until: dateIn(60), last_ok: new Date(Date.now() - 30 * 60_000).toISOString(), last_error: '' }, SITE).then(() => undefined),
+    change: async () => undefined,
+    skewMs: 3 * HOUR,
+    subject: () => `sites/${SITE}/hourly_backups`,
+    site: SITE,
+    check: (e) => expect(e.data.changes).toEqual([]),
+  },
+  {
+    event: 'usage.db_high',
+    alert: true,
+    change: (c) => usageShare(c, 'db', 0.95),
+    subject: () => `sites/${SITE}/usage`,
+    site: SITE,
+    check: (e) => expect(e.data.changes.map((x) => x.path)).toContain('db.used_mib'),
+  },
+  {
+    event: 'usage.inodes_high',
+    alert: true,
+    change: (c) => usageShare(c, 'inodes', 0.97),
+    subject: () => `sites/${SITE}/usage`,
+    site: SITE,
+    check: (e) => expect(e.data.changes.map((x) => x.path)).toContain('inodes.used'),
+  },
+  {
+    event: 'subscription.expiring',
+    alert: true,
+    change: (c) => c.set('rank', { 'plan.paid_until': dateIn(10) }).then(() => undefined),
+    subject: () => 'rank',
+    site: null,
+    check: (e) => {
+      expect(e.data.changes.map((x) => x.path)).toContain('paid_until');
+      expect(e.data.summary).toMatch(/^Rank tracking is paid until \d{4}-\d{2}-\d{2} \(\d+ days\)$/);
+    },
+  },
+  {
+    event: 'cron.wp_cron_dead',
+    before: async (c) => {
+      const ctx = await cronJob(c);
+      await c.set('cron', { [`jobs.${ctx['job']}.kind`]: 'cmscron', [`jobs.${ctx['job']}.cms_pseudo_cron_off`]: true });
+      return ctx;
+    },
+    change: (c, ctx) => c.set('cron', { [`jobs.${ctx['job']}.enabled`]: false }).then(() => undefined),
+    subject: (ctx) => `sites/${ctx['site']}/cron_jobs/${ctx['job']}`,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'enabled', before: true, after: false }),
+  },
+  {
+    event: 'cron.runs_near_limit',
+    before: cronJob,
+    change: async (c, ctx) => {
+      const r = await c.act<{ runs: { id: number }[] }>('cron', 'run', { job_id: ctx['job'], status: 'ok', duration_seconds: 880 });
+      return { run: r.runs[0]!.id };
+    },
+    subject: (ctx) => `sites/${ctx['site']}/cron_jobs/${ctx['job']}/runs/${ctx['run']}`,
+    check: (e) => expect(e.data.changes).toEqual([{ path: expect.stringMatching(/^\[id=/), before: null, after: expect.objectContaining({ status: 'ok', duration_seconds: 880 }) }]),
+  },
+  {
+    event: 'mail_sending.fallback',
+    alert: true,
+    before: (c) => c.set('mail', { route: 'own', provider: 'keyonly_1', provider_name: 'Key-only provider 1', enabled: true, state: 'active' }, SITE).then(() => undefined),
+    change: (c) => c.set('mail', { route: 'ours' }, SITE).then(() => undefined),
+    subject: () => `sites/${SITE}/mail_sending`,
+    site: SITE,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'route', before: 'own', after: 'ours' }),
+  },
+  {
+    event: 'mail_sending.disabled',
+    alert: true,
+    before: (c) => c.set('mail', { route: 'ours', provider: null, enabled: true, state: 'active' }, SITE).then(() => undefined),
+    change: (c) => c.set('mail', { enabled: false }, SITE).then(() => undefined),
+    subject: () => `sites/${SITE}/mail_sending`,
+    site: SITE,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'enabled', before: true, after: false }),
+  },
+  {
+    event: 'extradb.read_only',
+    alert: true,
+    before: extraDb,
+    change: (c, ctx) => c.set('extradb', { [`databases.${ctx['db']}.read_only`]: true }).then(() => undefined),
+    subject: (ctx) => `extra-databases/${ctx['db']}`,
+    check: (e, ctx) => {
+      expect(e.data.site_id).toBe(ctx['site']);
+      expect(e.data.changes).toContainEqual({ path: 'read_only', before: false, after: true });
+    },
+  },
+  {
+    event: 'extradb.error',
+    alert: true,
+    before: extraDb,
+    change: (c, ctx) => c.set('extradb', { [`databases.${ctx['db']}.error`]: 'restore failed: disk full' }).then(() => undefined),
+    subject: (ctx) => `extra-databases/${ctx['db']}`,
+    check: (e) => expect(e.data.summary).toContain('restore failed: disk full'),
+  },
+  {
+    event: 'local.profile_changed',
+    // The edit changes the business in the list, so its detail (with recent_changes) is read again.
+    change: (c) => c.act('local', 'edit', { business_id: 1, field: 'phone', to: '+1 555 0199' }).then(() => undefined),
+    subject: () => 'local/businesses/1',
+    site: null,
+    check: (e) => expect(String(e.data['description'])).toContain('phone: '),
+  },
+  {
+    event: 'local.unclaimed',
+    alert: true,
+    change: (c) => c.set('local', { 'businesses.1.claimed': false }).then(() => undefined),
+    subject: () => 'local/businesses/1',
+    site: null,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'claimed', before: true, after: false }),
+  },
+  {
+    event: 'reputation.brand_term_lost',
+    // The business list does not move, so the detail's slow schedule (2 h) reads it.
+    rules: quietClock(),
+    before: reputationProfile,
+    change: (c) => c.set('reputation', { 'brand_terms.1.11.lost': 1 }).then(() => undefined),
+    skewMs: 3 * HOUR,
+    subject: () => 'reputation/businesses/1/brand_terms/11',
+    site: null,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'lost', before: 0, after: 1 }),
+  },
+  {
+    event: 'backlink.lost',
+    before: async (c) => {
+      const s = await c.state<{ domains: { id: number; links: { id: number }[] }[] }>('backlinks');
+      const d = first(s.domains.filter((x) => x.links.length > 0), 'backlink domain with links');
+      return { domain: d.id, link: d.links[0]!.id };
+    },
+    change: (c, ctx) => c.ops('backlinks', [{ op: 'remove', path: `domains.${ctx['domain']}.links.${ctx['link']}` }]).then(() => undefined),
+    subject: (ctx) => `backlink-tracker/${ctx['domain']}/links/${ctx['link']}`,
+    site: null,
+    check: (e, ctx) => expect(e.data.changes).toEqual([{ path: `[id=${ctx['link']}]`, before: expect.objectContaining({ id: ctx['link'] }), after: null }]),
+  },
+  {
+    event: 'report.overdue',
+    alert: true,
+    before: async (c) => ({ client: first((await c.state<{ clients: { id: number }[] }>('reports')).clients, 'report client').id }),
+    change: (c, ctx) => c.set('reports', { [`clients.${ctx['client']}.next_report_on`]: dateIn(-2) }).then(() => undefined),
+    subject: (ctx) => `client-reports/clients/${ctx['client']}`,
+    site: null,
+    check: (e) => expect(e.data.changes.map((x) => x.path)).toContain('next_report_on'),
+  },
+  {
     event: 'research.credits_low',
     alert: true,
     before: async (c) => {
@@ -356,8 +564,8 @@ describe('the built-in rules', () => {
     expect(CATALOG.length).toBeGreaterThan(30);
     const config = configFrom('api: { base_url: https://x.example, key: k }\n', {}, '/tmp');
     const events = new Set(rulesFor(config).map((r) => r.event));
-    // The two operator events are raised by the poller itself, not by rules.
-    const missing = CATALOG.filter((name) => !events.has(name) && !name.startsWith('source.'));
+    // Operator events (events/operator.ts), platform incidents and the watchdog are raised by hostwatch itself, not by rules.
+    const missing = CATALOG.filter((name) => !events.has(name) && !NOT_FROM_RULES.includes(name));
     expect(missing).toEqual([]);
     const documented = readFileSync(join(packageRoot(), 'docs', 'events.md'), 'utf8');
     expect(CATALOG.filter((name) => !documented.includes(`| \`${name}\` |`))).toEqual([]);
@@ -400,6 +608,44 @@ describe('every catalog event, end to end against the simulator', () => {
       expect(names(world.events.slice(after))).toEqual([]);
     });
   }
+});
+
+describe('operator events hostwatch raises itself', () => {
+  it('platform.incident: two sites offline with incidents.min_sites 2 make one incident listing both', async () => {
+    world = await startWorld({ config: { incidents: { min_sites: 2 } } });
+    const c = new Control(world.sim);
+    await c.still();
+    const app = await world.app();
+    await app.runOnce();
+    const base = world.events.length;
+    world.sim.world.setHealth(1, { status: 'offline' });
+    world.sim.world.setHealth(2, { status: 'offline' });
+    await app.runOnce();
+    const got = world.events.slice(base);
+    expect(names(got)).toEqual(['site.offline:firing', 'site.offline:firing', 'platform.incident:firing']);
+    const e = got[2]!;
+    expect(e).toMatchObject({ type: 'hostwatch.platform.incident', subject: 'incidents/site.offline', data: { alert: 'site.offline', count: 2, threshold: 2, site_id: null } });
+    expect((e.data['sites'] as Array<{ site_id: number }>).map((x) => x.site_id)).toEqual([1, 2]);
+    examples.set('platform.incident', e);
+  });
+
+  it('hostwatch.watchdog: with config watchdog, one firing at start', async () => {
+    world = await startWorld({ config: { watchdog: { every: '1h' } } });
+    const app = await world.app();
+    await app.runOnce();
+    const dogs = world.events.filter((e) => e.data.name === 'hostwatch.watchdog');
+    expect(names(dogs)).toEqual(['hostwatch.watchdog:firing']);
+    examples.set('hostwatch.watchdog', dogs[0]!);
+  });
+});
+
+describe('the assumptions the built-in rules rest on', () => {
+  it('are the ones docs/api-assumptions.md and src/api/assumptions.ts write down (A24, A26)', () => {
+    const config = configFrom('api: { base_url: https://x.example, key: k }\n', {}, '/tmp');
+    const rules = rulesFor(config);
+    expect(rules.find((r) => r.name === 'site-suspended')!.params['states']).toEqual(SUSPENDED_SITE_STATES);
+    expect(rules.find((r) => r.name === 'local-profile-changed')!.params['fields']).toBe(PROFILE_EDIT_FIELDS);
+  });
 });
 
 afterAll(() => {

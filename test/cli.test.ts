@@ -25,15 +25,18 @@ function hostwatch(args: string[], opts: { env?: Record<string, string>; signalO
     let stdout = '';
     let stderr = '';
     let signalled = false;
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-      // Signal once the process says it is running, not after a guessed delay.
-      if (opts.signalOn !== undefined && !signalled && stdout.includes(opts.signalOn)) {
+    // Signal once the process says it is running (its log, on stderr), not after a guessed delay.
+    const watch = (): void => {
+      if (opts.signalOn !== undefined && !signalled && stderr.includes(opts.signalOn)) {
         signalled = true;
         child.kill('SIGTERM');
       }
+    };
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      watch();
     });
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
@@ -131,7 +134,9 @@ describe('hostwatch poll --once', () => {
     const file = write('config.yaml', validConfig(sim.url));
     const r = await hostwatch(['poll', '--once', '-c', file], { env: { HW_KEY: 'cli-key-123' } });
     expect(r.code).toBe(0);
-    expect(r.stdout).toContain('poll failed');
+    // Logs go to stderr; stdout is for command output and the console channel.
+    expect(r.stderr).toContain('poll failed');
+    expect(r.stdout).toBe('');
   });
 
   it('exits 2 without --once, pointing at `hostwatch run`', async () => {
@@ -149,8 +154,9 @@ describe('hostwatch run', () => {
     const r = await hostwatch(['run', '-c', file], { env: { HW_KEY: 'cli-key-123' }, signalOn: 'cycle done' });
     expect(r.code).toBe(0);
     expect(r.stderr).toContain('SIGTERM');
-    expect(r.stdout).toContain('hostwatch stopped');
-    expect(r.stdout).not.toContain('cli-key-123');
+    expect(r.stderr).toContain('hostwatch stopped');
+    expect(r.stdout).toBe('');
+    expect(r.stderr).not.toContain('cli-key-123');
   });
 });
 

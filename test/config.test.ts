@@ -62,10 +62,11 @@ describe('valid configs', () => {
       },
       storage: { engine: 'sqlite', path: '/srv/hostwatch/state/hostwatch.db' },
       sites: [12, 40, 7],
+      sites_max: 10_000,
       sources: {
-        health: { enabled: true, every_ms: 120_000 },
-        rank: { enabled: false, every_ms: null },
-        backups: { enabled: true, every_ms: null },
+        health: { enabled: true, every_ms: 120_000, max_events: 100 },
+        rank: { enabled: false, every_ms: null, max_events: 100 },
+        backups: { enabled: true, every_ms: null, max_events: 100 },
       },
       rules: ['/srv/hostwatch/rules', '/etc/hostwatch/extra.yaml'],
       channels: [
@@ -89,9 +90,14 @@ describe('valid configs', () => {
       maintenance: [],
       inhibit: [{ source: 'site.offline', target: null }],
       delivery: { retry_schedule_ms: [1_000, 90_000, 3_600_000], drain_timeout_ms: 60_000, concurrency: 16, disable_after_ms: 432_000_000 },
-      server: { listen: '127.0.0.1:8080', token: 'token-from-env' },
+      server: { listen: '127.0.0.1:8080', token: 'token-from-env', not_ready_after_ms: 1_800_000 },
+      degraded: { after_failures: 3, after_ms: 600_000 },
       log: { level: 'debug', pretty: true },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
+      site_labels: [],
+      heartbeat: null,
+      watchdog: null,
+      incidents: { enabled: true, min_sites: { count: 5 }, window_ms: 900_000, wait_ms: 30_000, alerts: [] },
     } satisfies Config);
   });
 
@@ -123,6 +129,7 @@ describe('valid configs', () => {
       },
       storage: { engine: 'sqlite', path: '/srv/hostwatch/data/hostwatch.db' },
       sites: 'all',
+      sites_max: 10_000,
       sources: {},
       rules: [],
       channels: [],
@@ -135,17 +142,22 @@ describe('valid configs', () => {
         concurrency: 8,
         disable_after_ms: 432_000_000,
       },
-      server: { listen: null, token: null },
+      server: { listen: null, token: null, not_ready_after_ms: 1_800_000 },
+      degraded: { after_failures: 3, after_ms: 600_000 },
       log: { level: 'info', pretty: false },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
+      site_labels: [],
+      heartbeat: null,
+      watchdog: null,
+      incidents: { enabled: true, min_sites: { count: 5 }, window_ms: 900_000, wait_ms: 30_000, alerts: [] },
     } satisfies Config);
   });
 
   it('reads an empty section as its defaults', () => {
     const result = parseText(`${MINIMAL}server:\nlog:\nsources:\n  rank:\n`);
-    expect(result.ok && result.config.server).toEqual({ listen: null, token: null });
+    expect(result.ok && result.config.server).toEqual({ listen: null, token: null, not_ready_after_ms: 1_800_000 });
     expect(result.ok && result.config.log).toEqual({ level: 'info', pretty: false });
-    expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null } });
+    expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null, max_events: 100 } });
   });
 
   it('sets secure SMTP by default only on port 465', () => {
@@ -251,7 +263,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an unknown top-level key is an error that suggests the near miss',
       fixture: 'unknown-top-level-key.yaml',
       errors: [
-        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, log, history',
+        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history, site_labels, heartbeat, watchdog, incidents',
       ],
     },
     {
@@ -400,7 +412,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'a file that is a list, not a map, lists the top-level keys',
       fixture: 'not-a-map.yaml',
       errors: [
-        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, log, history (got a list)',
+        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history, site_labels, heartbeat, watchdog, incidents (got a list)',
       ],
     },
   ];
@@ -435,6 +447,32 @@ describe('invalid configs: every error names file, line, column, key path, value
 });
 
 describe('secrets', () => {
+  it('may be unset for commands that use none (secretsOptional): every secret of every channel type gets a placeholder of its form', () => {
+    const text = [
+      'api: { base_url: https://panel.example.com, key: "${API_KEY}" }',
+      'server: { listen: 127.0.0.1:8080, token: "${TOKEN}" }',
+      'channels:',
+      '  - { name: hooks, type: webhook, url: https://example.net/hook, secret: ["${HOOK_SECRET}", "${OLD_SECRET}"] }',
+      '  - { name: ops, type: slack, url: "${SLACK_URL}" }',
+      '  - { name: mail, type: email, to: a@example.net, from: b@example.net, smtp: { host: h, user: u, pass: "${SMTP_PASS}" } }',
+      '  - { name: team, type: teams, url: "${TEAMS_URL}" }',
+      '  - { name: disc, type: discord, url: "${DISCORD_URL}" }',
+      '  - { name: pager, type: pagerduty, routing_key: "${PD_KEY}" }',
+      '  - { name: genie, type: opsgenie, api_key: "${OG_KEY}" }',
+      '  - { name: tg, type: telegram, bot_token: "${TG_TOKEN}", chat_id: 42 }',
+      '  - { name: nt, type: ntfy, url: "${NTFY_URL}", token: "${NTFY_TOKEN}" }',
+      'storage: { path: "${DB_PATH}" }',
+      '',
+    ].join('\n');
+    const strict = parseText(text, { DB_PATH: '/tmp/x.db' });
+    expect(strict.ok ? [] : strict.errors.map((e) => e.path)).toHaveLength(13);
+    const relaxed = parseConfig(text, 'inline.yaml', { DB_PATH: '/tmp/x.db' }, { sourceNames: SOURCE_NAMES, baseDir: BASE_DIR, secretsOptional: true });
+    expect(relaxed.ok ? [] : formatConfigErrors(relaxed.errors)).toEqual([]);
+    // A variable that is not a secret stays required.
+    const noDb = parseConfig(text, 'inline.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: BASE_DIR, secretsOptional: true });
+    expect(noDb.ok ? [] : noDb.errors.map((e) => e.path)).toEqual(['storage.path']);
+  });
+
   it('never prints a bad secret value: not in the formatted errors, the error objects or the thrown error', async () => {
     const secrets = {
       WEBHOOK_SECRET: 'whsec_not base64 hunter2',

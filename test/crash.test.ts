@@ -16,7 +16,7 @@ import type { StorageConfig } from '../src/config/types.js';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { startSimulator, type HistoryEntry, type Simulator } from '../src/simulator/index.js';
 import { openReader, queryOnce } from './db-reader.js';
-import { tempDir } from './harness.js';
+import { clockRuleNames, tempDir } from './harness.js';
 import { freshStorage, type Engine } from './pg.js';
 import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
 
@@ -112,12 +112,17 @@ async function scenario(opts: { latencyMs?: number; engine?: Engine } = {}): Pro
     removeDir();
   };
   const configPath = join(dir, 'hostwatch.yaml');
+  // The simulator's clock stands at CLOCK while the CLI reads the real one: to rules that
+  // read the clock, days would have passed. They are not what this test is about.
+  const quiet = join(dir, 'quiet.yaml');
+  writeFileSync(quiet, stringify({ rules: clockRuleNames().map((name) => ({ name, enabled: false })) }));
   writeFileSync(
     configPath,
     stringify({
       name: 'crash',
       api: { base_url: sim.url, key: KEY, timeout: '5s', max_requests_per_second: 1000, max_concurrency: 2, retries: 1 },
       storage: storage.engine === 'sqlite' ? { path: storage.path } : { url: storage.url },
+      rules: [quiet],
       // The shortest intervals config allows, so `run` gets through a cycle in seconds.
       sources: Object.fromEntries(['sites', 'jobs', 'health', 'usage', 'backups'].map((s) => [s, { every: '10s' }])),
       // A send timeout longer than any test, so an unanswered delivery stays in flight until the kill.

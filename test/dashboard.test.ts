@@ -1,25 +1,18 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runDemo, type Demo } from '../src/demo.js';
 import { packageRoot } from '../src/paths.js';
+import { launchBrowser } from './browser.js';
 import { sqliteOf, startWorld, tempDir, type World } from './harness.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = join(packageRoot(), 'test-artifacts');
 const HOSTILE = '<img src=x onerror=alert(1)>';
 
 let browser: Browser;
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    // Not a skip: the dashboard is only tested in a real browser, so no browser is a failure.
-    throw new Error(`Chromium is missing at ${CHROMIUM}: install Debian's package (apt-get install -y chromium), as .ci/run does`);
-  }
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchBrowser();
 });
 afterAll(async () => {
   await browser?.close();
@@ -82,7 +75,8 @@ describe('the dashboard', () => {
     const csp = (await page.request.get(`${url}/`)).headers()['content-security-policy'] ?? '';
     expect(csp).toContain("default-src 'self'");
     expect(csp).toMatch(/script-src 'sha256-[A-Za-z0-9+/=]+'/);
-    await page.locator('#sources tr[data-source="health"].health-green').waitFor();
+    // The full table is behind one click; its rows are there all along.
+    await page.locator('#sources tr[data-source="health"].health-green').waitFor({ state: 'attached' });
     await expect.poll(() => page.locator('#sources tbody tr').count()).toBeGreaterThanOrEqual(5);
     await page.locator('#status.live').waitFor();
     await page.evaluate(() => ((window as unknown as { marker: number }).marker = 1)); // gone if the page reloads
@@ -131,8 +125,8 @@ describe('the dashboard', () => {
     expect(held).toEqual([{ silenced_by: id, outbox: 0 }]);
     await until('the silence to count the event', async () => (await page.locator(`#silences li[data-id="${id}"] .suppressed`).textContent())?.startsWith('1 '), 15_000);
 
-    // A bad match is refused with the CEL error, shown as text under the form.
-    await form.locator('[name=match]').fill('site_id = 4');
+    // A bad match (neither CEL nor amtool matchers) is refused with the CEL error, shown as text under the form.
+    await form.locator('[name=match]').fill('site_id == (4');
     await form.locator('[name=comment]').fill('typo');
     await form.locator('button[type=submit]').click();
     await expect.poll(() => page.locator('#silence-result').textContent()).toContain('match: CEL error:');
@@ -151,6 +145,50 @@ describe('the dashboard', () => {
     await page.close();
   }, 90_000);
 
+  it('at 1280×800, summarises the sources (healthy count, failing ones by name) so the events start on the first screen; the full table is one click away, and idle sources are never red', async () => {
+    world = await startWorld({ sim: { sites: 2 }, config: { server: { listen: '127.0.0.1:0' }, sources: { rank: { enabled: false } }, degraded: { after_failures: 1 } } });
+    world.sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    const { page, problems } = await openPage(`${app.serverUrl}/`);
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.locator('#status.live').waitFor();
+    await page.locator('#events tbody tr', { hasText: 'site.offline' }).first().waitFor();
+
+    // The summary: how many are healthy, and the failing one named with its error.
+    const summary = page.locator('#sources-summary');
+    await expect.poll(() => summary.textContent()).toMatch(/^\s*\d+ of \d+ enabled sources healthy; 1 needs a look:/);
+    const jobs = page.locator('#sources-problems li[data-source="jobs"]');
+    await jobs.waitFor();
+    expect(await jobs.textContent()).toMatch(/jobs degraded: \d+ cycles failed in a row.*internal_error/);
+    expect(await page.locator('#sources-problems li').count()).toBe(1);
+    // The full table is closed, and the events begin on the first screen.
+    expect(await page.locator('#sources').isVisible()).toBe(false);
+    const eventsTop = await page.locator('#events-card').evaluate((el) => el.getBoundingClientRect().top);
+    expect(eventsTop).toBeLessThan(800 / 2);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-1280x800.png') });
+
+    // One click opens every source.
+    await page.locator('#sources-details > summary').click();
+    await page.locator('#sources').waitFor();
+    expect(await page.locator('#sources tbody tr').count()).toBe((await (await fetch(`${app.serverUrl}/api/sources`)).json() as { data: unknown[] }).data.length);
+    expect(await page.locator('#sources tr[data-source="jobs"]').getAttribute('class')).toBe('health-red');
+    // A disabled source and a view (read with its origin) are grey, with no red text.
+    for (const name of ['rank', 'dns_publishing']) {
+      const row = page.locator(`#sources tr[data-source="${name}"]`);
+      expect(await row.getAttribute('class')).toBe('health-off');
+      expect(await row.locator('.error-text, .bad').count()).toBe(0);
+    }
+    expect(await page.locator('#sources tr[data-source="dns_publishing"] td').last().textContent()).toBe('read with dns');
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-1280x800-sources-open.png'), fullPage: true });
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+
   it('takes a token from the fragment, keeps it for the tab, and uses it for the API and the stream', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token: 'dash-token-0123456789' } } });
     const app = await world.app();
@@ -162,7 +200,7 @@ describe('the dashboard', () => {
     await anonymous.page.close();
 
     const { page, problems } = await openPage(`${url}/#token=dash-token-0123456789`);
-    await page.locator('#sources tr[data-source="sites"]').waitFor();
+    await page.locator('#sources tr[data-source="sites"]').waitFor({ state: 'attached' });
     await page.locator('#status.live').waitFor();
     expect(await page.evaluate(() => location.hash)).toBe('');
     expect(await page.evaluate(() => sessionStorage.getItem('hostwatch.token'))).toBe('dash-token-0123456789');

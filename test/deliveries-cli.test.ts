@@ -4,6 +4,7 @@
  * what the CLI queued, with the same event id.
  */
 import { writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hostwatch } from './cli-run.js';
@@ -34,15 +35,20 @@ async function setup(answers: Record<string, () => Answer>): Promise<{ w: World;
   return { w, hooks, overrides, config, env: { SIM_URL: w.sim.url, API_KEY: TEST_KEY, DB: w.dbPath } };
 }
 
+/** A daemon's baseline poll, then one that sees `site` offline; stopped after. */
+async function siteGoesOffline(w: World, overrides: Record<string, unknown>, site: number): Promise<void> {
+  const app = await w.app(overrides);
+  await app.runOnce();
+  w.sim.world.setHealth(site, { status: 'offline' });
+  await app.runOnce();
+  await app.stop();
+}
+
 describe('hostwatch deliveries and redeliver', () => {
   it('lists what was sent where with attempts and the last answer; --failed and --channel filter; redeliver sends a dead one again with the same id', async () => {
     let refuse = true;
     const { w, hooks, overrides, config, env } = await setup({ ok: () => ({ status: 200 }), picky: () => (refuse ? { status: 404, body: 'no such hook' } : { status: 200 }) });
-    const app = await w.app(overrides);
-    await app.runOnce();
-    w.sim.world.setHealth(1, { status: 'offline' });
-    await app.runOnce();
-    await app.stop();
+    await siteGoesOffline(w, overrides, 1);
     const id = w.events[0]!.id;
 
     const all = await hostwatch(['deliveries', '-c', config], env);
@@ -93,11 +99,7 @@ describe('hostwatch deliveries and redeliver', () => {
   it('shows a disabled channel, and redeliver --dead --channel enables it again', async () => {
     let gone = true;
     const { w, hooks, overrides, config, env } = await setup({ hook: () => (gone ? { status: 410, body: 'unsubscribed' } : { status: 200 }) });
-    const app = await w.app(overrides);
-    await app.runOnce();
-    w.sim.world.setHealth(2, { status: 'offline' });
-    await app.runOnce();
-    await app.stop();
+    await siteGoesOffline(w, overrides, 2);
     const listed = await hostwatch(['deliveries', '-c', config], env);
     expect(listed.stderr).toMatch(/^channel hook is DISABLED since .*Z: HTTP 410: unsubscribed \(hostwatch redeliver --dead --channel hook enables it\)$/m);
     gone = false;
@@ -150,5 +152,46 @@ describe('hostwatch silence', () => {
     const expire = await hostwatch(['silence', 'expire', id, '-c', config], env);
     expect(expire.stdout).toMatch(new RegExp(`^expired: ${id}  expired`));
     expect((await hostwatch(['silence', 'expire', 'nope', '-c', config], env)).stderr).toContain('no silence with id "nope"');
+  }, SLOW);
+
+  it('takes amtool matchers, says which CEL it read them as, and names $USER as the author', async () => {
+    const { w, overrides, config, env } = await setup({ hook: () => ({ status: 200 }) });
+    const app = await w.app(overrides);
+    await app.runOnce();
+    await app.stop();
+    const r = await hostwatch(['silence', 'add', '--match', 'alertname="site.offline", site_id=2', '--for', '1h', '--comment', 'amtool habits', '-c', config], { ...env, USER: 'bea' });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/  name == "site\.offline" && site_id == 2  — amtool habits \(bea; 0 held back\)\n$/);
+    expect(r.stderr).toBe('(read the amtool matchers alertname="site.offline", site_id=2 as the CEL: name == "site.offline" && site_id == 2)\n');
+    // The silence holds what the matchers meant: site 2 offline, not site 1.
+    const daemon = await w.app(overrides);
+    w.sim.world.setHealth(1, { status: 'offline' });
+    w.sim.world.setHealth(2, { status: 'offline' });
+    await daemon.runOnce();
+    await daemon.stop();
+    expect(rows(w, "SELECT site_id, silenced_by IS NOT NULL AS held FROM events WHERE type = 'hostwatch.site.offline' ORDER BY site_id")).toEqual([
+      { site_id: 1, held: 0 },
+      { site_id: 2, held: 1 },
+    ]);
+    // Text that is CEL keeps its CEL error rather than being read as matchers.
+    const typo = await hostwatch(['silence', 'add', '--match', 'site_idd == 2', '--for', '1h', '--comment', 'x', '-c', config], env);
+    expect(typo.stderr).toContain('unknown variable "site_idd"');
+  }, SLOW);
+});
+
+describe('hostwatch redeliver', () => {
+  it('says whether a daemon is running on the database to send what it queued', async () => {
+    const { w, overrides, config, env } = await setup({ ok: () => ({ status: 200 }) });
+    await siteGoesOffline(w, overrides, 1);
+    const id = w.events[0]!.id;
+    const idle = await hostwatch(['redeliver', id, '-c', config], env);
+    expect(idle.stdout).toBe('1 delivery queued again; no daemon is running on this database: `hostwatch run` sends it when it starts, or `hostwatch poll --once` now\n');
+    const daemon = await w.app(overrides);
+    await daemon.start();
+    const busy = await hostwatch(['redeliver', id, '-c', config], env);
+    expect(busy.stdout).toBe(`1 delivery queued again; the daemon running on this database (pid ${process.pid} on ${hostname()}) sends it within a second\n`);
+    await daemon.stop();
+    const after = await hostwatch(['redeliver', id, '-c', config], env);
+    expect(after.stdout).toMatch(/^1 delivery queued again; no daemon is running on this database \(last seen \d{4}-.*Z\): /);
   }, SLOW);
 });

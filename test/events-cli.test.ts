@@ -2,35 +2,23 @@
  * `hostwatch events`: the built CLI, run as a user would, reading the event log of a
  * database a daemon (stopped by then) wrote. No API calls, no daemon.
  */
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { formatEventLine } from '../src/notify/channels/console.js';
 import { startWorld, TEST_KEY, type World } from './harness.js';
-
-const CLI = join(process.cwd(), 'dist/src/cli.js');
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+import { hostwatch as run, type CliRun } from './run-cli.js';
 
 let w: World;
 let config: string;
 let env: Record<string, string>;
 
-function hostwatch(args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+/** The CLI with this file's environment, minus the variables in `unset`. */
+function hostwatch(args: string[], extra: Record<string, string> = {}, unset: string[] = []): Promise<CliRun> {
+  const merged = { ...env, ...extra };
+  for (const name of unset) delete merged[name];
+  return run(args, { env: merged, unset });
 }
 
 const lines = (text: string): string[] => text.split('\n').filter(Boolean);
@@ -57,13 +45,39 @@ afterAll(async () => {
 });
 
 describe('hostwatch events', () => {
-  it('prints one readable line per event, oldest first, with its time, and calls no API', async () => {
+  it('prints one readable line per event, oldest first, with its time and its id, and calls no API', async () => {
     expect(w.events.length).toBe(3);
     const r = await hostwatch(['events', '-c', config]);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(lines(r.stdout)).toEqual(w.events.map((e) => `${e.time}  ${formatEventLine(e)}`));
+    // The id ends the line: `explain` and `redeliver` take it.
+    expect(lines(r.stdout)).toEqual(w.events.map((e) => `${e.time}  ${formatEventLine(e)}  ${e.id}`));
     expect(w.sim.requests).toEqual([]);
+  });
+
+  it('needs none of the secrets it does not use: the API key variable may be unset', async () => {
+    const r = await hostwatch(['events', '-c', config], { API_KEY: '' }, ['API_KEY']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(lines(r.stdout)).toHaveLength(3);
+    for (const args of [['deliveries'], ['silence', 'list'], ['explain', w.events[0]!.id], ['rules', 'backtest', '--since', '1d']]) {
+      const other = await hostwatch([...args, '-c', config], {}, ['API_KEY']);
+      expect({ args, code: other.code, stderr: other.stderr.replace(/^\((no deliveries|no silences)\)\n$/, '') }).toEqual({ args, code: 0, stderr: '' });
+    }
+    // check, which stands for run, still insists on it.
+    const checked = await hostwatch(['check', '-c', config], {}, ['API_KEY']);
+    expect(checked.code).toBe(2);
+    expect(checked.stderr).toContain('api.key: environment variable API_KEY is not set');
+  });
+
+  it('refuses an unknown --type, naming the near miss', async () => {
+    const r = await hostwatch(['events', '-c', config, '--type', 'site.ofline']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('hostwatch events: --type: no event is named site.ofline; did you mean site.offline? (docs/events.md lists them)\n');
+    // An operator event is known even before one happened.
+    const known = await hostwatch(['events', '-c', config, '--type', 'api.unauthorized']);
+    expect(known.code).toBe(0);
+    expect(known.stdout).toBe('');
   });
 
   it('prints each event as CloudEvent JSON on its own line with --json', async () => {
@@ -105,6 +119,6 @@ describe('hostwatch events', () => {
     writeFileSync(missing, w.yaml({ storage: { path: join(w.dir, 'nowhere', 'none.db') } }));
     const r = await hostwatch(['events', '-c', missing]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^hostwatch events: cannot open the SQLite database .*none\.db: /);
+    expect(r.stderr).toMatch(/^hostwatch: no database at .*none\.db \(storage\.path\); `hostwatch run` creates it/);
   });
 });

@@ -365,6 +365,8 @@ interface SourceView {
   last_error_code: string | null;
   last_error: string | null;
   failing_entities: number;
+  degraded: boolean;
+  read_with: string | null;
   next_run_at: string | null;
 }
 
@@ -400,6 +402,10 @@ describe('GET /api/sources', () => {
     expect(by.get('sites')!.last_success_at).not.toBeNull();
     expect(by.get('health')).toMatchObject({ per: 'site', enabled: true, every_ms: 420_000 });
     expect(by.get('usage')).toMatchObject({ enabled: false, next_run_at: null, every_ms: 1_800_000, last_attempt_at: null });
+    // A view and a detail say whose cycle reads them; nothing is degraded after one failure.
+    expect(by.get('dns_publishing')).toMatchObject({ read_with: 'dns', degraded: false });
+    expect(by.get('cron_runs')).toMatchObject({ read_with: 'cron_jobs' });
+    expect(by.get('jobs')!.degraded).toBe(false);
     // Nothing secret in the reply.
     expect(JSON.stringify(body)).not.toContain(app.config.api.key);
   });

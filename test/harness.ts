@@ -8,6 +8,8 @@ import { parseConfig } from '../src/config/parse.js';
 import type { Config } from '../src/config/types.js';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { createApp, SOURCE_NAMES, type App, type AppOptions } from '../src/main.js';
+import { loadRules } from '../src/rules/parse.js';
+import { packageRoot } from '../src/paths.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/index.js';
 import type { StorageConfig } from '../src/config/types.js';
 import type { Store } from '../src/store/db.js';
@@ -165,4 +167,11 @@ export function rows<T>(w: { dbPath: string }, sql: string): T[] {
 export function sqliteOf(store: Store): BetterSqlite3.Database {
   if (!(store instanceof SqliteStore)) throw new Error(`expected a SQLite store, got ${store.description}`);
   return store.sqlite;
+}
+
+/** Names of the built-in rules that read the clock (`now`, absence): quiet them where a test's clocks disagree. */
+export function clockRuleNames(): string[] {
+  return loadRules(join(packageRoot(), 'rules'), [], { sourceNames: SOURCE_NAMES })
+    .filter((r) => r.clock)
+    .map((r) => r.name);
 }

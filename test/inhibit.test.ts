@@ -1,8 +1,9 @@
 /**
  * Inhibition end to end (simulator → poller → notifier → webhook receiver): while
- * site.offline fires for a site, that site's other events are stored but held; when it
- * resolves they are released, except an alert that fired and resolved meanwhile, which is
- * dropped (both ends). Other sites are not affected.
+ * site.offline fires for a site, that site's other alerts are stored but held (changes,
+ * likely causes, pass at once unless a target names them); when it resolves they are
+ * released, except an alert that fired and resolved meanwhile, which is dropped (both
+ * ends). Other sites are not affected.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,6 +12,7 @@ import { hostwatch } from './cli-run.js';
 import { names, startWorld, TEST_KEY, type World, rows } from './harness.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 import { SilencesRepo } from '../src/store/silences-repo.js';
+import { Control } from './catalog-world.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -36,18 +38,19 @@ describe('inhibition', () => {
     await app.runOnce(); // baseline
     sim.setHealth(1, { status: 'offline' });
     await app.runOnce();
-    sim.addBackup(1, { state: 'Error' });
-    await app.runOnce(); // backup.failed held by the inhibition
+    sim.setUsage(1, { diskUsedMib: sim.getUsage(1)!.disk.limit_mib + 100 });
+    await app.runOnce(); // usage.disk_high and usage.over_limit held by the inhibition
     const now = Date.now();
     await new SilencesRepo(app.store).add({
-      id: 'sil-backups', match: "name == 'backup.failed'", starts_at: now - 1000, ends_at: now + 3_600_000,
-      comment: 'backups are being moved', created_by: 'test', created_at: now, expired_at: null,
+      id: 'sil-usage', match: "name.startsWith('usage.')", starts_at: now - 1000, ends_at: now + 3_600_000,
+      comment: 'disk is being moved', created_by: 'test', created_at: now, expired_at: null,
     });
     sim.setHealth(1, { status: 'online' });
-    await app.runOnce(); // the inhibition ends; the backup event now meets the silence
+    await app.runOnce(); // the inhibition ends; the usage alerts now meet the silence
     expect(delivered(hook).sort()).toEqual(['1:site.offline:firing', '1:site.offline:resolved']);
-    expect(rows(w, "SELECT json_extract(body, '$.data.name') AS name, held_outcome, silenced_by FROM events WHERE held_by IS NOT NULL")).toEqual([
-      { name: 'backup.failed', held_outcome: 'suppressed', silenced_by: 'sil-backups' },
+    expect(rows(w, "SELECT json_extract(body, '$.data.name') AS name, held_outcome, silenced_by FROM events WHERE held_by IS NOT NULL ORDER BY name")).toEqual([
+      { name: 'usage.disk_high', held_outcome: 'suppressed', silenced_by: 'sil-usage' },
+      { name: 'usage.over_limit', held_outcome: 'suppressed', silenced_by: 'sil-usage' },
     ]);
   });
 
@@ -62,15 +65,16 @@ describe('inhibition', () => {
     expect(rows(w, 'SELECT * FROM inhibitions')).toEqual([]);
 
     const after = await w.app({ channels }); // the default: site.offline inhibits
-    sim.addBackup(1, { state: 'Error' });
+    sim.setUsage(1, { diskUsedMib: sim.getUsage(1)!.disk.limit_mib + 100 });
     await after.runOnce();
     expect(delivered(hook)).toEqual(['1:site.offline:firing']);
-    expect(rows(w, "SELECT json_extract(body, '$.data.name') AS name, held_by FROM events WHERE held_by IS NOT NULL")).toEqual([
-      { name: 'backup.failed', held_by: 'inhibited:site.offline:1' },
+    expect(rows(w, "SELECT json_extract(body, '$.data.name') AS name, held_by FROM events WHERE held_by IS NOT NULL ORDER BY name")).toEqual([
+      { name: 'usage.disk_high', held_by: 'inhibited:site.offline:1' },
+      { name: 'usage.over_limit', held_by: 'inhibited:site.offline:1' },
     ]);
   });
 
-  it('holds a site\'s other events while site.offline fires, releases them when it resolves, and drops an alert that fired and resolved meanwhile', async () => {
+  it('holds a site\'s other alerts while site.offline fires, lets a change through at once, releases what it held when it resolves, and drops an alert that fired and resolved meanwhile', async () => {
     const { w, hook, channels } = await worldWithHook();
     const app = await w.app({ channels });
     const sim = w.sim.world;
@@ -80,40 +84,36 @@ describe('inhibition', () => {
     await app.runOnce();
     expect(delivered(hook)).toEqual(['1:site.offline:firing']);
 
-    // While site 1 is offline: a failed backup (held), a usage alert that fires (held) ...
+    // While site 1 is offline: a failed backup (a change: sent at once), a usage alert that
+    // fires (held), and site 2's failed backup (another site: not affected).
     sim.addBackup(1, { state: 'Error' });
     const usage = sim.getUsage(1)!;
     sim.setUsage(1, { diskUsedMib: usage.disk.limit_mib + 100 });
-    sim.addBackup(2, { state: 'Error' }); // ... and site 2 is not affected.
+    sim.addBackup(2, { state: 'Error' });
     await app.runOnce();
-    expect(delivered(hook)).toEqual(['1:site.offline:firing', '2:backup.failed']);
-    // ... and resolves again, still while held.
+    expect(delivered(hook).slice(1).sort()).toEqual(['1:backup.failed', '2:backup.failed']);
+    // ... and the usage alert resolves again, still while held.
     sim.setUsage(1, { diskUsedMib: 1 });
     await app.runOnce();
-    expect(delivered(hook)).toEqual(['1:site.offline:firing', '2:backup.failed']);
+    expect(delivered(hook)).toHaveLength(3);
 
     const held = rows<{ name: string; held_by: string; held_outcome: string | null }>(
       w,
       "SELECT json_extract(body, '$.data.name') || coalesce(':' || status, '') AS name, held_by, held_outcome FROM events WHERE held_by IS NOT NULL ORDER BY seq",
     );
-    expect(held.map((h) => h.name).sort()).toEqual(
-      ['backup.failed', 'usage.disk_high:firing', 'usage.disk_high:resolved', 'usage.over_limit:firing', 'usage.over_limit:resolved'].sort(),
-    );
+    expect(held.map((h) => h.name).sort()).toEqual(['usage.disk_high:firing', 'usage.disk_high:resolved', 'usage.over_limit:firing', 'usage.over_limit:resolved'].sort());
     for (const h of held) expect(h).toMatchObject({ held_by: 'inhibited:site.offline:1', held_outcome: null });
     // Stored and in the event log all along.
-    expect(names(w.events)).toContain('backup.failed');
+    expect(names(w.events)).toContain('usage.disk_high:firing');
 
     sim.setHealth(1, { status: 'online' });
     await app.runOnce();
-    // Sent in parallel, so in either order.
-    expect(delivered(hook).slice(2).sort()).toEqual(['1:backup.failed', '1:site.offline:resolved']);
-    expect(delivered(hook)).toHaveLength(4);
+    expect(delivered(hook).slice(3)).toEqual(['1:site.offline:resolved']);
     const outcomes = rows<{ name: string; held_outcome: string }>(
       w,
       "SELECT json_extract(body, '$.data.name') || coalesce(':' || status, '') AS name, held_outcome FROM events WHERE held_by IS NOT NULL ORDER BY name",
     );
     expect(outcomes).toEqual([
-      { name: 'backup.failed', held_outcome: 'released' },
       { name: 'usage.disk_high:firing', held_outcome: 'dropped' },
       { name: 'usage.disk_high:resolved', held_outcome: 'dropped' },
       { name: 'usage.over_limit:firing', held_outcome: 'dropped' },
@@ -128,10 +128,38 @@ describe('inhibition', () => {
     const cli = await hostwatch(['deliveries', '--held', '-c', config], { SIM_URL: w.sim.url, API_KEY: TEST_KEY, DB: w.dbPath });
     expect(cli.code).toBe(0);
     const lines = cli.stdout.split('\n').filter(Boolean);
-    expect(lines).toHaveLength(5);
-    expect(lines.filter((l) => l.endsWith('inhibited:site.offline:1 (dropped)'))).toHaveLength(4);
-    expect(lines.filter((l) => / hostwatch\.backup\.failed sites\/1\/backups\/.* inhibited:site\.offline:1 \(released\)$/.test(l))).toHaveLength(1);
+    expect(lines).toHaveLength(4);
+    expect(lines.filter((l) => / hostwatch\.usage\.\S+ sites\/1\/usage .* inhibited:site\.offline:1 \(dropped\)$/.test(l))).toHaveLength(4);
   }, 90_000);
+
+  it('lets a DNS record change, a likely cause, through at once while site.offline fires; a pair whose target names changes holds them', async () => {
+    const { w, hook, channels } = await worldWithHook();
+    const c = new Control(w.sim);
+    await c.still();
+    const record = (await c.state<{ records: { id: number; type: string }[] }>('dns', 2)).records.find((r) => r.type === 'A')!.id;
+    const app = await w.app({ channels });
+    await app.runOnce();
+    w.sim.world.setHealth(2, { status: 'offline' });
+    await app.runOnce();
+    await c.set('dns', { [`records.${record}.value`]: '192.0.2.200' }, 2);
+    await app.runOnce();
+    expect(delivered(hook)).toEqual(['2:site.offline:firing', '2:dns.record_changed']);
+    expect(rows(w, 'SELECT count(*) AS n FROM events WHERE held_by IS NOT NULL')).toEqual([{ n: 0 }]);
+
+    const { w: w2, hook: hook2, channels: channels2 } = await worldWithHook();
+    const c2 = new Control(w2.sim);
+    await c2.still();
+    const app2 = await w2.app({ channels: channels2, inhibit: [{ source: 'site.offline', target: "name == 'dns.record_changed'" }] });
+    await app2.runOnce();
+    w2.sim.world.setHealth(2, { status: 'offline' });
+    await app2.runOnce();
+    await c2.set('dns', { [`records.${record}.value`]: '192.0.2.201' }, 2);
+    await app2.runOnce();
+    expect(delivered(hook2)).toEqual(['2:site.offline:firing']);
+    expect(rows(w2, "SELECT json_extract(body, '$.data.name') AS name, held_by FROM events WHERE held_by IS NOT NULL")).toEqual([
+      { name: 'dns.record_changed', held_by: 'inhibited:site.offline:2' },
+    ]);
+  }, 60_000);
 
   it('releases an alert still firing when the inhibition ends, and can be turned off with inhibit: []', async () => {
     const { w, hook, channels } = await worldWithHook();
@@ -152,9 +180,9 @@ describe('inhibition', () => {
     await app2.runOnce();
     w2.sim.world.setHealth(3, { status: 'offline' });
     await app2.runOnce();
-    w2.sim.world.addBackup(3, { state: 'Error' });
+    w2.sim.world.setUsage(3, { diskUsedMib: w2.sim.world.getUsage(3)!.disk.limit_mib + 100 });
     await app2.runOnce();
-    expect(delivered(hook2)).toEqual(['3:site.offline:firing', '3:backup.failed']);
+    expect(delivered(hook2).sort()).toEqual(['3:site.offline:firing', '3:usage.disk_high:firing', '3:usage.over_limit:firing'].sort());
   });
 });
 
@@ -171,6 +199,7 @@ describe('the dispatch decision (pure)', async () => {
     silences: silences.map((s) => ({ ...s, starts_at: 0, ends_at: 10_000, comment: 'c', created_by: 't', created_at: 0, expired_at: null })),
     inhibitions: (site: number) => inhibited.filter((k) => k.endsWith(`:${site}`)),
     group: () => ({ pendingDue: null, lastSent: null }),
+    incidents: () => new Set<string>(),
   });
 
   it('a silence is decided before an inhibition; an inhibition only holds what its target matches, on its own site', () => {
@@ -184,6 +213,16 @@ describe('the dispatch decision (pure)', async () => {
     // The inhibiting alert never holds back itself.
     expect(d.decide(siteEvent('r', 5, { name: 'site.offline', status: 'resolved' }), view([key]))).toMatchObject({ action: 'queue' });
     expect(d.decide(held, view([key]), { skipInhibition: key })).toEqual({ action: 'queue', deliveries: [{ channel: 'log', groupKey: null, dueAt: 1_000 }] });
+  });
+
+  it('without a target, holds the site\'s alerts and lets its change events pass', () => {
+    const d = new Dispatcher({ ...config, inhibit: [{ source: 'site.offline', target: null }] });
+    const key = inhibitionKey('site.offline', 5);
+    expect(d.decide(siteEvent('a', 5, { name: 'usage.disk_high', status: 'firing' }), view([key]))).toEqual({ action: 'inhibited', by: `inhibited:${key}` });
+    expect(d.decide(siteEvent('r', 5, { name: 'usage.disk_high', status: 'resolved' }), view([key]))).toEqual({ action: 'inhibited', by: `inhibited:${key}` });
+    for (const name of ['dns.record_changed', 'security.rules_changed', 'file.changed', 'backup.failed']) {
+      expect(d.decide(siteEvent(name, 5, { name }), view([key]))).toMatchObject({ action: 'queue' });
+    }
   });
 
   it('a source alert starts an inhibition when it fires and ends it when it resolves', () => {

@@ -33,7 +33,7 @@ function snapshotVersions(w: World): Record<string, number> {
 /** The count of API replies with an HTTP status, from the app's own metrics. */
 async function repliesWithStatus(app: { metrics: { text(): Promise<string> } }, status: number): Promise<number> {
   const text = await app.metrics.text();
-  const m = new RegExp(`^hostwatch_api_requests_total\\{status="${status}"\\} (\\d+)`, 'm').exec(text);
+  const m = new RegExp(`^hostwatch_api_requests_total\\{status="${status}",error="none"\\} (\\d+)`, 'm').exec(text);
   return m ? Number(m[1]) : 0;
 }
 

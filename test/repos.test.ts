@@ -67,6 +67,7 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
         consecutive_failures: failures,
         last_error_code: failures ? 'timeout' : null,
         last_error: failures ? 'timed out' : null,
+        failing_since: failures ? 5 : null,
       });
       await tx(async (t) => {
         await t.snapshots.putState(state('usage', 'sites/2/usage', 3));
@@ -90,6 +91,19 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
       await tx((t) => t.snapshots.forgetSite(7));
       expect(await r.snapshots.head('health', 'sites/7/health')).toBeUndefined();
       expect(await r.snapshots.head('health', 'sites/8/health')).toEqual({ hash: 'h1', version: 1 });
+    });
+
+    it('lists the entities of a source that have a snapshot, by name, without their bodies', async () => {
+      await tx(async (t) => {
+        await t.snapshots.put({ ...snapshot('sites/12/backups', 1, 12), source: 'backups' });
+        await t.snapshots.put({ ...snapshot('sites/11/backups', 1, 11), source: 'backups' });
+        await t.snapshots.put({ ...snapshot('sites/11/usage', 1, 11), source: 'usage' });
+      });
+      expect(await r.snapshots.entitiesOf('backups')).toEqual([
+        { entity: 'sites/11/backups', site_id: 11 },
+        { entity: 'sites/12/backups', site_id: 12 },
+      ]);
+      expect(await r.snapshots.entitiesOf('nothing')).toEqual([]);
     });
   });
 
@@ -134,6 +148,18 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
       const got = await r.alerts.ofEntity(['cron-failed', 'cron-paused'], 'sites/5/cron');
       expect(got.map((a) => `${a.rule} ${a.subject}`).sort()).toEqual(['cron-failed sites/5/cron', 'cron-failed sites/5/cron/17', 'cron-paused sites/5/cron/18']);
       expect(await r.alerts.ofEntity([], 'sites/5/cron')).toEqual([]);
+    });
+
+    it('lists every row of one rule by subject, and its firing rows only', async () => {
+      await tx(async (t) => {
+        await t.alerts.put(alert('wide-rule', 'sites/4/b', 'firing', 1));
+        await t.alerts.put(alert('wide-rule', 'sites/4/a', 'resolved', 1));
+        await t.alerts.put(alert('wide-rule', 'sites/5/a', 'firing', 1));
+        await t.alerts.put(alert('narrow-rule', 'sites/4/a', 'firing', 1));
+      });
+      expect((await r.alerts.ofRule('wide-rule')).map((a) => a.subject)).toEqual(['sites/4/a', 'sites/4/b', 'sites/5/a']);
+      expect((await r.alerts.firingOfRule('wide-rule')).map((a) => a.subject).sort()).toEqual(['sites/4/b', 'sites/5/a']);
+      expect(await r.alerts.ofRule('no-such-rule')).toEqual([]);
     });
 
     it('joins each firing alert with the event of its last firing', async () => {
@@ -199,6 +225,19 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
       expect(await r.events.oldestPendingCreatedAt()).toBe(50);
       expect(await tx((t) => t.events.redeliver({ eventId: e.id }, 'hooks', 300))).toBe(1);
       expect((await r.events.outboxFor(e.id)).find((o) => o.channel === 'hooks')).toMatchObject({ state: 'pending', attempts: 0, next_attempt_at: 300 });
+    });
+
+    it('takes back the never-tried rows of an event for some channels, and no row already tried', async () => {
+      const e = siteEvent('retract', 14);
+      await tx(async (t) => {
+        await t.events.addEvent(toEventRow(e));
+        await t.events.enqueue(outboxRow(e.id, 'slack'));
+        await t.events.enqueue(outboxRow(e.id, 'mail', { attempts: 1, last_error: 'HTTP 503' }));
+        await t.events.enqueue(outboxRow(e.id, 'hooks'));
+      });
+      expect(await tx((t) => t.delivery.retract(e.id, ['slack', 'mail']))).toBe(1);
+      expect((await r.events.outboxFor(e.id)).map((o) => o.channel)).toEqual(['hooks', 'mail']);
+      expect(await tx((t) => t.delivery.retract(e.id, []))).toBe(0);
     });
 
     it('requeues every dead row of a channel with redeliver --dead, and only those', async () => {
@@ -286,6 +325,19 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
       expect(await r.silences.silencedBy(e.id)).toBe('s-later');
       expect(await r.silences.silencedBy('no-such-event')).toBeUndefined();
       expect(await r.silences.recentlySilenced(5)).toContainEqual({ event_id: e.id, silence_id: 's-later' });
+    });
+  });
+
+  describe('daemon heartbeat', () => {
+    it('keeps one row per instance, replaced by each beat, marks a clean stop, and reads the latest', async () => {
+      const beat = (instance: string, seen: number) => ({ instance, pid: 4711, host: 'web1', started_at: 1_700_000_000_000, seen_at: seen, stopped_at: null });
+      expect(await r.daemon.latest()).toBeUndefined();
+      await tx((t) => t.daemon.beat(beat('a', 1_700_000_000_100)));
+      await tx((t) => t.daemon.beat(beat('b', 1_700_000_000_050)));
+      await tx((t) => t.daemon.beat(beat('a', 1_700_000_005_100)));
+      expect(await r.daemon.latest()).toEqual(beat('a', 1_700_000_005_100));
+      await tx((t) => t.daemon.stopped('a', 1_700_000_006_000));
+      expect(await r.daemon.latest()).toEqual({ ...beat('a', 1_700_000_006_000), stopped_at: 1_700_000_006_000 });
     });
   });
 

@@ -159,7 +159,7 @@ describe('config of routes, channels, maintenance and inhibition', () => {
       // One bad secret of a rotation list is named by its index; its value is never shown.
       'bad-delivery-keys.yaml:6:86: channels[1].secret[1]: must be a Standard Webhooks secret: "whsec_" followed by base64, like whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw (got "[redacted]")',
       'bad-delivery-keys.yaml:6:99: channels[1].mode: must be structured (the whole CloudEvent as JSON, the default) or binary (ce-* headers, data as the body) (got "batch")',
-      'bad-delivery-keys.yaml:8:35: routes[0].group_by[0]: must be a list of event fields to group by, like [site_id] or [site_id, name]; allowed: site_id, domain, name, type, severity, rule, subject, status (got "site")',
+      'bad-delivery-keys.yaml:8:35: routes[0].group_by[0]: must be a list of event fields to group by, like [site_id] or [labels.client, name]; allowed: site_id, domain, name, type, severity, rule, subject, status, labels.<name> (got "site")',
       'bad-delivery-keys.yaml:8:52: routes[0].continue: must be true or false (got "maybe")',
       'bad-delivery-keys.yaml:10:32: maintenance[0].schedule: must be a cron expression of 5 fields, like "0 2 * * 0" (Sundays at 02:00) (got "0 25 * * *")',
       'bad-delivery-keys.yaml:10:56: maintenance[0].duration: must be a duration of at least 1m, like 30s, 5m, 6h (got "30s")',

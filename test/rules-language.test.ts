@@ -7,7 +7,9 @@ import { freshAlert, stepAlert } from '../src/rules/evaluate.js';
 import { loadRules, parseRuleFile, RuleErrors } from '../src/rules/parse.js';
 import { Replay } from '../src/rules/replay.js';
 import type { CompiledRule, RuleError } from '../src/rules/types.js';
-import { healthSource, usageSource } from '../src/sources/registry.js';
+import { healthSource, sourceByName, usageSource } from '../src/sources/registry.js';
+import { isCelError } from '@bufbuild/cel';
+import { celTimestamp, compileCel } from '../src/cel.js';
 
 const BUILTIN = join(packageRoot(), 'rules');
 const opts = { sourceNames: SOURCE_NAMES, cwd: packageRoot() };
@@ -158,22 +160,109 @@ describe('labels, descriptions and shadow marks', () => {
     expect(e!.data['shadow']).toBe(true);
   });
 
-  it('render templates strictly: an unknown variable falls back to the plain summary, and is reported', () => {
+  it('render templates strictly: a field the data lacks falls back to the plain summary, and is reported', () => {
     const r = replayOf('typo', `rules:
   - name: typo
     event: site.typo
     kind: alert
     source: health
     when: "true"
-    summary: "{{ domian }} is here"
+    summary: "{{ after.onlin.status }} is here"
     description: "{{ after.online.nope }}"
 `);
     const out = r.observe(healthSource, 'sites/1/health', 1, 0, health('online'));
     expect(out.events[0]!.data.summary).toBe('site.typo on sites/1/health');
     expect(out.events[0]!.data['description']).toBeUndefined();
     expect(out.problems).toEqual([
-      'rule typo: summary template: undefined variable: domian, line:1, col:4',
+      'rule typo: summary template: undefined variable: after.onlin, line:1, col:4',
       'rule typo: description template: undefined variable: after.online.nope, line:1, col:4',
     ]);
+  });
+
+  it('refuse, when loading, a template variable no template has, naming the near miss (check reports it before run)', () => {
+    expect(() =>
+      replayOf('typo', `rules:
+  - name: typo
+    event: site.typo
+    kind: alert
+    source: health
+    when: "true"
+    summary: "{{ domian }} is {{ after.online.status }}"
+    description: "{% for c in changes %}{{ c.path }}{% endfor %} {{ stauts }}"
+`),
+    ).toThrow(
+      'rules[0].summary: unknown template variable "domian" (did you mean domain?); a template sees event, subject, site_id, domain, before, after, past, changes, params, labels, status',
+    );
+  });
+});
+
+describe('time in CEL: now and its helpers', () => {
+  const run = (expr: string, now = '2026-11-21T14:00:00Z', bindings: Record<string, unknown> = {}): unknown => {
+    const out = compileCel(expr)({ now: celTimestamp(Date.parse(now)), ...bindings });
+    return isCelError(out) ? `error: ${out.message}` : out;
+  };
+
+  it('compares now with API timestamps and dates; duration() takes days; glob() matches domains', () => {
+    expect(run("now - timestamp('2026-11-20T10:00:00Z') > duration('26h')")).toBe(true);
+    expect(run("now - timestamp('2026-11-20T13:00:00Z') > duration('1d1h')")).toBe(false);
+    expect(run("date('2026-12-05') - now <= duration('14d')")).toBe(true);
+    expect(run("date('2026-12-06') - now <= duration('14d')")).toBe(false);
+    expect(run("duration('1.5h') == duration('90m') && duration('-1h') < duration('0')")).toBe(true);
+    expect(run("glob('Shop.ACME.com', '*.acme.com') && !glob('acme.com', '*.acme.com') && glob('a1.x', 'a?.x')")).toBe(true);
+  });
+
+  it('a null or malformed time is an error (unknown), never a silent false or zero', () => {
+    expect(run('now - timestamp(t) > duration(\'1h\')', undefined, { t: null })).toMatch(/^error: /);
+    expect(run("date('2026-02-31') < now")).toBe('error: date() needs YYYY-MM-DD or an RFC 3339 time (got "2026-02-31")');
+    expect(run("duration('soon')")).toBe('error: invalid duration "soon" (like 30s, 90m, 26h or 14d)');
+  });
+
+  it('a rule reads the clock only if an expression names now; only such rules (and absence rules) take every', () => {
+    const rules = rulesWith(`rules:
+  - { name: clock-a, event: x.a, kind: alert, source: backups, when: "now > timestamp(after.created_at)", every: 5m }
+  - { name: plain-b, event: x.b, kind: alert, source: backups, when: "after.state == 'nowhere'" }
+  - { name: absent-c, event: x.c, kind: alert, source: backups, absent: { match: "true", time: item.created_at, for: 1h } }
+`);
+    const by = (n: string): CompiledRule => rules.find((r) => r.name === n)!;
+    expect([by('clock-a').clock, by('clock-a').everyMs]).toEqual([true, 5 * MIN]);
+    expect([by('plain-b').clock, by('plain-b').everyMs]).toEqual([false, MIN]);
+    expect([by('absent-c').clock, by('absent-c').when]).toEqual([true, 'true']);
+  });
+});
+
+describe('absence rules', () => {
+  const yaml = `rules:
+  - name: no-restore-point
+    event: hourly.no_point
+    kind: alert
+    source: hourly_backups
+    when: "after.active == true"
+    absent: { in: "after.backups", match: "item.database == true", time: "item.taken_at", for: 2h }
+    summary: "{% if status == 'resolved' %}ok{% else %}none since {{ absence.last | default: 'ever' }} ({{ absence.matches }} matching){% endif %}"
+`;
+  const hourly = (points: Array<{ taken_at: string; database: boolean }>, active = true): unknown => ({ active, backups: points });
+
+  it('look in a list the `in` expression names, hold only while the when guard does, and resolve when a match appears', () => {
+    const replay = replayOf('no-restore-point', yaml);
+    const src = sourceByName('hourly_backups')!;
+    const t0 = Date.parse('2026-11-21T10:00:00Z');
+    const at = (h: number): number => t0 + h * 60 * MIN;
+    const step = (h: number, v: unknown): string[] => replay.observe(src, 'sites/1/hourly_backups', 1, at(h), v).events.map((e) => `${e.data.status} ${e.data.summary}`);
+    const tick = (h: number): string[] => (replay.tick(src, 'sites/1/hourly_backups', 1, at(h))?.events ?? []).map((e) => `${e.data.status} ${e.data.summary}`);
+    const points = [{ taken_at: '2026-11-21T09:30:00Z', database: true }, { taken_at: '2026-11-21T10:30:00Z', database: false }];
+    expect(step(0, hourly(points))).toEqual([]);
+    expect(tick(1)).toEqual([]);
+    expect(tick(1.6)).toEqual(['firing none since 2026-11-21T09:30:00.000Z (1 matching)']);
+    // Hourly backups switched off: the guard is false, so it resolves.
+    expect(step(2, hourly(points, false))).toEqual(['resolved ok']);
+    expect(step(3, hourly([...points, { taken_at: '2026-11-21T12:59:00Z', database: true }]))).toEqual([]);
+  });
+
+  it('a matching record without a readable time makes it unknown: nothing fires', () => {
+    const replay = replayOf('no-restore-point', yaml);
+    const src = sourceByName('hourly_backups')!;
+    const plan = replay.observe(src, 'sites/1/hourly_backups', 1, Date.parse('2026-11-22T00:00:00Z'), hourly([{ taken_at: 'yesterday', database: true } as never]));
+    expect(plan.events).toEqual([]);
+    expect(plan.problems).toEqual(['rule no-restore-point on sites/1/hourly_backups: absent.time: a matching record has no readable time (item.taken_at)']);
   });
 });

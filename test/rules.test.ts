@@ -52,7 +52,7 @@ describe('a rule file with an error is refused with file, line and reason', () =
     ['bad-kind.yaml', ['test/fixtures/rules/bad-kind.yaml:4: rules[0].kind: must be one of change, alert (got "level")']],
     ['bad-template.yaml', ['test/fixtures/rules/bad-template.yaml:7: rules[0].summary: template error: undefined filter: nosuchfilter, line:1, col:1']],
     ['duplicate-name.yaml', ['test/fixtures/rules/duplicate-name.yaml:2: rules[0].name: duplicate rule name; "site-offline" is already defined at rules/health.yaml:7']],
-    ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window']],
+    ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent']],
     [
       'bad-override.yaml',
       [
@@ -76,6 +76,19 @@ describe('a rule file with an error is refused with file, line and reason', () =
     ['bad-window.yaml', ['test/fixtures/rules/bad-window.yaml:6: rules[0].window: must be a duration like 30s, 10m, 4h or 1h30m (got "a-day")']],
     ['override-timing-on-change.yaml', ['test/fixtures/rules/override-timing-on-change.yaml:3: rules[0].for: only for kind: alert rules (backup-failed is a change rule)']],
     ['bad-override-mode.yaml', ['test/fixtures/rules/bad-override-mode.yaml:3: rules[0].mode: must be one of live, shadow (got "dry-run")']],
+    ['every-without-clock.yaml', ['test/fixtures/rules/every-without-clock.yaml:7: rules[0].every: only for rules that read the clock (now) or absence rules: other alerts are evaluated at each poll']],
+    ['every-too-short.yaml', ['test/fixtures/rules/every-too-short.yaml:7: rules[0].every: must be at least 1m (got "30s")']],
+    [
+      'bad-absent.yaml',
+      [
+        'test/fixtures/rules/bad-absent.yaml:9: rules[0].absent.since: unknown key; allowed: match, time, for, in',
+        'test/fixtures/rules/bad-absent.yaml:7: rules[0].absent.match: CEL error: <input>:1:12: found = but expecting end of input',
+        'test/fixtures/rules/bad-absent.yaml:6: rules[0].absent.time: is required: a CEL expression over each record (item)',
+        'test/fixtures/rules/bad-absent.yaml:8: rules[0].absent.for: must be a duration like 30s, 10m, 4h or 1h30m (got "soon")',
+      ],
+    ],
+    ['absent-on-change.yaml', ['test/fixtures/rules/absent-on-change.yaml:6: rules[0].absent: only for kind: alert rules']],
+    ['override-every-not-clock.yaml', ['test/fixtures/rules/override-every-not-clock.yaml:3: rules[0].every: only for rules that read the clock (now) or absence rules (site-offline is evaluated at each poll)']],
   ];
   for (const [fixture, expected] of cases) {
     it(fixture, () => {
@@ -112,7 +125,7 @@ describe('alert decisions', () => {
   it('treat a condition that cannot be evaluated as unknown, never as false', () => {
     const rules = loadRules(BUILTIN, [], opts);
     const disk = rules.find((r) => r.name === 'usage-disk-high')!;
-    const verdict = check(disk, { subject: 's', site: null, before: null, after: { disk: { percent: null } }, changes: [] });
+    const verdict = check(disk, { subject: 's', site: null, before: null, after: { disk: { percent: null } }, changes: [], now: 0 });
     expect(verdict).toEqual({ unknown: expect.stringContaining('no matching overload') });
     expect(stepAlert(disk, null, { ...freshAlert(0), status: 'firing', seq: 1 }, 1)).toMatchObject({ emit: null, changed: false });
   });
@@ -190,7 +203,7 @@ describe('the planner', () => {
     const b = backupsSource;
     const changeRules = rules.filter((r) => r.kind === 'change' && r.source === 'backups');
     const list = [{ id: 5, state: 'Error' }];
-    const common = { source: b, entity: 'sites/1/backups', rules: { change: changeRules, alert: [], timed: false }, recordDiff: compileDiffOptions({}) };
+    const common = { source: b, entity: 'sites/1/backups', rules: { change: changeRules, alert: [], entity: [], timed: false }, recordDiff: compileDiffOptions({}) };
     expect(planEvents(base({ ...common, before: null, after: list, baseline: true })).events).toEqual([]);
     const later = planEvents(base({ ...common, before: [], after: list }));
     expect(later.events.map((e) => [e.data.name, e.subject])).toEqual([['backup.failed', 'sites/1/backups/5']]);

@@ -10,10 +10,15 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Run `hostwatch ARGS` as a user would and collect its output and exit code. */
-export function hostwatch(args: string[], opts: { env?: Record<string, string>; cwd?: string } = {}): Promise<CliRun> {
+/**
+ * Run `hostwatch ARGS` as a user would and collect its output and exit code. `env` is added
+ * to this process's environment; `unset` names variables taken out of it.
+ */
+export function hostwatch(args: string[], opts: { env?: Record<string, string>; cwd?: string; unset?: readonly string[] } = {}): Promise<CliRun> {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
+  for (const name of opts.unset ?? []) delete env[name];
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: opts.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -99,4 +99,35 @@ describe('the scheduler', () => {
     expect(world.sim.requests.length).toBe(afterStop);
     expect(scheduler.running).toBe(false);
   });
+
+  it('turns missed heartbeats (a blocked event loop) into one log line, never raw node-cron text on stdout', async () => {
+    world = await startWorld({ sim: { sites: 1 } });
+    const { scheduler } = await schedulerFor(world, 60_000);
+    const printed: string[] = [];
+    const writeOut = process.stdout.write.bind(process.stdout);
+    const warn = console.warn;
+    process.stdout.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+      printed.push(String(chunk));
+      return writeOut(chunk, ...rest);
+    }) as typeof process.stdout.write;
+    console.warn = (...args: unknown[]) => void printed.push(args.map(String).join(' '));
+    try {
+      scheduler.start();
+      await new Promise((r) => setTimeout(r, 1200));
+      // Block the event loop for several heartbeats, as a huge commit would.
+      const until = Date.now() + 3500;
+      while (Date.now() < until) {
+        /* busy */
+      }
+      await waitFor(() => world.logs.text.includes('scheduler heartbeat missed'), 5000);
+    } finally {
+      process.stdout.write = writeOut;
+      console.warn = warn;
+      await scheduler.stop();
+    }
+    expect(printed.filter((p) => p.includes('NODE-CRON') || p.includes('missed execution'))).toEqual([]);
+    const lines = world.logs.lines.filter((l) => l.includes('scheduler heartbeat missed'));
+    expect(lines).toHaveLength(1);
+    expect((JSON.parse(lines[0]!) as { missed: number }).missed).toBeGreaterThanOrEqual(1);
+  });
 });

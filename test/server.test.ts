@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../src/paths.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { healthRoutes } from '../src/server/routes/health.js';
 import { isLoopback, parseListen, startServer } from '../src/server/server.js';
@@ -18,12 +21,15 @@ describe('the health endpoints', () => {
     expect(live.status).toBe(200);
     const ready = await fetch(`${app.serverUrl}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: 'ready', database: true, scheduler: true });
+    expect(await ready.json()).toMatchObject({ status: 'ready', database: true, scheduler: true, polling: true });
     sqliteOf(app.store).close();
     const notReady = await fetch(`${app.serverUrl}/readyz`);
     expect(notReady.status).toBe(503);
     expect(await notReady.json()).toMatchObject({ status: 'not ready', database: false });
     expect((await fetch(`${app.serverUrl}/livez`)).status).toBe(200);
+    // The outbox worker's next pass meets the closed database: a log line, not a crash.
+    await new Promise((r) => setTimeout(r, 1_300));
+    expect(world.logs.text).toContain('outbox worker pass failed');
   });
 
   it('report not ready once the scheduler has stopped', async () => {
@@ -67,12 +73,24 @@ describe('/metrics', () => {
       samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
     expect(value('hostwatch_polls_total', { source: 'health' })).toBeGreaterThanOrEqual(6);
     expect(value('hostwatch_polls_total', { source: 'health', outcome: 'baseline' })).toBeGreaterThanOrEqual(3);
-    expect(value('hostwatch_api_requests_total', { status: '200' })).toBeGreaterThan(10);
+    expect(value('hostwatch_api_requests_total', { status: '200', error: 'none' })).toBeGreaterThan(10);
     expect(value('hostwatch_events_total', { type: 'hostwatch.site.offline' })).toBe(1);
-    expect(value('hostwatch_deliveries_total', { channel: 'out', outcome: 'delivered' })).toBe(1);
+    expect(value('hostwatch_delivery_attempts_total', { channel: 'out', outcome: 'delivered' })).toBe(1);
     expect(value('hostwatch_outbox_depth')).toBe(0);
     expect(value('hostwatch_poll_duration_seconds_count', { source: 'health' })).toBeGreaterThanOrEqual(6);
-    expect(samples.some((s) => s.name === 'hostwatch_process_resident_memory_bytes')).toBe(true);
+    // The staleness signal every poller needs, per source, in seconds since the epoch.
+    const lastHealth = value('hostwatch_source_last_success_timestamp_seconds', { source: 'health' });
+    expect(Math.abs(lastHealth - Date.now() / 1000)).toBeLessThan(60);
+    expect(value('hostwatch_build_info', { version: JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')).version, node_version: process.version })).toBe(1);
+    // Prometheus conventions: standard process metrics, unprefixed; no gauge named like a
+    // counter; `status` is always an HTTP status (or "none" without a reply).
+    expect(samples.some((s) => s.name === 'process_resident_memory_bytes')).toBe(true);
+    expect(samples.some((s) => s.name === 'process_start_time_seconds')).toBe(true);
+    expect(samples.filter((s) => s.name.startsWith('hostwatch_process_') || s.name.startsWith('hostwatch_nodejs_'))).toEqual([]);
+    const types = new Map([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
+    expect([...types].filter(([name, type]) => type === 'gauge' && name.endsWith('_total'))).toEqual([]);
+    expect([...types].filter(([name, type]) => type === 'counter' && !name.endsWith('_total'))).toEqual([]);
+    expect([...new Set(samples.filter((s) => 'status' in s.labels).map((s) => s.labels['status']))].filter((v) => !/^(\d{3}|none)$/.test(v!))).toEqual([]);
     // Bounded labels only: no site id, no URL, no domain.
     for (const s of samples) {
       for (const v of Object.values(s.labels)) expect(v).not.toMatch(/sites\/|https?:|example\.(com|net)/);

@@ -140,11 +140,9 @@ describe('a silence created through the API', () => {
 describe('creating a silence', () => {
   it('refuses a match that is not CEL, with the CEL error', async () => {
     const { url } = await running();
-    const bad = await post(`${url}/api/silences`, { match: 'site_id = 12', duration: '2h', comment: 'x' });
-    expect(bad).toEqual({
-      status: 400,
-      body: { error: { code: 'bad_request', message: 'match: CEL error: <input>:1:9: found = but expecting end of input' } },
-    });
+    const bad = await post(`${url}/api/silences`, { match: 'site_id == (12', duration: '2h', comment: 'x' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toMatch(/^match: CEL error: <input>:1:\d+: /);
     const typo = await post(`${url}/api/silences`, { match: 'siteid == 12', duration: '2h', comment: 'x' });
     expect(typo.body.error.message).toBe(
       'match: CEL error: unknown variable "siteid"; a match can use type, name, severity, status, subject, site_id, domain, rule, labels',
@@ -152,6 +150,13 @@ describe('creating a silence', () => {
     const notBool = await post(`${url}/api/silences`, { match: 'site_id', duration: '2h', comment: 'x' });
     expect(notBool.body.error.message).toBe('match: must be true or false for an event (like "site_id == 12"), but it gives a number');
     expect((await get(`${url}/api/silences`)).body.data).toEqual([]);
+  });
+
+  it('reads amtool matchers as the CEL they mean, and answers with that CEL', async () => {
+    const { url } = await running();
+    const r = await post(`${url}/api/silences`, { match: 'site_id=12, severity!="info", domain=~"shop.*"', duration: '2h', comment: 'x' });
+    expect(r.status).toBe(201);
+    expect(r.body.match).toBe('site_id == 12 && severity != "info" && domain.matches("^(?:shop.*)$")');
   });
 
   it('names every bad field and what is allowed', async () => {

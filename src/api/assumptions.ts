@@ -25,3 +25,12 @@ export const DEFAULT_PAGE_SIZE = 200;
 export function isRetryableStatus(status: number): boolean {
   return status === 429 || status === 408 || status >= 500;
 }
+
+/**
+ * A24: site record states that mean the platform switched the site off (the default
+ * `states` parameter of rule site-suspended; a test keeps the two equal).
+ */
+export const SUSPENDED_SITE_STATES: readonly string[] = ['suspended', 'expired', 'switched_off', 'off', 'disabled', 'paused'];
+
+/** A26: a local business's recent change that edits its profile (the `fields` parameter of rule local-profile-changed). */
+export const PROFILE_EDIT_FIELDS = '(?i)^(name|phone|address)';

@@ -2,6 +2,7 @@ import { Agent, request } from 'undici';
 import { Semaphore } from '../semaphore.js';
 import { isRecord } from '../is-record.js';
 import { ApiError } from './errors.js';
+import { replyScrubber } from './scrub.js';
 import { DEFAULT_PAGE_SIZE, isRetryableStatus } from './assumptions.js';
 
 /** What the client needs to know; everything time-related is injectable for tests. */
@@ -17,6 +18,11 @@ export interface ApiClientOptions {
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
+  /**
+   * Secrets to remove from every reply before it is returned (and so before anything is
+   * stored): the API key and every other configured secret. Default: the key.
+   */
+  secrets?: readonly string[];
   /** Called once per HTTP exchange (for metrics and logs); never given the key. */
   onResponse?: (info: { endpoint: string; status: number | null; durationMs: number; code: string | null }) => void;
 }
@@ -54,8 +60,10 @@ export class ApiClient {
   private readonly random: () => number;
   private readonly limiter: RateLimiter;
   private readonly slots: Semaphore;
+  private readonly scrub: (text: string, value: unknown) => unknown;
 
   constructor(private readonly opts: ApiClientOptions) {
+    this.scrub = replyScrubber(opts.secrets ?? [opts.key]);
     this.root = opts.baseUrl.replace(/\/+$/, '') + '/api/v1';
     this.now = opts.now ?? Date.now;
     this.sleep = opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
@@ -188,7 +196,7 @@ export class ApiClient {
       if (status === 304 && prev !== undefined) return { body: null, validators: prev, notModified: true };
       if (status >= 200 && status < 300) {
         try {
-          return { body: JSON.parse(text) as unknown, validators: validatorsOf(res.headers), notModified: false };
+          return { body: this.scrub(text, JSON.parse(text)), validators: validatorsOf(res.headers), notModified: false };
         } catch {
           code = 'bad_response';
           throw new ApiError({

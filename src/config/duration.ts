@@ -48,3 +48,16 @@ export function formatDuration(ms: number): string {
   }
   return out;
 }
+
+/**
+ * A duration for people to read in a message: "45 min", "26 h", "26 h 10 min", "3 days",
+ * "3 days 4 h" (minutes are dropped from a count of days, seconds always).
+ */
+export function humanDuration(ms: number): string {
+  const minutes = Math.max(0, Math.floor(ms / 60_000));
+  if (minutes < 60) return `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 72) return minutes % 60 === 0 ? `${hours} h` : `${hours} h ${minutes % 60} min`;
+  const days = Math.floor(hours / 24);
+  return hours % 24 === 0 ? `${days} days` : `${days} days ${hours % 24} h`;
+}

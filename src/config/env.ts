@@ -5,7 +5,8 @@
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
-export type Substituted = { ok: true; text: string } | { ok: false; problems: string[] };
+/** `unsetOnly`: every problem is an unset variable (the text itself is well formed). */
+export type Substituted = { ok: true; text: string } | { ok: false; problems: string[]; unsetOnly: boolean };
 
 const REFERENCE = /^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$/s;
 const SYNTAX_HELP = 'write ${NAME}, ${NAME:-default}, or $${ for a literal "${"';
@@ -18,6 +19,7 @@ const SYNTAX_HELP = 'write ${NAME}, ${NAME:-default}, or $${ for a literal "${"'
 export function substituteEnv(text: string, env: Env): Substituted {
   if (!text.includes('${')) return { ok: true, text };
   const problems: string[] = [];
+  let unset = 0;
   let out = '';
   let i = 0;
   while (i < text.length) {
@@ -47,9 +49,12 @@ export function substituteEnv(text: string, env: Env): Substituted {
       const value = env[name];
       if (value !== undefined && !(fallback !== undefined && value === '')) out += value;
       else if (fallback !== undefined) out += fallback;
-      else problems.push(`environment variable ${name} is not set; set it, or give a default with \${${name}:-default}`);
+      else {
+        unset++;
+        problems.push(`environment variable ${name} is not set; set it, or give a default with \${${name}:-default}`);
+      }
     }
     i = close + 1;
   }
-  return problems.length === 0 ? { ok: true, text: out } : { ok: false, problems };
+  return problems.length === 0 ? { ok: true, text: out } : { ok: false, problems, unsetOnly: unset === problems.length };
 }

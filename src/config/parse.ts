@@ -8,6 +8,7 @@
  */
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseCel } from '../cel.js';
+import { SITE_LABEL_VARIABLES, unknownSiteLabelVariables } from '../labels.js';
 import { checkTemplate } from '../notify/templates.js';
 import type { z } from 'zod';
 import type { Env } from './env.js';
@@ -16,7 +17,10 @@ import {
   buildConfigSchema,
   isSecretPath,
   parseDigest,
+  isLoopback,
+  listenHost,
   REQUIRED,
+  secretPlaceholder,
   UNKNOWN_KEY,
   UNKNOWN_SOURCE,
   type CheckedConfig,
@@ -31,6 +35,12 @@ export interface ParseOptions {
   sourceNames: readonly string[];
   /** Folder that relative paths (storage.path, rules) resolve against; default: the config file's folder. */
   baseDir?: string;
+  /**
+   * For commands that call neither the API nor a channel (events, explain, deliveries,
+   * silences, backtest): a secret whose environment variable is unset gets a placeholder
+   * instead of being an error, so these commands run without secrets they do not use.
+   */
+  secretsOptional?: boolean;
 }
 
 /** Every default, in one place (docs/configuration.md lists the same values). */
@@ -56,10 +66,21 @@ export const DEFAULTS = {
     disable_after_ms: 5 * 86_400_000,
   },
   route: { group_wait_ms: 30_000, group_interval_ms: 5 * 60_000 },
-  /** Without an `inhibit` key: site.offline holds back the rest of its site. */
+  /** Without an `inhibit` key: site.offline holds back its site's other alerts (changes pass). */
   inhibit: [{ source: 'site.offline', target: null }],
   log: { level: 'info', pretty: false },
+  /** The most sites a site list may hold: far above any real agency, far below a hostile reply. */
+  sitesMax: 10_000,
+  /** The most events one poll of a source emits; past it, one summary event (docs/events.md). */
+  maxEventsPerPoll: 100,
+  /** /readyz turns 503 after this long without a successful poll. */
+  notReadyAfterMs: 30 * 60_000,
+  /** source.degraded: this many failed polls in a row, or two or more over this long. */
+  degraded: { after_failures: 3, after_ms: 10 * 60_000 },
   history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
+  heartbeat: { every_ms: 5 * 60_000, timeout_ms: 10_000 },
+  watchdog: { every_ms: 60 * 60_000 },
+  incidents: { min_sites: 5, window_ms: 15 * 60_000, wait_ms: 30_000 },
 } as const;
 
 /**
@@ -68,7 +89,7 @@ export const DEFAULTS = {
  * "<demo>" are kept as they are).
  */
 export function parseConfig(text: string, file: string, env: Env, opts: ParseOptions): ParseResult {
-  const tree = readYamlTree(text, file, env);
+  const tree = readYamlTree(text, file, env, opts.secretsOptional ? { placeholder: secretPlaceholder } : {});
   if (tree.syntaxFailed) return { ok: false, errors: tree.errors };
 
   const data = tree.data ?? {};
@@ -236,6 +257,7 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
       }
     }
   }
+  errors.push(...serverCheck(record['server'], data, tree, file));
   if (!Array.isArray(channels)) return errors;
 
   channels.forEach((channel: unknown, index) => {
@@ -262,10 +284,35 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
       errors.push(valueError(path, `is not a valid CEL expression: ${(e as Error).message}`, data, tree, file));
     }
   };
-  for (const [key, field] of [['maintenance', 'match'], ['inhibit', 'target']] as const) {
+  for (const [key, field] of [['maintenance', 'match'], ['inhibit', 'target'], ['site_labels', 'match']] as const) {
     const list = record[key];
     if (!Array.isArray(list)) continue;
     list.forEach((item: unknown, index) => checkCel([key, index, field], (item as Record<string, unknown> | null)?.[field]));
+  }
+  // A site label match over a variable sites do not have would label nothing, silently.
+  const labelList = record['site_labels'];
+  if (Array.isArray(labelList)) {
+    labelList.forEach((item: unknown, index) => {
+      const match = (item as Record<string, unknown> | null)?.['match'];
+      if (typeof match !== 'string' || match.trim() === '') return;
+      let unknown: string[];
+      try {
+        unknown = unknownSiteLabelVariables(match);
+      } catch {
+        return; // the syntax error is reported above
+      }
+      if (unknown.length > 0) {
+        errors.push(
+          valueError(
+            ['site_labels', index, 'match'],
+            `uses unknown variable ${unknown.map((n) => `"${n}"`).join(', ')}; a site label match can use ${SITE_LABEL_VARIABLES.join(', ')}`,
+            data,
+            tree,
+            file,
+          ),
+        );
+      }
+    });
   }
 
   if (!Array.isArray(routes)) return errors;
@@ -282,6 +329,23 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
     });
   });
   return errors;
+}
+
+/** A server reachable from other machines needs a token: `run` would refuse to start without one. */
+function serverCheck(server: unknown, data: unknown, tree: YamlTree, file: string): ConfigError[] {
+  if (server === null || typeof server !== 'object') return [];
+  const { listen, token } = server as Record<string, unknown>;
+  const host = typeof listen === 'string' ? listenHost(listen) : null;
+  if (host === null || isLoopback(host) || (typeof token === 'string' && token.trim() !== '')) return [];
+  return [
+    valueError(
+      ['server', 'listen'],
+      'is reachable from other machines, so it needs server.token (a bearer token, like token: ${HOSTWATCH_TOKEN}); or listen on 127.0.0.1',
+      data,
+      tree,
+      file,
+    ),
+  ];
 }
 
 /**
@@ -310,7 +374,7 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
   const resolvePath = (path: string) => (path === ':memory:' ? path : resolve(baseDir, path));
   const sources: Config['sources'] = {};
   for (const [name, override] of Object.entries(written.sources ?? {})) {
-    sources[name] = { enabled: override?.enabled ?? true, every_ms: override?.every ?? null };
+    sources[name] = { enabled: override?.enabled ?? true, every_ms: override?.every ?? null, max_events: override?.max_events ?? DEFAULTS.maxEventsPerPoll };
     if (override?.paths) sources[name].paths = override.paths;
     if (override?.site_paths) {
       sources[name].site_paths = Object.fromEntries(Object.entries(override.site_paths).map(([id, paths]) => [Number(id), paths]));
@@ -331,7 +395,7 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
     storage: written.storage?.url
       ? { engine: 'postgres', url: written.storage.url }
       : { engine: 'sqlite', path: resolvePath(written.storage?.path ?? DEFAULTS.storage.path) },
-    sites: written.sites ?? 'all',
+    ...normalizeSites(written.sites),
     sources,
     rules: (written.rules ?? []).map(resolvePath),
     channels: (written.channels ?? []).map(normalizeChannel),
@@ -361,13 +425,54 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
       concurrency: written.delivery?.concurrency ?? DEFAULTS.delivery.concurrency,
       disable_after_ms: written.delivery?.disable_after ?? DEFAULTS.delivery.disable_after_ms,
     },
-    server: { listen: written.server?.listen ?? null, token: written.server?.token ?? null },
+    server: {
+      listen: written.server?.listen ?? null,
+      token: written.server?.token?.trim() ? written.server.token : null,
+      not_ready_after_ms: written.server?.not_ready_after ?? DEFAULTS.notReadyAfterMs,
+    },
+    degraded: {
+      after_failures: written.degraded?.after_failures ?? DEFAULTS.degraded.after_failures,
+      after_ms: written.degraded?.after ?? DEFAULTS.degraded.after_ms,
+    },
     log: { level: written.log?.level ?? DEFAULTS.log.level, pretty: written.log?.pretty ?? DEFAULTS.log.pretty },
     history: {
       retention_ms: written.history?.retention ?? DEFAULTS.history.retention_ms,
       prune_every_ms: written.history?.prune_every ?? DEFAULTS.history.prune_every_ms,
     },
+    site_labels: (written.site_labels ?? []).map((l) =>
+      'from' in l ? { from: l.from, label: l.label } : { match: l.match ?? null, labels: { ...l.labels } },
+    ),
+    heartbeat: written.heartbeat
+      ? {
+          url: written.heartbeat.url,
+          every_ms: written.heartbeat.every ?? DEFAULTS.heartbeat.every_ms,
+          timeout_ms: written.heartbeat.timeout ?? DEFAULTS.heartbeat.timeout_ms,
+        }
+      : null,
+    // `watchdog:` present (even empty) turns it on, unless it says enabled: false.
+    watchdog:
+      written.watchdog === undefined || written.watchdog?.enabled === false
+        ? null
+        : { every_ms: written.watchdog?.every ?? DEFAULTS.watchdog.every_ms },
+    incidents: {
+      enabled: written.incidents?.enabled ?? true,
+      min_sites: minSitesOf(written.incidents?.min_sites),
+      window_ms: written.incidents?.window ?? DEFAULTS.incidents.window_ms,
+      wait_ms: written.incidents?.wait ?? DEFAULTS.incidents.wait_ms,
+      alerts: written.incidents?.alerts ?? [],
+    },
   };
+}
+
+function normalizeSites(written: CheckedConfig['sites']): Pick<Config, 'sites' | 'sites_max'> {
+  if (written === undefined || written === 'all' || Array.isArray(written)) return { sites: written ?? 'all', sites_max: DEFAULTS.sitesMax };
+  return { sites: written.watch ?? 'all', sites_max: written.max ?? DEFAULTS.sitesMax };
+}
+
+function minSitesOf(v: number | string | undefined): Config['incidents']['min_sites'] {
+  if (v === undefined) return { count: DEFAULTS.incidents.min_sites };
+  if (typeof v === 'number') return { count: v };
+  return { percent: Number(v.replace('%', '').trim()) };
 }
 
 function normalizeChannel(channel: NonNullable<CheckedConfig['channels']>[number]): ChannelConfig {

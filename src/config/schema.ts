@@ -3,6 +3,7 @@
  * user reads: what is allowed. parse.ts adds the path, position and the value it got.
  * Durations leave this schema as milliseconds; defaults are applied later, in parse.ts.
  */
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { validateDetailed as validateCron } from 'node-cron';
 import { formatDuration, parseDuration } from './duration.js';
@@ -28,7 +29,8 @@ const M = {
   rate: 'must be a number greater than 0 and at most 1000',
   path: 'must be a non-empty file path',
   storageUrl: 'must be a PostgreSQL URL like postgres://hostwatch:${PGPASS}@db.example.net:5432/hostwatch',
-  sites: 'must be "all" or a non-empty list of site ids, like [12, 40]',
+  sites: 'must be "all", a non-empty list of site ids like [12, 40], or a map like { watch: all, max: 10000 }',
+  sitesWatch: 'must be "all" or a non-empty list of site ids, like [12, 40]',
   siteId: 'must be a positive integer site id',
   rules: 'must be a list of rule files or folders, like [./rules]',
   channels: 'must be a list of channels, each like { name: ops, type: slack, url: ... }',
@@ -43,17 +45,23 @@ const M = {
   routeChannels: 'must be a non-empty list of channel names, like [ops, hooks]',
   retrySchedule: 'must be a list of durations, like [5s, 5m, 30m]',
   listen: 'must be host:port like 127.0.0.1:8080 or [::1]:8080, with a port from 0 to 65535',
-  token: 'must be a non-empty string, usually token: ${HOSTWATCH_TOKEN}, or left out for no token',
+  token: 'must be a string, usually token: ${HOSTWATCH_TOKEN}; empty or left out for no token',
   level: `must be one of ${LOG_LEVELS.join(', ')}`,
   bool: 'must be true or false',
   secrets: 'must be a Standard Webhooks secret or a list of them (rotation: every one signs), like [whsec_new..., whsec_old...]',
   mode: 'must be structured (the whole CloudEvent as JSON, the default) or binary (ce-* headers, data as the body)',
-  groupBy: `must be a list of event fields to group by, like [site_id] or [site_id, name]; allowed: site_id, domain, name, type, severity, rule, subject, status`,
+  groupBy: `must be a list of event fields to group by, like [site_id] or [labels.client, name]; allowed: site_id, domain, name, type, severity, rule, subject, status, labels.<name>`,
   digest: 'must be like "daily at 08:00" or "daily at 08:00 Europe/Paris" (24-hour time, IANA time zone)',
   cron: 'must be a cron expression of 5 fields, like "0 2 * * 0" (Sundays at 02:00)',
   timezone: 'must be an IANA time zone like Europe/Paris or UTC',
   windowName: 'must be lowercase letters, digits, "_" or "-", like nightly-backup',
   eventName: 'must be an event name like site.offline',
+  labelName: 'must be a label name: lower-case letters, digits and underscores, like client or tier',
+  labelValue: 'must be a text value, like acme',
+  siteLabels: 'must be a list of entries, each like { match: "glob(domain, \'*.acme.com\')", labels: { client: acme } } or { from: client_reports, label: client }',
+  siteLabelFrom: 'must be client_reports (client reports tie sites to clients by domain)',
+  heartbeatUrl: 'must be an http(s) URL like https://hc-ping.com/<uuid> (a dead man\'s switch check)',
+  minSites: 'must be a number of sites from 2 up (like 5), or a percentage of the watched sites (like "20%")',
   template: 'must be a non-empty Liquid template, like "{{ data.summary }} ({{ data.domain }})"',
   routingKey: 'must be the 32-character integration key of a PagerDuty Events API v2 integration, usually routing_key: ${PAGERDUTY_ROUTING_KEY}',
   opsgenieKey: 'must be the API key of an Opsgenie API integration, usually api_key: ${OPSGENIE_API_KEY}',
@@ -76,8 +84,10 @@ export function isPostgresUrl(value: string): boolean {
   }
 }
 
-/** Event fields a route's group_by may name (`site` is site_id and domain together). */
+/** Event fields a route's group_by may name (`site` is site_id and domain together); `labels.<name>` too. */
 export const GROUP_FIELDS = ['site_id', 'domain', 'name', 'type', 'severity', 'rule', 'subject', 'status'] as const;
+const LABEL_NAME = /^[a-z_][a-z0-9_]*$/;
+const GROUP_LABEL = /^labels\.[a-z_][a-z0-9_]*$/;
 
 /** `daily at HH:MM [Zone]`: the digest schedule of a channel. */
 const DIGEST = /^daily at ([01]\d|2[0-3]):([0-5]\d)(?: ([A-Za-z_]+(?:\/[A-Za-z0-9_+-]+)*))?$/;
@@ -182,12 +192,25 @@ export function isWebhookSecret(value: string): boolean {
   return body.length > 0 && BASE64.test(body);
 }
 
-const LISTEN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
+const LISTEN = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/;
 
 /** True for `host:port` with a port from 0 to 65535 (IPv6 hosts in brackets). */
 export function isListenAddress(value: string): boolean {
-  const port = LISTEN.exec(value)?.[1];
+  const port = LISTEN.exec(value)?.[3];
   return port !== undefined && Number(port) <= 65_535;
+}
+
+/** The host of a `host:port` listen address (IPv6 without brackets), or null when it is not one. */
+export function listenHost(value: string): string | null {
+  const m = LISTEN.exec(value);
+  return m ? (m[1] ?? m[2] ?? null) : null;
+}
+
+/** Loopback names and addresses: the only binds allowed without a token. */
+export function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  return host === '::1';
 }
 
 // ---- the sections -------------------------------------------------------------------------
@@ -220,10 +243,29 @@ const siteList = z
     });
   });
 
+/** The site section: `all`, a list of ids, or `{ watch, max }` (max: the most sites a site list may hold). */
+const sitesSection = z.union(
+  [
+    z.literal('all', M.sites),
+    siteList,
+    section({
+      watch: z.union([z.literal('all', M.sitesWatch), siteList], M.sitesWatch).optional(),
+      max: integer(1, 1_000_000).optional(),
+    }).superRefine((s, ctx) => {
+      // A list of ids longer than the cap would be cut at every poll: say so here.
+      if (Array.isArray(s.watch) && s.max !== undefined && s.watch.length > s.max) {
+        ctx.addIssue({ code: 'custom', path: ['watch'], message: `lists ${s.watch.length} sites, more than max (${s.max}); raise max or list fewer` });
+      }
+    }),
+  ],
+  M.sites,
+);
+
 const filePaths = 'must be a non-empty list of paths inside the site folder, like [.htaccess, wp-config.php]';
 const sourceOverride = section({
   enabled: bool().optional(),
   every: duration(10_000).optional(),
+  max_events: integer(1, 100_000).optional(),
   paths: z.array(text(filePaths), filePaths).min(1, filePaths).optional(),
   site_paths: z
     .record(z.string(), z.array(text(filePaths), filePaths).min(1, filePaths), 'must be a map of site ids to lists of paths, like { 12: [wp-config.php] }')
@@ -399,7 +441,9 @@ const route = section({
   match: text(M.match).nullable().optional(),
   channels: z.array(channelName, M.routeChannels).min(1, M.routeChannels),
   continue: bool().optional(),
-  group_by: z.array(z.enum(GROUP_FIELDS, M.groupBy), M.groupBy).optional(),
+  group_by: z
+    .array(z.string(M.groupBy).refine((f) => (GROUP_FIELDS as readonly string[]).includes(f) || GROUP_LABEL.test(f), M.groupBy), M.groupBy)
+    .optional(),
   group_wait: duration().optional(),
   group_interval: duration().optional(),
   send_resolved: bool().optional(),
@@ -432,12 +476,64 @@ const deliverySection = section({
 
 const serverSection = section({
   listen: z.string(M.listen).refine(isListenAddress, M.listen).nullable().optional(),
-  token: text(M.token).nullable().optional(),
+  // Empty is no token (`${HOSTWATCH_TOKEN:-}`): fine on loopback; parse.ts refuses it beyond.
+  token: z.string(M.token).nullable().optional(),
+  not_ready_after: duration(60_000).optional(),
+});
+
+const degradedSection = section({
+  after_failures: integer(1, 1000).optional(),
+  after: duration(60_000).optional(),
 });
 
 const historySection = section({
   retention: duration(3_600_000).optional(),
   prune_every: duration(60_000).optional(),
+});
+
+// A bad name and a bad value in one map are both reported (a key schema, not a refinement).
+const labelMap = z.record(z.string().regex(LABEL_NAME), z.string(M.labelValue).min(1, M.labelValue), {
+  error: (issue) => (issue.code === 'invalid_key' ? M.labelName : 'must be a map of label names to values, like { client: acme, tier: gold }'),
+});
+
+const siteLabelMatch = section({
+  match: text(M.match).optional(),
+  labels: labelMap,
+});
+const siteLabelFrom = section({
+  from: z.literal('client_reports', M.siteLabelFrom),
+  label: z.string(M.labelName).regex(LABEL_NAME, M.labelName),
+});
+const siteLabel = z.union([siteLabelMatch, siteLabelFrom], M.siteLabels);
+
+const heartbeatSection = section({
+  url: httpUrl(M.heartbeatUrl),
+  every: duration(10_000).optional(),
+  timeout: duration(1).optional(),
+});
+
+const watchdogSection = section({
+  enabled: bool().optional(),
+  every: duration(60_000).optional(),
+});
+
+const minSites = z.union(
+  [
+    integer(2, 1_000_000, M.minSites),
+    z.string(M.minSites).regex(/^\s*\d{1,3}(\.\d+)?\s*%\s*$/, M.minSites).refine((v) => {
+      const n = Number(v.replace('%', '').trim());
+      return n > 0 && n <= 100;
+    }, M.minSites),
+  ],
+  M.minSites,
+);
+
+const incidentsSection = section({
+  enabled: bool().optional(),
+  min_sites: minSites.optional(),
+  window: duration(60_000).optional(),
+  wait: duration().optional(),
+  alerts: z.array(eventName, 'must be a list of alert event names, like [site.offline, backup.stale]').optional(),
 });
 
 const logSection = section({
@@ -457,7 +553,7 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
       path: text(M.path).optional(),
       url: z.string(M.storageUrl).refine(isPostgresUrl, M.storageUrl).optional(),
     }).nullish(),
-    sites: z.union([z.literal('all', M.sites), siteList], M.sites).optional(),
+    sites: sitesSection.optional(),
     sources: sourcesSection(sourceNames).nullish(),
     rules: z.array(text(M.path), M.rules).nullish(),
     channels: z.array(channel, M.channels).nullish(),
@@ -466,8 +562,13 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
     inhibit: z.array(inhibitRule, 'must be a list like [{ source: site.offline }]').nullish(),
     delivery: deliverySection.nullish(),
     server: serverSection.nullish(),
+    degraded: degradedSection.nullish(),
     log: logSection.nullish(),
     history: historySection.nullish(),
+    site_labels: z.array(siteLabel, M.siteLabels).nullish(),
+    heartbeat: heartbeatSection.nullish(),
+    watchdog: watchdogSection.nullish(),
+    incidents: incidentsSection.nullish(),
   };
   return section(shape, { notAMap: `the file must be a map with keys ${Object.keys(shape).join(', ')}` });
 }
@@ -485,8 +586,29 @@ const SECRET_CHANNEL_KEYS = new Set(['secret', 'routing_key', 'api_key', 'bot_to
 export const SECRET_HEADER = /auth|token|key|secret|signature|password|cookie/i;
 
 /**
+ * What a read-only command puts in place of a secret whose environment variable is unset:
+ * a value of the right form (it is never sent anywhere, since these commands call no API
+ * and no channel). Null for a path that is not a secret.
+ */
+export function secretPlaceholder(path: readonly (string | number)[]): string | null {
+  // The database URL is the one secret these commands use: its variable must be set.
+  if (path[0] === 'storage') return null;
+  if (!isSecretPath(path, {})) return null;
+  const key = path.includes('secret') ? 'secret' : String(path[path.length - 1]);
+  return SECRET_PLACEHOLDERS[key] ?? 'unset-secret';
+}
+
+/** Placeholders that pass each secret key's own format check. */
+const SECRET_PLACEHOLDERS: Record<string, string> = {
+  secret: 'whsec_dW5zZXQtc2VjcmV0',
+  url: 'https://unset.invalid/unset',
+  routing_key: 'unsetunsetunsetunsetunsetunset00',
+  bot_token: '0:unset',
+};
+
+/**
  * True if the value at `path` is a secret, whose value must never appear in an error:
- * api.key, server.token, storage.url (it carries the database password),
+ * api.key, server.token, heartbeat.url, storage.url (it carries the database password),
  * channels[*].secret / routing_key / api_key / bot_token / token,
  * channels[*].smtp.pass, credential-like headers of a webhook template, and
  * channels[*].url of every channel that is not a plain webhook (a Slack, Teams, Discord or
@@ -496,6 +618,8 @@ export function isSecretPath(path: readonly (string | number)[], data: unknown):
   const [first, second, third, fourth, fifth] = path;
   if (first === 'api' && second === 'key') return true;
   if (first === 'storage' && second === 'url') return true;
+  // A dead man's switch URL carries its check's token (hc-ping.com/<uuid>).
+  if (first === 'heartbeat' && second === 'url') return true;
   if (first === 'server' && second === 'token') return true;
   if (first !== 'channels' || typeof second !== 'number') return false;
   if (typeof third === 'string' && SECRET_CHANNEL_KEYS.has(third)) return true;

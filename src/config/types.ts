@@ -15,6 +15,8 @@ export interface Config {
   storage: StorageConfig;
   /** 'all', or the ids of the sites to watch. */
   sites: 'all' | number[];
+  /** The most sites a site list may hold (`sites.max`); a longer reply fails the poll. */
+  sites_max: number;
   sources: Record<string, SourceOverride>;
   /** Extra rule files or folders (absolute paths); built-in packs are always loaded. */
   rules: string[];
@@ -26,10 +28,46 @@ export interface Config {
   /** While a source alert fires for a site, that site's other events are held (docs/routing.md). */
   inhibit: InhibitConfig[];
   delivery: DeliveryConfig;
-  server: { listen: string | null; token: string | null };
+  /** `not_ready_after_ms`: /readyz answers 503 when no poll has succeeded for this long. */
+  server: { listen: string | null; token: string | null; not_ready_after_ms: number };
+  /** When `source.degraded` fires: an entity failed this many polls in a row, or (two or more) for this long. */
+  degraded: { after_failures: number; after_ms: number };
   log: { level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'; pretty: boolean };
   /** The change log the trust tools read (backtest, explain): kept this long, pruned this often. */
   history: { retention_ms: number; prune_every_ms: number };
+  /** Labels given to sites (data.labels of every event about the site), in order: later entries win. */
+  site_labels: SiteLabelConfig[];
+  /** A dead man's switch pinged while cycles succeed (null: none). */
+  heartbeat: HeartbeatConfig | null;
+  /** The always-firing `hostwatch.watchdog` alert, re-sent every `every_ms` (null: off). */
+  watchdog: { every_ms: number } | null;
+  /** One `platform.incident` instead of many pages when many sites fire the same alert. */
+  incidents: IncidentsConfig;
+}
+
+/** `{ match, labels }`: labels for the sites the CEL match accepts; `{ from, label }`: a label fed by the API. */
+export type SiteLabelConfig =
+  | { match: string | null; labels: Record<string, string> }
+  | { from: 'client_reports'; label: string };
+
+/** `heartbeat: { url, every }`: GET `url` every `every_ms` while cycles succeed. The URL is a secret. */
+export interface HeartbeatConfig {
+  url: string;
+  every_ms: number;
+  timeout_ms: number;
+}
+
+/** `incidents:` (docs/routing.md, "Platform incidents"). */
+export interface IncidentsConfig {
+  enabled: boolean;
+  /** A number of sites, or a share of the watched sites. */
+  min_sites: { count: number } | { percent: number };
+  /** Sites count toward an incident when their alert started firing within this long. */
+  window_ms: number;
+  /** How long an opened incident gathers sites before its event goes out (or its source's cycle ends). */
+  wait_ms: number;
+  /** Alert event names that can make an incident ([] = every per-site alert). */
+  alerts: string[];
 }
 
 /** How hostwatch talks to the Hosting Control API. */
@@ -48,6 +86,8 @@ export interface ApiConfig {
 export interface SourceOverride {
   enabled: boolean;
   every_ms: number | null;
+  /** The most events one poll of this source may emit (the rest: one summary event). */
+  max_events: number;
   /** `files`: the paths (relative to each site's folder) whose stat is watched on every site. */
   paths?: string[];
   /** `files`: more paths for single sites, by site id. */
@@ -213,7 +253,7 @@ export interface MaintenanceConfig {
 /** While an event named `source` fires for a site, that site's events matching `target` are held. */
 export interface InhibitConfig {
   source: string;
-  /** CEL over the held event; null = every other event of the site. */
+  /** CEL over the held event (alert or change); null = every other alert of the site (changes pass). */
   target: string | null;
 }
 

@@ -49,8 +49,13 @@ function restoreReferences(value: string): string {
   return value.includes(OPEN) ? value.replaceAll(OPEN, '{').replaceAll(CLOSE, '}') : value;
 }
 
+export interface ReadOptions {
+  /** A value for a path whose `${VAR}` is unset (instead of an error); null: it stays an error. */
+  placeholder?: (path: KeyPath) => string | null;
+}
+
 /** Parses YAML text into plain data plus source positions; `${VAR}` is resolved from env. */
-export function readYamlTree(text: string, file: string, env: Env): YamlTree {
+export function readYamlTree(text: string, file: string, env: Env, opts: ReadOptions = {}): YamlTree {
   const lineCounter = new LineCounter();
   const doc = parseDocument(protectReferences(text), { lineCounter, prettyErrors: false, uniqueKeys: true });
   const toPosition = (offset: number): Position => {
@@ -123,6 +128,8 @@ export function readYamlTree(text: string, file: string, env: Env): YamlTree {
     if (isScalar(node) && typeof node.value === 'string') {
       const result = substituteEnv(restoreReferences(node.value), env);
       if (result.ok) return result.text;
+      const stand = result.unsetOnly ? (opts.placeholder?.(path) ?? null) : null;
+      if (stand !== null) return stand;
       unresolved.add(formatPath(path));
       for (const message of result.problems) errors.push({ file, ...toPosition(start), path: formatPath(path), message });
       return '';

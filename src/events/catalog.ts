@@ -1,7 +1,9 @@
+import { OPERATOR_EVENT_NAMES } from './operator.js';
 /**
  * The event catalog of PRODUCT.md: names other tools depend on (fixed: more may be added,
- * none renamed). Tests check that a built-in rule raises each (the `source.*` operator
- * events come from the poller) and that docs/events.md documents each.
+ * none renamed). Tests check that a built-in rule raises each (the operator events of
+ * events/operator.ts come from the poller, platform incidents and the watchdog) and that
+ * docs/events.md documents each.
  */
 export const CATALOG: readonly string[] = [
   'site.added',
@@ -43,4 +45,34 @@ export const CATALOG: readonly string[] = [
   'research.credits_low',
   'source.degraded',
   'source.scope_missing',
+  'source.mass_change',
+  'api.unauthorized',
+  'api.unreachable',
+  // Contract additions (2026-11-23): time, silence, clients and incidents.
+  'platform.incident',
+  'hostwatch.watchdog',
+  'site.suspended',
+  'backup.stale',
+  'backup.stuck',
+  'hourly_backup.stale',
+  'usage.db_high',
+  'usage.inodes_high',
+  'subscription.expiring',
+  'cron.wp_cron_dead',
+  'cron.runs_near_limit',
+  'mail_sending.fallback',
+  'mail_sending.disabled',
+  'extradb.read_only',
+  'extradb.error',
+  'local.profile_changed',
+  'local.unclaimed',
+  'reputation.brand_term_lost',
+  'backlink.lost',
+  'report.overdue',
 ];
+
+/**
+ * Catalog events hostwatch raises itself, not through a rule file: the operator events
+ * (events/operator.ts), platform incidents and the watchdog.
+ */
+export const NOT_FROM_RULES: readonly string[] = [...OPERATOR_EVENT_NAMES, 'platform.incident', 'hostwatch.watchdog'];

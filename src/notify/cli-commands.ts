@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { userInfo } from 'node:os';
+import { daemonRunning } from '../store/daemon-repo.js';
 import type { Command } from 'commander';
 import type { Config } from '../config/types.js';
 import type { Store } from '../store/db.js';
@@ -10,19 +12,26 @@ import { parseSilenceRequest, silenceView, sortSilences, type Silence, type Sile
 
 /** What the delivery commands borrow from cli.ts (config loading, exits, argument parsers). */
 export interface CliHelpers {
-  load(file: string): Promise<Config>;
+  /** Load the config (`-c`, else the default file); these commands need no secret. */
+  load(file: string | undefined, opts: { secretsOptional: boolean }): Promise<Config>;
   fail(message: string, code: number): never;
-  /** Open the config's database (migrating it); exits with a clear message when it cannot. */
+  /** Open the config's database (migrating it); exits with a clear message when it cannot, or does not exist yet. */
   openDatabase(config: Config, mustExist: boolean): Promise<Store>;
+  /** What `-c` says in help. */
+  configHelp: string;
   duration(v: string): number;
   atLeastOne(v: string): number;
 }
 
 const EXIT_ARGS = 2;
 
-/** Open the config's database (created and migrated like the daemon's), run `fn`, close it. */
-async function withStore<T>(h: CliHelpers, file: string, fn: (store: Store) => Promise<T>): Promise<T> {
-  const store = await h.openDatabase(await h.load(file), false);
+/**
+ * Open the config's database (migrated like the daemon's), run `fn`, close it. The database
+ * must exist: only `hostwatch run` (or `poll --once`) creates it and its folder. These
+ * commands call no API and no channel, so they need none of the config's secrets.
+ */
+async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store: Store) => Promise<T>): Promise<T> {
+  const store = await h.openDatabase(await h.load(file, { secretsOptional: true }), true);
   try {
     return await fn(store);
   } finally {
@@ -53,6 +62,17 @@ export function heldLine(h: HeldView): string {
   return `${new Date(h.time).toISOString()}  ${h.type} ${h.subject}  ${h.id}  ${why}`;
 }
 
+/** Who runs this command, for a silence's author: $USER, else the login name. */
+function currentUser(): string {
+  const env = process.env['USER'] || process.env['LOGNAME'];
+  if (env) return env;
+  try {
+    return userInfo().username;
+  } catch {
+    return 'cli';
+  }
+}
+
 function humanMs(ms: number): string {
   const m = Math.max(0, Math.round(ms / 60_000));
   return m < 90 ? `${m}m` : m < 48 * 60 ? `${Math.round(m / 60)}h` : `${Math.round(m / 1440)}d`;
@@ -65,12 +85,12 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
   silence
     .command('add')
     .description('add a silence: hostwatch silence add --match "site_id == 12" --for 2h --comment "moving servers"')
-    .requiredOption('-c, --config <file>', 'config file (YAML); its storage.path is used')
-    .requiredOption('--match <cel>', 'CEL over type, name, severity, status, subject, site_id, domain, rule, labels')
+    .option('-c, --config <file>', `${h.configHelp}; its storage.path is used`)
+    .requiredOption('--match <cel>', 'CEL over type, name, severity, status, subject, site_id, domain, rule, labels; amtool matchers (name="x", site_id=12) work too')
     .requiredOption('--for <duration>', 'how long, like 30m, 2h or 1d')
     .requiredOption('--comment <text>', 'why, and who is on it')
-    .option('--by <name>', 'who adds it', process.env['USER'] ?? 'cli')
-    .action(async (o: { config: string; match: string; for: string; comment: string; by: string }) => {
+    .option('--by <name>', 'who adds it', currentUser())
+    .action(async (o: { config?: string; match: string; for: string; comment: string; by: string }) => {
       await withStore(h, o.config, async (store) => {
         const now = Date.now();
         const parsed = parseSilenceRequest({ match: o.match, duration: o.for, comment: o.comment, created_by: o.by }, now, { createdBy: 'cli' });
@@ -82,16 +102,17 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
         const s: Silence = { id: randomUUID(), ...parsed.silence };
         await store.transaction((tx) => repos(tx).silences.add(s));
         out(silenceLine(silenceView(s, now, 0), now));
+        if (parsed.translated) process.stderr.write(`(read the amtool matchers ${parsed.translated.from} as the CEL: ${parsed.translated.to})\n`);
       });
     });
 
   silence
     .command('list')
     .description('active and pending silences, and those that ended in the last 7 days')
-    .requiredOption('-c, --config <file>', 'config file (YAML)')
+    .option('-c, --config <file>', h.configHelp)
     .option('--expiring <duration>', 'only active silences that end within DURATION (e.g. 1h)', h.duration)
     .option('--json', 'one JSON object per line')
-    .action(async (o: { config: string; expiring?: number; json?: boolean }) => {
+    .action(async (o: { config?: string; expiring?: number; json?: boolean }) => {
       await withStore(h, o.config, async (store) => {
         const repo = repos(store).silences;
         const now = Date.now();
@@ -108,8 +129,8 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .command('expire')
     .description('end a silence now')
     .argument('<id>', 'the silence id (from silence list)')
-    .requiredOption('-c, --config <file>', 'config file (YAML)')
-    .action(async (id: string, o: { config: string }) => {
+    .option('-c, --config <file>', h.configHelp)
+    .action(async (id: string, o: { config?: string }) => {
       await withStore(h, o.config, async (store) => {
         const repo = repos(store).silences;
         const now = Date.now();
@@ -122,13 +143,13 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
   program
     .command('deliveries')
     .description('what was sent where: state, attempts, last answer (newest first)')
-    .requiredOption('-c, --config <file>', 'config file (YAML)')
+    .option('-c, --config <file>', h.configHelp)
     .option('--failed', 'only dead-lettered rows and rows waiting to retry')
     .option('--channel <name>', 'only this channel')
     .option('--held', 'instead: events stored but held back (silence, maintenance window, inhibition) and what became of them')
     .option('--limit <n>', 'at most N rows', h.atLeastOne, 100)
     .option('--json', 'one JSON object per line')
-    .action(async (o: { config: string; failed?: boolean; channel?: string; held?: boolean; limit: number; json?: boolean }) => {
+    .action(async (o: { config?: string; failed?: boolean; channel?: string; held?: boolean; limit: number; json?: boolean }) => {
       await withStore(h, o.config, async (store) => {
         const r = repos(store);
         if (o.held) {
@@ -152,10 +173,10 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .command('redeliver')
     .description('send again, with the same event id: one event (ID), one outbox row (#N), or every dead-lettered row (--dead)')
     .argument('[id]', 'an event id, or an outbox row number from hostwatch deliveries')
-    .requiredOption('-c, --config <file>', 'config file (YAML)')
+    .option('-c, --config <file>', h.configHelp)
     .option('--dead', 'every dead-lettered row (and re-enable the disabled channels it covers)')
     .option('--channel <name>', 'only this channel')
-    .action(async (id: string | undefined, o: { config: string; dead?: boolean; channel?: string }) => {
+    .action(async (id: string | undefined, o: { config?: string; dead?: boolean; channel?: string }) => {
       if ((id === undefined) === (o.dead !== true)) h.fail('hostwatch redeliver: give an event id (or #row) or --dead, not both', EXIT_ARGS);
       await withStore(h, o.config, async (store) => {
         const now = Date.now();
@@ -177,7 +198,12 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
         });
         for (const c of enabled) out(`channel ${c} enabled again`);
         if (n === 0) h.fail(`hostwatch redeliver: nothing to send again${id ? ` for "${id}"` : ''} (see hostwatch deliveries)`, 1);
-        out(`${n} ${n === 1 ? 'delivery' : 'deliveries'} queued again; the running daemon sends ${n === 1 ? 'it' : 'them'} within a second`);
+        const them = n === 1 ? 'it' : 'them';
+        const beat = await repos(store).daemon.latest();
+        const who = daemonRunning(beat, now)
+          ? `the daemon running on this database (pid ${beat!.pid} on ${beat!.host}) sends ${them} within a second`
+          : `no daemon is running on this database${beat ? ` (last seen ${new Date(beat.seen_at).toISOString()})` : ''}: \`hostwatch run\` sends ${them} when it starts, or \`hostwatch poll --once\` now`;
+        out(`${n} ${n === 1 ? 'delivery' : 'deliveries'} queued again; ${who}`);
       });
     });
 }

@@ -2,6 +2,7 @@ import type { CelProgram } from '../cel.js';
 import type { ChannelConfig, Config, InhibitConfig } from '../config/types.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { DIGEST_GROUP, groupDueAt, groupKey, nextDigestAt, type GroupState } from './grouping.js';
+import { INCIDENT_EVENT, incidentHold } from './incidents.js';
 import type { MaintenanceCalendar } from './maintenance.js';
 import { compileMatch, compileRoutes, matches, routeBindings, type RouteTarget } from './routing.js';
 import { SilenceMatcher, type Silence } from './silences.js';
@@ -19,6 +20,19 @@ import { SilenceMatcher, type Silence } from './silences.js';
  */
 export const GROUPING_TYPES: ReadonlySet<string> = new Set(['email', 'slack', 'teams', 'discord', 'telegram', 'ntfy']);
 
+/**
+ * Channel types read by programs, not people: they get every event, one request each,
+ * even while a platform incident holds the per-site alerts it covers. Every other channel
+ * type (e-mail, Slack, console, and the chat and paging types) is a human channel. This is
+ * the one place that says so.
+ */
+export const MACHINE_CHANNEL_TYPES: ReadonlySet<string> = new Set(['webhook']);
+
+/** True for a channel type people read (held back during a platform incident). */
+export function isHumanChannel(type: string): boolean {
+  return !MACHINE_CHANNEL_TYPES.has(type);
+}
+
 /** One outbox row to write. */
 export interface Delivery {
   channel: string;
@@ -32,7 +46,8 @@ export type Decision =
   | { action: 'silenced'; silenceId: string }
   | { action: 'maintenance'; window: string }
   | { action: 'inhibited'; by: string }
-  | { action: 'queue'; deliveries: Delivery[] };
+  /** `heldBy`: a platform incident held the human channels' rows back; `deliveries` are the machine ones. */
+  | { action: 'queue'; deliveries: Delivery[]; heldBy?: string };
 
 /** What the decision reads of the present state. */
 export interface DispatchView {
@@ -42,6 +57,8 @@ export interface DispatchView {
   /** Inhibition keys in force for a site (see inhibitionKey). */
   inhibitions(siteId: number): readonly string[];
   group(channel: string, key: string): GroupState;
+  /** Alert names with an open platform incident (their per-site events are held for people). */
+  incidents(): ReadonlySet<string>;
 }
 
 /** An inhibition's key: the source event's name and the site. */
@@ -54,12 +71,15 @@ export type InhibitionChange = { start: string; source: string; siteId: number }
 
 interface CompiledInhibit {
   source: string;
+  /** null: every alert-kind event of the site (never a change event). */
   target: CelProgram | null;
 }
 
-/** Options of the stages after silencing; `skipInhibition` is used when releasing held events. */
+/** Options of the stages after silencing; the skips are used when releasing held events. */
 export interface DecideOptions {
   skipInhibition?: string;
+  /** The incident (its alert name) that is ending: it no longer holds anything. */
+  skipIncident?: string;
 }
 
 /** The compiled dispatch configuration. */
@@ -95,7 +115,28 @@ export class Dispatcher {
     if (window) return { action: 'maintenance', window: `maintenance:${window}` };
     const by = this.inhibitedBy(e, view, opts.skipInhibition);
     if (by) return { action: 'inhibited', by: `inhibited:${by}` };
-    return { action: 'queue', deliveries: this.deliveries(e, view) };
+    const deliveries = this.deliveries(e, view);
+    if (this.coveredByIncident(e, view, opts.skipIncident)) {
+      const machine = deliveries.filter((d) => !this.isHuman(d.channel));
+      if (machine.length < deliveries.length) return { action: 'queue', deliveries: machine, heldBy: incidentHold(e.data.name) };
+    }
+    return { action: 'queue', deliveries };
+  }
+
+  /** The names of the channels people read (their rows are held during a platform incident). */
+  humanChannels(): string[] {
+    return [...this.channels.values()].filter((c) => isHumanChannel(c.type)).map((c) => c.name);
+  }
+
+  private isHuman(channel: string): boolean {
+    const c = this.channels.get(channel);
+    return c !== undefined && isHumanChannel(c.type);
+  }
+
+  /** A per-site alert (firing, repeat or resolution) whose name has an open incident. */
+  private coveredByIncident(e: HostwatchEvent, view: DispatchView, skip: string | undefined): boolean {
+    if (e.data.status === undefined || e.data.site_id === null || e.data.name === INCIDENT_EVENT || e.data.name === skip) return false;
+    return view.incidents().has(e.data.name);
   }
 
   /** The outbox rows of an event that goes out: one per routed channel, with its group and due time. */
@@ -122,6 +163,10 @@ export class Dispatcher {
     for (const rule of this.inhibit) {
       // An inhibiting alert never holds back itself (its own firing and resolution).
       if (rule.source === e.data.name) continue;
+      // Inhibition holds symptoms, not causes: without a target, only alerts are held. A
+      // change (a DNS record, a firewall rule, a file) may be why the site is down, and
+      // must reach people at once; a pair's `target` can still name changes to hold.
+      if (rule.target === null && e.data.status === undefined) continue;
       const key = inhibitionKey(rule.source, site);
       if (active.includes(key) && matches(rule.target, bindings)) return key;
     }

@@ -11,10 +11,14 @@ import { routeBindings } from './routing.js';
 /** The group key of the digest: every digest row of a channel goes out in one message. */
 export const DIGEST_GROUP = 'digest';
 
-/** The group key of an event for a route: the route and the values of its group_by fields. */
+/**
+ * The group key of an event for a route: the route and the values of its group_by fields
+ * (`labels.client` reads one label: sites of one client go out together).
+ */
 export function groupKey(e: HostwatchEvent, route: number, groupBy: readonly string[]): string {
   const b = routeBindings(e);
-  return [`r${route}`, ...groupBy.map((f) => `${f}=${JSON.stringify(b[f] ?? null)}`)].join('|');
+  const valueOf = (f: string): unknown => (f.startsWith('labels.') ? (b['labels'] as Record<string, unknown>)[f.slice('labels.'.length)] : b[f]);
+  return [`r${route}`, ...groupBy.map((f) => `${f}=${JSON.stringify(valueOf(f) ?? null)}`)].join('|');
 }
 
 /** What is known of a group when an event joins it. */

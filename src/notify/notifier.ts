@@ -13,7 +13,11 @@ export interface NotifierDeps {
   dispatcher: Dispatcher;
   log: Logger;
   now: () => number;
+  /** Alert names with an open platform incident, read with the caller's repositories (default: none). */
+  incidents?: (r: Repos) => Promise<ReadonlySet<string>>;
 }
+
+const NO_INCIDENTS: ReadonlySet<string> = new Set();
 
 /**
  * Applies dispatch decisions to the database, inside the caller's transaction: outbox rows
@@ -34,8 +38,17 @@ export class Notifier {
     await this.apply(r, e, await this.decide(r, e, now, silences), now);
     if (change && 'end' in change) {
       await r.delivery.endInhibition(change.source, change.siteId);
-      await this.release(r, change.end, now, silences);
+      await this.release(r, `inhibited:${change.end}`, now, silences, { skipInhibition: change.end });
     }
+  }
+
+  /**
+   * Decide again, without the hold that ended, every event still held by `heldBy`
+   * (`incident:<alert>` when a platform incident ends). Runs in the caller's transaction.
+   */
+  async releaseHeld(r: Repos, heldBy: string, opts: DecideOptions): Promise<void> {
+    const now = this.deps.now();
+    await this.release(r, heldBy, now, await r.silences.active(now), opts);
   }
 
   /**
@@ -63,13 +76,15 @@ export class Notifier {
    * stored already.
    */
   publish(e: HostwatchEvent): Promise<boolean> {
+    return this.deps.store.transaction((tx) => this.publishIn(repos(tx), e));
+  }
+
+  /** publish(), in the caller's transaction (the caller announces it after the commit). */
+  async publishIn(r: Repos, e: HostwatchEvent): Promise<boolean> {
     const now = this.deps.now();
-    return this.deps.store.transaction(async (tx) => {
-      const r = repos(tx);
-      if (!(await r.events.addEvent(toEventRow(e)))) return false;
-      await this.dispatch(r, e, now, await r.silences.active(now));
-      return true;
-    });
+    if (!(await r.events.addEvent(toEventRow(e)))) return false;
+    await this.dispatch(r, e, now, await r.silences.active(now));
+    return true;
   }
 
   /**
@@ -83,6 +98,7 @@ export class Notifier {
   private async decide(r: Repos, e: HostwatchEvent, now: number, silences: readonly Silence[], opts?: DecideOptions): Promise<Decision> {
     const inhibitions = new Map<number, readonly string[]>();
     const groups = new Map<string, GroupState>();
+    let incidents: ReadonlySet<string> | null = this.deps.incidents ? null : NO_INCIDENTS;
     const readSite = async (site: number): Promise<void> => {
       inhibitions.set(site, (await r.delivery.inhibitionSources(site)).map((source) => inhibitionKey(source, site)));
     };
@@ -90,16 +106,19 @@ export class Notifier {
     for (;;) {
       const sites = new Set<number>();
       const wanted = new Map<string, [string, string]>();
+      let wantIncidents = false;
       const view: DispatchView = {
         now,
         silences,
         inhibitions: (site) => inhibitions.get(site) ?? (sites.add(site), []),
         group: (channel, key) => groups.get(`${channel}\u0000${key}`) ?? (wanted.set(`${channel}\u0000${key}`, [channel, key]), { pendingDue: null, lastSent: null }),
+        incidents: () => incidents ?? ((wantIncidents = true), NO_INCIDENTS),
       };
       const decision = this.deps.dispatcher.decide(e, view, opts);
-      if (sites.size === 0 && wanted.size === 0) return decision;
+      if (sites.size === 0 && wanted.size === 0 && !wantIncidents) return decision;
       for (const site of sites) await readSite(site);
       for (const [k, [channel, key]] of wanted) groups.set(k, await r.delivery.group(channel, key));
+      if (wantIncidents) incidents = await this.deps.incidents!(r);
     }
   }
 
@@ -119,6 +138,8 @@ export class Notifier {
         d.log.debug({ event: e.id, type: e.type, by: decision.by }, 'event inhibited: stored, held until the inhibiting alert resolves');
         return;
       case 'queue':
+        // A platform incident holds the human channels' rows; the machine ones go now.
+        if (decision.heldBy) await r.delivery.hold(e.id, decision.heldBy, null);
         for (const q of decision.deliveries) {
           await r.events.enqueue({
             event_id: e.id,
@@ -136,11 +157,11 @@ export class Notifier {
   }
 
   /**
-   * An inhibition ended: its held events are decided again (without it). An alert that
-   * fired and resolved while held is dropped, both ends (docs/routing.md).
+   * A hold ended (an inhibition, or a platform incident): its held events are decided again
+   * without it. An alert that fired and resolved while held is dropped, both ends
+   * (docs/routing.md). Rows already queued for machine channels are not queued twice.
    */
-  private async release(r: Repos, key: string, now: number, silences: readonly Silence[]): Promise<void> {
-    const by = `inhibited:${key}`;
+  private async release(r: Repos, by: string, now: number, silences: readonly Silence[], opts: DecideOptions): Promise<void> {
     // Each held body is parsed once: for the drop decision and for deciding it again.
     const held = (await r.delivery.held(by)).map((h) => ({ ...h, event: JSON.parse(h.body) as HostwatchEvent }));
     const drop = dropOnRelease(held.map((h) => ({ ...h, repeat: (h.event.data['repeat'] ?? 0) !== 0 })));
@@ -151,13 +172,13 @@ export class Notifier {
       }
       const e = h.event;
       // Decided on the state as each release leaves it (an earlier one may have queued to the same group).
-      const decision = await this.decide(r, e, now, silences, { skipInhibition: key });
+      const decision = await this.decide(r, e, now, silences, opts);
       await this.apply(r, e, decision, now);
-      // Held again by another inhibition: it waits for that one instead. Silenced or in a
-      // maintenance window now: not sent, so not "released" (apply() marked the maintenance hold).
-      if (decision.action === 'queue') await r.delivery.setHeldOutcome(h.id, 'released');
+      // Held again by another inhibition or an incident: it waits for that one instead. Silenced
+      // or in a maintenance window now: not sent, so not "released" (apply() marked the maintenance hold).
+      if (decision.action === 'queue' && !decision.heldBy) await r.delivery.setHeldOutcome(h.id, 'released');
       else if (decision.action === 'silenced') await r.delivery.setHeldOutcome(h.id, 'suppressed');
     }
-    if (held.length > 0) this.deps.log.info({ inhibition: key, released: held.length - drop.size, dropped: drop.size }, 'inhibition ended: held events released');
+    if (held.length > 0) this.deps.log.info({ held_by: by, released: held.length - drop.size, dropped: drop.size }, 'hold ended: held events released');
   }
 }

@@ -6,6 +6,7 @@ import type { DueDelivery } from '../store/events-repo.js';
 import { repos, type Repos } from '../store/repos.js';
 import type { Channel, SendResult } from './channel.js';
 import { nextStep } from './retry.js';
+import { mapLimit } from '../semaphore.js';
 
 /** The most events one grouped message carries; the rest go in the next one. */
 export const MAX_GROUP = 500;
@@ -241,13 +242,4 @@ export class OutboxWorker {
 
 function delay(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Run `fn` over `items` with at most `limit` at once. */
-async function mapLimit<T>(items: readonly T[], limit: number, fn: (t: T) => Promise<void>): Promise<void> {
-  let i = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (i < items.length) await fn(items[i++]!);
-  });
-  await Promise.all(workers);
 }

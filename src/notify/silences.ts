@@ -1,5 +1,5 @@
 import { isCelError } from '@bufbuild/cel';
-import { parseCel, planCel, type CelProgram } from '../cel.js';
+import { CEL_TYPE_NAMES, freeIdentifiers, parseCel, planCel, type CelProgram } from '../cel.js';
 import { isRecord } from '../is-record.js';
 import { parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
@@ -63,9 +63,6 @@ const SAMPLE = routeBindings({
 /** The variables a silence's match can use (the same as a route's match). */
 export const SILENCE_VARIABLES: readonly string[] = Object.keys(SAMPLE);
 
-// CEL type names are identifiers too (`type(site_id) == int`).
-const CEL_TYPE_NAMES = new Set(['int', 'uint', 'double', 'bool', 'string', 'bytes', 'list', 'map', 'null_type', 'type', 'dyn']);
-
 /**
  * Compile a silence match. Throws SilenceMatchError with the CEL error for a syntax error,
  * for a variable events do not have (a typo would otherwise silence nothing, silently), and
@@ -93,22 +90,9 @@ export function compileSilenceMatch(match: string): Test {
   return test;
 }
 
-/** Identifiers in a parsed expression that are neither event variables, loop variables nor type names. */
+/** Identifiers in a parsed expression that are neither event variables nor type names. */
 function unknownIdentifiers(root: unknown): string[] {
-  const used = new Set<string>();
-  const bound = new Set<string>();
-  const visit = (node: unknown): void => {
-    if (node === null || typeof node !== 'object') return;
-    if (Array.isArray(node)) return node.forEach(visit);
-    const kind = (node as { exprKind?: { case?: string; value?: Record<string, unknown> } }).exprKind;
-    if (kind?.case === 'identExpr') used.add(String(kind.value?.['name']));
-    if (kind?.case === 'comprehensionExpr') {
-      for (const k of ['iterVar', 'iterVar2', 'accuVar']) if (kind.value?.[k]) bound.add(String(kind.value[k]));
-    }
-    for (const [key, value] of Object.entries(node)) if (key !== 'sourceInfo' && typeof value === 'object') visit(value);
-  };
-  visit(root);
-  return [...used].filter((n) => !bound.has(n) && !SILENCE_VARIABLES.includes(n) && !CEL_TYPE_NAMES.has(n));
+  return [...freeIdentifiers(root)].filter((n) => !SILENCE_VARIABLES.includes(n) && !CEL_TYPE_NAMES.has(n));
 }
 
 /**
@@ -150,6 +134,38 @@ export class SilenceMatcher {
   }
 }
 
+/**
+ * Alertmanager's matcher syntax (`amtool silence add alertname="x" site_id=12`, or
+ * `{name="x", severity!="info"}`) as the CEL it means; null when the text is not a list of
+ * such matchers. Operators: `=`, `!=`, `=~` and `!~` (regexes anchored at both ends, as in
+ * Alertmanager). `alertname` is the event name; a field events do not have is a label.
+ */
+export function amtoolToCel(text: string): string | null {
+  let body = text.trim();
+  if (body.startsWith('{') && body.endsWith('}')) body = body.slice(1, -1).trim();
+  const MATCHER = /\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,"']+)\s*(?:,|\s|$)/y;
+  const parts: string[] = [];
+  let at = 0;
+  while (at < body.length) {
+    MATCHER.lastIndex = at;
+    const m = MATCHER.exec(body);
+    if (!m || m[0].length === 0) return null;
+    at = MATCHER.lastIndex;
+    const [, field, op, raw] = m as unknown as [string, string, string, string];
+    const value = /^["']/.test(raw) ? raw.slice(1, -1).replace(/\\(.)/g, '$1') : raw;
+    const name = field === 'alertname' ? 'name' : field;
+    const ref = SILENCE_VARIABLES.includes(name) && name !== 'labels' ? name : `labels[${JSON.stringify(field)}]`;
+    const numeric = name === 'site_id' && /^\d+$/.test(value);
+    if (op === '=~' || op === '!~') {
+      const test = `${numeric || name === 'site_id' ? `string(${ref})` : ref}.matches(${JSON.stringify(`^(?:${value})$`)})`;
+      parts.push(op === '=~' ? test : `!${test}`);
+    } else {
+      parts.push(`${ref} ${op === '!=' ? '!=' : '=='} ${numeric ? value : JSON.stringify(value)}`);
+    }
+  }
+  return parts.length > 0 ? parts.join(' && ') : null;
+}
+
 const REQUEST_FIELDS = ['match', 'duration', 'ends_at', 'starts_at', 'comment', 'created_by'];
 const MAX_TEXT = 2000;
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -165,7 +181,7 @@ export function parseSilenceRequest(
   body: unknown,
   now: number,
   defaults: { createdBy: string },
-): { ok: true; silence: Omit<Silence, 'id'> } | { ok: false; errors: SilenceFieldError[] } {
+): { ok: true; silence: Omit<Silence, 'id'>; translated?: { from: string; to: string } } | { ok: false; errors: SilenceFieldError[] } {
   if (!isRecord(body)) {
     return { ok: false, errors: [{ field: 'body', message: 'expected a JSON object with match, duration (or ends_at) and comment' }] };
   }
@@ -176,14 +192,21 @@ export function parseSilenceRequest(
     if (!REQUEST_FIELDS.includes(key)) bad(key, `unknown field; allowed: ${REQUEST_FIELDS.join(', ')}`);
   }
 
-  const match = text(req['match']);
+  let match = text(req['match']);
+  let translated: { from: string; to: string } | undefined;
   if (match === null) bad('match', `required: a CEL expression over ${SILENCE_VARIABLES.join(', ')} (like "site_id == 12")`);
   else if (match.length > MAX_TEXT) bad('match', `at most ${MAX_TEXT} characters`);
   else {
     try {
       compileSilenceMatch(match);
     } catch (e) {
-      bad('match', (e as Error).message);
+      // An amtool user types name="x", which is no CEL at all: take the CEL it means (and
+      // say so). Text that parses as CEL keeps its own error (a misspelt variable, say).
+      const cel = parses(match) ? null : amtoolToCel(match);
+      if (cel !== null && compiles(cel)) {
+        translated = { from: match, to: cel };
+        match = cel;
+      } else bad('match', (e as Error).message);
     }
   }
 
@@ -226,7 +249,20 @@ export function parseSilenceRequest(
   return {
     ok: true,
     silence: { match, starts_at: startsAt, ends_at: endsAt, comment, created_by: createdBy, created_at: now, expired_at: null },
+    ...(translated ? { translated } : {}),
   };
+}
+
+const parses = (match: string): boolean => succeeds(() => parseCel(match));
+const compiles = (match: string): boolean => succeeds(() => compileSilenceMatch(match));
+
+function succeeds(fn: () => unknown): boolean {
+  try {
+    fn();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A silence as the API shows it: ISO times and its state now. */

@@ -1,3 +1,4 @@
+import { humanDuration } from '../config/duration.js';
 import { diff } from '../diff/index.js';
 import type { CompiledDiffOptions } from '../diff/index.js';
 import type { Change } from '../diff/types.js';
@@ -25,7 +26,10 @@ import type { EvidenceRow } from '../store/history-repo.js';
 /** The rules of one source, split by kind (computed once at start). */
 export interface SourceRules {
   change: CompiledRule[];
+  /** Alert rules evaluated per record (or on the whole snapshot of an unkeyed source). */
   alert: CompiledRule[];
+  /** Absence rules: evaluated once per entity, over all its records. */
+  entity: CompiledRule[];
   /** Some alert rule has `for`, `keep_firing_for` or `repeat`: time alone can move it. */
   timed: boolean;
 }
@@ -36,10 +40,26 @@ export function sourceRules(rules: readonly CompiledRule[], source: string): Sou
   const alert = mine.filter((r) => r.kind === 'alert');
   return {
     change: mine.filter((r) => r.kind === 'change'),
-    alert,
+    alert: alert.filter((r) => r.absence === null),
+    entity: alert.filter((r) => r.absence !== null),
     // A `window` condition reads the past, which moves with time even when the data does not.
     timed: alert.some((r) => r.forMs > 0 || r.keepFiringForMs > 0 || r.repeatMs !== null || r.windowMs !== null),
   };
+}
+
+/**
+ * Only the rules that read the clock, for evaluating a stored snapshot again as time
+ * passes (the re-evaluator; `rules test` and backtests between polls). `due` picks among
+ * them (each has its own `every`).
+ */
+export function clockRules(rules: SourceRules, due: (rule: CompiledRule) => boolean = () => true): SourceRules {
+  const pick = (list: CompiledRule[]): CompiledRule[] => list.filter((r) => r.clock && due(r));
+  return { change: [], alert: pick(rules.alert), entity: pick(rules.entity), timed: false };
+}
+
+/** Whether a source has rules that read the clock. */
+export function hasClockRules(rules: SourceRules): boolean {
+  return rules.alert.some((r) => r.clock) || rules.entity.length > 0;
 }
 
 /** Everything the planner needs; all IO has been done by the caller. */
@@ -57,6 +77,8 @@ export interface PlanInput {
   baseline: boolean;
   /** The snapshot did not change; only re-check alert conditions (after a restart). */
   alertsOnly: boolean;
+  /** A re-evaluation of clock rules on the stored snapshot as time passed (no poll). */
+  reevaluation?: boolean;
   /** Version number of the snapshot `after` (ids of change events derive from it). */
   version: number;
   rules: SourceRules;
@@ -70,6 +92,15 @@ export interface PlanInput {
   pastValue?: (at: number) => unknown;
   now: Date;
 }
+
+/**
+ * What a caller of planEvents decides about one plan: which snapshot pair, how to take it,
+ * with which rules. The rest of PlanInput (site directory, alert state, the past, the
+ * time) comes from the caller's own state: the database for the poller, memory for replays.
+ */
+export type PlanCall = Pick<PlanInput, 'source' | 'entity' | 'before' | 'after' | 'baseline' | 'alertsOnly' | 'reevaluation' | 'version' | 'rules'> & {
+  siteId: number | null;
+};
 
 export interface PlanOutput {
   events: HostwatchEvent[];
@@ -90,6 +121,8 @@ interface RecordView {
   changes: Change[];
   changed: boolean;
   site: SiteInfo | null;
+  /** Entity views of absence rules: the records. */
+  items?: readonly unknown[];
 }
 
 /**
@@ -98,16 +131,34 @@ interface RecordView {
  */
 export function planEvents(input: PlanInput): PlanOutput {
   const out: PlanOutput = { events: [], alerts: [], evidence: [], timed: false, problems: [] };
-  // No rules and no removed-site resolutions to make: nothing to diff per record.
-  if (input.rules.change.length === 0 && input.rules.alert.length === 0 && input.source.name !== 'sites') return out;
-  for (const rec of records(input)) {
-    if (rec.changed && !input.baseline && !input.alertsOnly) applyChangeRules(input, rec, out);
-    applyAlertRules(input, rec, out);
-    if (input.source.name === 'sites' && rec.after === null && rec.before !== null && !input.baseline) {
-      resolveForRemovedSite(input, rec, out);
+  const r = input.rules;
+  // No per-record rules and no removed-site resolutions to make: nothing to diff per record.
+  if (r.change.length > 0 || r.alert.length > 0 || input.source.name === 'sites') {
+    for (const rec of records(input)) {
+      if (rec.changed && !input.baseline && !input.alertsOnly) applyChangeRules(input, rec, out);
+      applyAlertRules(input, rec, out, r.alert);
+      if (input.source.name === 'sites' && rec.after === null && rec.before !== null && !input.baseline) {
+        resolveForRemovedSite(input, rec, out);
+      }
     }
   }
+  // Absence rules look at the entity as a whole, after its records had their say.
+  if (r.entity.length > 0) applyAlertRules(input, entityView(input), out, r.entity);
   return out;
+}
+
+/** The whole entity as one record, for absence rules: its subject is the entity, `items` its records. */
+function entityView(input: PlanInput): RecordView {
+  return {
+    subject: input.entity,
+    key: null,
+    before: input.before,
+    after: input.after,
+    changes: [],
+    changed: false,
+    site: input.entitySite,
+    items: input.source.key === undefined ? [] : listOf(input.source, input.after),
+  };
 }
 
 function records(input: PlanInput): RecordView[] {
@@ -197,10 +248,10 @@ function applyChangeRules(input: PlanInput, rec: RecordView, out: PlanOutput): v
   }
 }
 
-function applyAlertRules(input: PlanInput, rec: RecordView, out: PlanOutput): void {
+function applyAlertRules(input: PlanInput, rec: RecordView, out: PlanOutput, rules: readonly CompiledRule[]): void {
   const ruleInput = toRuleInput(input, rec);
   const now = input.now.getTime();
-  for (const rule of input.rules.alert) {
+  for (const rule of rules) {
     const row = input.alertState(rule.name, rec.subject);
     const cur: AlertState | null = row ?? null;
     const gone = rec.after === null;
@@ -210,7 +261,7 @@ function applyAlertRules(input: PlanInput, rec: RecordView, out: PlanOutput): vo
       if ('unknown' in h.verdict) out.problems.push(`rule ${rule.name} on ${rec.subject}: ${h.verdict.unknown}`);
     }
     // A record that is gone resolves what fired about it, at once.
-    const step = stepAlert(rule, gone ? false : h!.holds, cur, now, gone);
+    const step = stepAlert(rule, gone ? false : h!.holds, cur, now, gone, h?.forMs ?? rule.forMs);
     if (rule.windowMs !== null || hasTimer(rule, step.state)) out.timed = true;
     if (!step.changed) continue;
     let id: string | null = row?.last_event_id ?? null;
@@ -226,7 +277,7 @@ function applyAlertRules(input: PlanInput, rec: RecordView, out: PlanOutput): vo
           expr: h?.expr ?? 'when',
           verdict: h?.verdict ?? { value: false },
           gone,
-          timers: { for_ms: rule.forMs, keep_firing_for_ms: rule.keepFiringForMs, repeat_ms: rule.repeatMs, pending_since: cur?.pending_since ?? null, clear_since: cur?.clear_since ?? null },
+          timers: { for_ms: h?.forMs ?? rule.forMs, keep_firing_for_ms: rule.keepFiringForMs, repeat_ms: rule.repeatMs, pending_since: cur?.pending_since ?? null, clear_since: cur?.clear_since ?? null },
         }),
       );
     }
@@ -288,12 +339,18 @@ function makeEvent(
       changes: rec.changes,
       rule: rule.name,
       observed_at: input.now.toISOString(),
-      ...(Object.keys(rule.labels).length ? { labels: { ...rule.labels } } : {}),
+      // Site labels (config site_labels) and the rule's own; the rule's win on a clash.
+      ...labelsOf(rule, rec.site),
       ...(description.text !== null ? { description: description.text } : {}),
       // Shadow events are stored and shown, never delivered (docs/rules.md, "Shadow mode").
       ...(rule.mode === 'shadow' ? { shadow: true } : {}),
     },
   });
+}
+
+function labelsOf(rule: CompiledRule, site: SiteInfo | null): { labels?: Record<string, string> } {
+  const labels = { ...(site?.labels ?? {}), ...rule.labels };
+  return Object.keys(labels).length ? { labels } : {};
 }
 
 /** What `hostwatch explain` shows about an event: everything the rule saw, as stored at the time. */
@@ -302,8 +359,8 @@ export interface Evidence {
   kind: CompiledRule['kind'];
   mode: CompiledRule['mode'];
   origin: string;
-  /** The expression that decided (`when`, or `resolve_when` for a firing alert with hysteresis). */
-  expr: 'when' | 'resolve_when';
+  /** The expression that decided (`when`, `resolve_when` for a firing alert with hysteresis, `absent` for an absence rule). */
+  expr: 'when' | 'resolve_when' | 'absent';
   expression: string;
   verdict: Verdict;
   seen: Record<string, unknown>;
@@ -325,16 +382,17 @@ function evidence(
   rule: CompiledRule,
   ri: RuleInput,
   event: HostwatchEvent,
-  extra: { expr: 'when' | 'resolve_when'; verdict: Verdict; [k: string]: unknown },
+  extra: { expr: 'when' | 'resolve_when' | 'absent'; verdict: Verdict; [k: string]: unknown },
 ): EvidenceRow {
   const { expr, verdict, ...rest } = extra;
+  const a = rule.absence;
   const body: Evidence = {
     rule: rule.name,
     kind: rule.kind,
     mode: rule.mode,
     origin: rule.origin,
     expr,
-    expression: expr === 'resolve_when' ? rule.resolveWhenSource! : rule.when,
+    expression: expr === 'resolve_when' ? rule.resolveWhenSource! : expr === 'absent' && a ? absenceText(rule) : rule.when,
     verdict,
     seen: seenValues(rule, ri),
     params: rule.params,
@@ -345,15 +403,32 @@ function evidence(
     before: ri.before ?? null,
     after: ri.after ?? null,
     ...(rule.windowMs !== null ? { past: ri.past ?? null } : {}),
+    // Clock rules: the time they were evaluated at (explain shows it; the verdict depends on it).
+    ...(rule.clock ? { now: new Date(ri.now).toISOString(), ...(input.reevaluation ? { reevaluated: true } : {}) } : {}),
     paths: ri.changes.map((c) => c.path),
     ...rest,
   };
   return { event_id: event.id, at: input.now.getTime(), body: JSON.stringify(body) };
 }
 
+/** An absence rule as one line: `no record with <match> (time <time>) in the last <for>`. */
+export function absenceText(rule: CompiledRule): string {
+  const a = rule.absence!;
+  const guard = rule.when === 'true' ? '' : ` while ${rule.when}`;
+  return `no record with ${a.matchSource} (time ${a.timeSource}${a.withinSource ? `, in ${a.withinSource}` : ''}) in the last ${humanDuration(a.forMs)}${guard}`;
+}
+
 /** The rule input of a record for a rule (a rule with a `window` also sees `past`). */
 function toRuleInput(input: PlanInput, rec: RecordView): (rule: CompiledRule) => RuleInput {
-  const base: RuleInput = { subject: rec.subject, site: rec.site, before: rec.before, after: rec.after, changes: rec.changes };
+  const base: RuleInput = {
+    subject: rec.subject,
+    site: rec.site,
+    before: rec.before,
+    after: rec.after,
+    changes: rec.changes,
+    now: input.now.getTime(),
+    ...(rec.items ? { items: rec.items } : {}),
+  };
   return (rule) => (rule.windowMs === null ? base : { ...base, past: pastRecord(input, rec, rule.windowMs) });
 }
 

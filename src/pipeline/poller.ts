@@ -2,13 +2,15 @@ import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
-import { alertEventId, alertId, envelope } from '../events/envelope.js';
-import type { HostwatchEvent, Severity } from '../events/types.js';
+import { changeEventId } from '../events/envelope.js';
+import { API_SUBJECT, operatorEvent, type OperatorRule } from '../events/operator.js';
+import type { HostwatchEvent } from '../events/types.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
 import { checkShape, Fetcher } from '../sources/fetch.js';
 import { recordVolatile } from '../sources/records.js';
+import { reportClientsSource } from '../sources/families/visibility.js';
 import { entityOf, pathOf, sitesSource, viewsOf } from '../sources/registry.js';
 import type { EntityRef, SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertRow } from '../store/alerts-repo.js';
@@ -17,10 +19,29 @@ import { toEventRow } from '../store/events-repo.js';
 import type { EvidenceRow } from '../store/history-repo.js';
 import { repos, type Repos } from '../store/repos.js';
 import type { PollStateRow, SnapshotRow } from '../store/snapshots-repo.js';
-import { listOf, planEvents, siteInfoFromRecord, sourceRules, type PlanOutput, type SourceRules } from './plan.js';
+import type { SiteLabeler } from '../labels.js';
+import type { IncidentTracker } from '../notify/incidents.js';
+import { listOf, planEvents, sourceRules, type PlanCall, type PlanOutput, type SourceRules } from './plan.js';
+import { SiteDirectory } from './site-directory.js';
 
-/** A source is degraded when an entity of it failed this many polls in a row. */
-export const DEGRADED_AFTER = 3;
+/** The client list of client reports: it feeds site labels (`{ from: client_reports }`). */
+const REPORT_CLIENTS = reportClientsSource.name;
+
+/** When `source.degraded` fires by default (config `degraded`). */
+export const DEGRADED_DEFAULTS = { after_failures: 3, after_ms: 10 * 60_000 } as const;
+
+/** Error codes that mean the panel was not reached at all (`api.unreachable`). */
+const UNREACHABLE = new Set(['network', 'timeout', 'http_502', 'http_504']);
+
+/** The API-wide operator alert a failed poll counts towards, if any. */
+export function apiFailureKind(err: ApiError | undefined): 'api-unauthorized' | 'api-unreachable' | null {
+  if (!err) return null;
+  if (err.code === 'unauthorized' || err.statusCode === 401) return 'api-unauthorized';
+  if (UNREACHABLE.has(err.code) || err.statusCode === 502 || err.statusCode === 504) return 'api-unreachable';
+  return null;
+}
+
+const API_ALERTS = ['api-unauthorized', 'api-unreachable'] as const;
 
 export interface PollerDeps {
   instance: string;
@@ -38,6 +59,12 @@ export interface PollerDeps {
   sites?: 'all' | readonly number[];
   /** Called after every poll (metrics). */
   onPoll?: (source: string, outcome: PollOutcome) => void;
+  /** When `source.degraded` fires (config `degraded`); default DEGRADED_DEFAULTS. */
+  degraded?: { after_failures: number; after_ms: number };
+  /** The most sites a site list may hold (`sites.max`): a longer reply fails the poll. Default: no cap. */
+  sitesMax?: number;
+  /** The most events one poll of a source may emit (`sources.<name>.max_events`); default 100. */
+  maxEvents?: (source: string) => number;
   /** Fetches entities (conditional requests, per-source options); default: a plain Fetcher over `client`. */
   fetcher?: Fetcher;
   /** The enabled sources; views among them are ingested from their origin's fetch. Default: none. */
@@ -46,6 +73,10 @@ export interface PollerDeps {
   onFetched?: (ref: EntityRef, data: unknown) => void;
   /** Called after a commit that added events (wakes the outbox worker, feeds the demo). */
   onEvents?: (events: HostwatchEvent[]) => void;
+  /** Site labels (config `site_labels`); default none. */
+  labeler?: SiteLabeler;
+  /** Platform incidents: told of every commit's alert events (in its transaction), settled when a cycle ends. */
+  incidents?: Pick<IncidentTracker, 'onAlerts' | 'settle'>;
 }
 
 /** `not_applicable`: the API said the resource does not apply here (409 off the CDN); nothing written. */
@@ -79,10 +110,6 @@ export interface PollOutcome {
 interface PreparedSource {
   def: SourceDef;
   rules: SourceRules;
-  /** Names of the source's alert rules (whose state a plan reads). */
-  alertRules: string[];
-  /** The distinct `window` lengths of the source's rules (the past values a plan reads). */
-  windows: number[];
   whole: CompiledDiffOptions;
   record: CompiledDiffOptions;
   /** The enabled views that re-read this source's reply. */
@@ -96,6 +123,8 @@ interface Unit {
   added: HostwatchEvent[];
   /** Active silences, read once per unit (at its first event), so a silence added by another process applies to the next commit. */
   silences: Silence[] | null;
+  /** API-wide alerts this unit found resolved (it resolved them, or another unit did): memory forgets them after the commit. */
+  apiResolved: OperatorRule[];
 }
 
 /** What a successful poll writes (see writeSuccess). */
@@ -133,12 +162,22 @@ export class Poller {
    * re-send. Filled by each plan; after a restart the first poll of every entity plans.
    */
   private readonly timed = new Set<string>();
-  private directory = new Map<number, SiteInfo>();
+  private readonly directory: SiteDirectory;
   private readonly watched: ReadonlySet<number> | null;
   /** Entities whose last poll failed (so a success must write their recovery). */
   private readonly failing = new Set<string>();
   /** Sources with a firing source.scope_missing alert. */
   private readonly scopeMissing = new Set<string>();
+  /** API-wide operator alerts firing now (api.unauthorized, api.unreachable). */
+  private readonly apiFiring = new Set<OperatorRule>();
+  /**
+   * Since the last successful poll: the sources whose polls all failed the same API-wide way
+   * (401, or not reaching the panel). One endpoint failing is that source's business
+   * (source.degraded); the API as a whole is failing only when two sources' cycles do.
+   */
+  private apiStreak: { kind: OperatorRule; sources: Set<string> } | null = null;
+  /** When a poll last succeeded in this process (start time until one does): /readyz reads it. */
+  lastSuccessAt: number;
   /** The repositories on the store itself (reads outside a transaction). */
   private readonly r: Repos;
   private readonly fetcher: Fetcher;
@@ -147,22 +186,47 @@ export class Poller {
     this.fetcher = deps.fetcher ?? new Fetcher(deps.client);
     this.ruleByName = new Map(deps.rules.map((r) => [r.name, r]));
     this.watched = deps.sites === undefined || deps.sites === 'all' ? null : new Set(deps.sites);
+    this.directory = new SiteDirectory(deps.labeler);
     this.r = repos(deps.store);
+    this.lastSuccessAt = deps.now();
   }
 
-  /** A poller with its site directory, failing entities and missing scopes read from the store. */
+  /** A poller with its site directory, failing entities and firing operator alerts read from the store. */
   static async open(deps: PollerDeps): Promise<Poller> {
     const p = new Poller(deps);
+    const clients = await p.r.snapshots.get(REPORT_CLIENTS, entityOf(reportClientsSource, null).entity);
+    if (clients) p.directory.setClients(JSON.parse(clients.body));
     const row = await p.r.snapshots.get(sitesSource.name, sitesSource.name);
-    if (row) p.setDirectory(JSON.parse(row.body));
+    if (row) p.directory.setSites(JSON.parse(row.body));
     for (const s of await p.r.snapshots.allFailing()) p.failing.add(`${s.source}\u0000${s.entity}`);
-    for (const a of await p.r.alerts.firing()) if (a.rule === 'source-scope-missing') p.scopeMissing.add(a.subject);
+    for (const a of await p.r.alerts.firing()) {
+      if (a.rule === 'source-scope-missing') p.scopeMissing.add(a.subject);
+      if ((API_ALERTS as readonly string[]).includes(a.rule)) p.apiFiring.add(a.rule as OperatorRule);
+    }
     return p;
   }
 
-  /** The sites known from the last stored site list, in id order. */
+  /** The sites known from the last stored site list, in id order (with their labels). */
   sites(): SiteInfo[] {
-    return [...this.directory.values()].sort((a, b) => a.id - b.id);
+    return this.directory.all();
+  }
+
+  /** One known site (with its labels), or undefined. */
+  site(id: number): SiteInfo | undefined {
+    return this.directory.get(id);
+  }
+
+  /** Whether events about a site are kept (config `sites`). */
+  isWatched(siteId: number): boolean {
+    return this.watched === null || this.watched.has(siteId);
+  }
+
+  /** How many sites are watched now (config `sites`, among the known ones). */
+  watchedCount(): number {
+    if (this.watched === null) return this.directory.size;
+    let n = 0;
+    for (const id of this.directory.ids()) if (this.watched.has(id)) n++;
+    return n;
   }
 
   /** Poll one entity and commit what it caused. Never throws for API failures. */
@@ -195,6 +259,8 @@ export class Poller {
       await this.recordSuccess(ref, started);
       return this.observed(ref, { entity: ref.entity, status: 'not_applicable', events: 0, durationMs: this.deps.now() - started });
     }
+    const tooMany = this.siteListProblem(source, got.data);
+    if (tooMany) return this.failed(ref, new ApiError({ code: 'bad_response', endpoint: pathOf(source, null), message: tooMany }), started);
     let outcome: PollOutcome;
     try {
       outcome = await this.ingest(ref, got.data, started, opts);
@@ -209,6 +275,17 @@ export class Poller {
     }
     outcome.durationMs = this.deps.now() - started;
     return this.observed(ref, outcome);
+  }
+
+  /**
+   * A site list longer than `sites.max` is refused as a whole, before any diff: a hostile
+   * or broken reply must not become a million `site.added` events and a huge database.
+   */
+  private siteListProblem(source: SourceDef, data: unknown): string | null {
+    const max = this.deps.sitesMax;
+    if (max === undefined || source.name !== sitesSource.name) return null;
+    const n = listOf(sitesSource, data).length;
+    return n > max ? `the site list has ${n} sites, more than sites.max (${max}); the previous list is kept. Raise sites.max if this is real` : null;
   }
 
   /** An entity the server said is unchanged (304): replanned on its stored snapshot if a timer runs. */
@@ -233,6 +310,9 @@ export class Poller {
   }
 
   private async failed(ref: EntityRef, err: ApiError, started: number): Promise<PollOutcome> {
+    const kind = apiFailureKind(err);
+    if (kind === null) this.apiStreak = null;
+    else if (this.apiStreak?.kind !== kind) this.apiStreak = { kind, sources: new Set() };
     await this.recordFailure(ref, err, started);
     return this.observed(ref, { entity: ref.entity, status: 'failed', events: 0, error: err, durationMs: this.deps.now() - started });
   }
@@ -255,7 +335,8 @@ export class Poller {
       await this.recordSuccess(ref, started);
       return { entity: ref.entity, status: 'unchanged', events: 0 };
     }
-    const now = new Date(this.deps.now());
+    const now = this.deps.now();
+    this.noteSuccess(started);
     const done = await this.commit(async (u) => {
       const { r } = u;
       const head = cached ?? (await r.snapshots.head(ref.source.name, ref.entity));
@@ -266,52 +347,122 @@ export class Poller {
       // A baseline goes on from the change log's last version: a site that left the list and
       // came back must not reuse the ids (rule, subject, version) of its earlier change events.
       const version = unchanged ? head.version : (head?.version ?? (await r.history.lastVersion(ref.source.name, ref.entity)) ?? 0) + 1;
-      const reads = await this.planReads(r, p, ref, before, data, now.getTime());
-      const plan = planEvents({
-        instance: this.deps.instance,
-        source: ref.source,
-        entity: ref.entity,
-        entitySite: ref.siteId === null ? null : (this.directory.get(ref.siteId) ?? { id: ref.siteId, domain: `site-${ref.siteId}` }),
-        siteLookup: (id) => this.directory.get(id) ?? null,
-        before,
-        after: data,
-        baseline: head === undefined && !fromEmpty,
-        alertsOnly: unchanged,
-        version,
-        rules: p.rules,
-        recordDiff: p.record,
-        ...reads,
-        ruleByName: (name) => this.ruleByName.get(name),
+      const plan = await this.plan(
+        r,
+        { source: ref.source, entity: ref.entity, siteId: ref.siteId, before, after: data, baseline: head === undefined && !fromEmpty, alertsOnly: unchanged, version, rules: p.rules },
+        p,
         now,
-      });
-      const events = this.watched ? plan.events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : plan.events;
+      );
+      const { events, evidence } = this.capChanges(ref, version, now, this.watchedOnly(plan.events), plan.evidence);
       const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
       const snapshot: SnapshotRow | null = unchanged
         ? null
-        : { source: ref.source.name, entity: ref.entity, site_id: ref.siteId, hash, body: JSON.stringify(data), version, changed_at: now.getTime() };
-      await this.writeSuccess(u, ref, started, { first: head === undefined, snapshot, events, alerts: plan.alerts, removedSites, evidence: plan.evidence });
+        : { source: ref.source.name, entity: ref.entity, site_id: ref.siteId, hash, body: JSON.stringify(data), version, changed_at: now };
+      await this.writeSuccess(u, ref, started, { first: head === undefined, snapshot, events, alerts: plan.alerts, removedSites, evidence });
       const status: PollStatus = head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed';
-      return { plan, version, snapshot, removedSites, status, events: events.length };
+      return { plan, version, snapshot, removedSites, status, events: events.length, apiResolved: u.apiResolved };
     });
     // Committed: only now does memory move on (a failed commit leaves it as it was).
-    this.afterPlan(stateKey, done.plan);
-    this.afterSuccess(ref, done.removedSites);
+    this.afterPlan(stateKey, done.plan, true);
+    this.afterSuccess(ref, done.removedSites, done.apiResolved);
     this.heads.set(stateKey, { hash, version: done.version });
-    if (done.snapshot && ref.source.name === sitesSource.name) this.setDirectory(data);
+    if (done.snapshot && ref.source.name === sitesSource.name) this.directory.setSites(data);
+    if (done.snapshot && ref.source.name === REPORT_CLIENTS) this.directory.setClients(data);
     return { entity: ref.entity, status: done.status, events: done.events };
   }
 
   /**
-   * What the plan of this entity may read of the store, read up front in the transaction so
-   * the planner stays pure and synchronous: the state of the source's alerts about the entity,
-   * the alerts firing for sites a new site list drops, and the past values `window` rules see.
-   * A read the plan asks for that was not made here is a bug, and throws.
+   * At most `max_events` change events from one poll; past it, one `source.mass_change`
+   * event says how many more there were, and the snapshot (stored as usual, with its place
+   * in the change log) keeps them for `rules backtest`. Alerts are never cut: each firing
+   * has its state and its later resolution.
    */
-  private async planReads(r: Repos, p: PreparedSource, ref: EntityRef, before: unknown, after: unknown, now: number) {
+  private capChanges(ref: EntityRef, version: number, at: number, events: HostwatchEvent[], evidence: EvidenceRow[]): { events: HostwatchEvent[]; evidence: EvidenceRow[] } {
+    const max = this.deps.maxEvents?.(ref.source.name) ?? 100;
+    const changes = events.filter((e) => e.data.status === undefined);
+    if (changes.length <= max) return { events, evidence };
+    const dropped = new Set(changes.slice(max).map((e) => e.id));
+    const byEvent: Record<string, number> = {};
+    for (const e of changes) byEvent[e.data.name] = (byEvent[e.data.name] ?? 0) + 1;
+    const site = ref.siteId === null ? null : (this.directory.get(ref.siteId) ?? null);
+    const summary = operatorEvent({
+      rule: 'source-mass-change',
+      instance: this.deps.instance,
+      subject: ref.entity,
+      at,
+      id: changeEventId('source-mass-change', ref.entity, version),
+      summary: `${ref.entity}: ${changes.length} changes in one poll; the first ${max} were sent as events, the other ${changes.length - max} are in the change log (hostwatch rules backtest shows them)`,
+      extra: { site_id: ref.siteId, domain: site?.domain ?? null, source: ref.source.name, total: changes.length, sent: max, held: changes.length - max, by_event: byEvent, max_events: max },
+    });
+    this.deps.log.warn({ source: ref.source.name, entity: ref.entity, changes: changes.length, max_events: max }, 'mass change: events past max_events summed up in one source.mass_change');
+    return { events: [...events.filter((e) => !dropped.has(e.id)), summary], evidence: evidence.filter((r) => !dropped.has(r.event_id)) };
+  }
+
+  /**
+   * Evaluate clock rules (`rules`, a subset of the source's) again on the stored snapshot of
+   * an entity, at the present time, and commit what they decide: the re-evaluation that lets
+   * `now` and absence rules fire and resolve without a poll. No request is made. An entity
+   * whose last poll failed is skipped: its snapshot may be stale, and a failed fetch is not
+   * a change (nor a reason to say "nothing arrived for 26 h"). Resolves with the events stored.
+   */
+  async reevaluate(source: SourceDef, entity: string, siteId: number | null, rules: SourceRules): Promise<number> {
+    const key = `${source.name}\u0000${entity}`;
+    if (this.failing.has(key)) return 0;
+    const p = this.prepare(source);
+    const now = this.deps.now();
+    const done = await this.commit(async (u) => {
+      const stored = await u.r.snapshots.get(source.name, entity);
+      if (!stored) return null;
+      const value: unknown = JSON.parse(stored.body);
+      const plan = await this.plan(u.r, { source, entity, siteId, before: value, after: value, baseline: false, alertsOnly: true, reevaluation: true, version: stored.version, rules }, p, now);
+      const events = this.watchedOnly(plan.events);
+      if (events.length > 0 || plan.alerts.length > 0) await this.writeResult(u, events, plan.alerts, plan.evidence);
+      return { plan, events: events.length };
+    });
+    if (!done) return 0;
+    this.afterPlan(key, done.plan, false);
+    return done.events;
+  }
+
+  /** Entities of a source that have a stored snapshot (for the re-evaluator). */
+  storedEntities(source: SourceDef): Promise<Array<{ entity: string; site_id: number | null }>> {
+    return this.r.snapshots.entitiesOf(source.name);
+  }
+
+  /**
+   * The planner over one snapshot pair (shared by polls and re-evaluations), in a unit.
+   * What the plan may read of the store is read first (planReads), so the planner stays pure
+   * and synchronous and plans on the state the unit commits against.
+   */
+  private async plan(r: Repos, call: PlanCall, p: PreparedSource, now: number): Promise<PlanOutput> {
+    const { siteId, source, entity, ...rest } = call;
+    const reads = await this.planReads(r, call.rules, source, entity, call.before, call.after, now);
+    return planEvents({
+      ...rest,
+      source,
+      entity,
+      instance: this.deps.instance,
+      entitySite: siteId === null ? null : (this.directory.get(siteId) ?? { id: siteId, domain: `site-${siteId}` }),
+      siteLookup: (id) => this.directory.get(id) ?? null,
+      recordDiff: p.record,
+      ...reads,
+      ruleByName: (name) => this.ruleByName.get(name),
+      now: new Date(now),
+    });
+  }
+
+  /**
+   * What a plan of this entity may read of the store, read up front in the transaction: the
+   * state of the rules' alerts about the entity and its records, the alerts firing for sites
+   * a new site list drops, and the past values `window` rules see. A read the plan asks for
+   * that was not made here is a bug, and throws.
+   */
+  private async planReads(r: Repos, rules: SourceRules, source: SourceDef, entity: string, before: unknown, after: unknown, now: number) {
     const alerts = new Map<string, AlertRow>();
-    for (const a of await r.alerts.ofEntity(p.alertRules, ref.entity)) alerts.set(`${a.rule}\u0000${a.subject}`, a);
+    const alertRules = [...rules.alert, ...rules.entity].map((x) => x.name);
+    for (const a of await r.alerts.ofEntity(alertRules, entity)) alerts.set(`${a.rule}\u0000${a.subject}`, a);
     const firing = new Map<number, AlertRow[]>();
-    if (ref.source.name === sitesSource.name && before !== null) {
+    if (source.name === sitesSource.name && before !== null) {
       const kept = new Set(listOf(sitesSource, after).map((rec) => rec['id']));
       for (const rec of listOf(sitesSource, before)) {
         const id = rec['id'];
@@ -319,12 +470,12 @@ export class Poller {
       }
     }
     const past = new Map<number, unknown>();
-    for (const w of p.windows) {
-      const row = await r.history.at(ref.source.name, ref.entity, now - w);
+    for (const w of new Set([...rules.change, ...rules.alert, ...rules.entity].flatMap((x) => (x.windowMs === null ? [] : [x.windowMs])))) {
+      const row = await r.history.at(source.name, entity, now - w);
       past.set(now - w, row === undefined ? undefined : JSON.parse(row.body));
     }
     const unread = (what: string): never => {
-      throw new Error(`plan of ${ref.entity} read ${what}, which was not read before planning`);
+      throw new Error(`plan of ${entity} read ${what}, which was not read before planning`);
     };
     return {
       alertState: (rule: string, subject: string) => alerts.get(`${rule}\u0000${subject}`),
@@ -333,10 +484,16 @@ export class Poller {
     };
   }
 
-  private afterPlan(stateKey: string, plan: PlanOutput): void {
+  /** After a plan's commit: whether the entity's timers run, and its problems logged. */
+  private afterPlan(stateKey: string, plan: PlanOutput, poll: boolean): void {
     if (plan.timed) this.timed.add(stateKey);
-    else this.timed.delete(stateKey);
+    else if (poll) this.timed.delete(stateKey);
     for (const problem of plan.problems) this.deps.log.warn({ source: stateKey.split('\u0000')[0] }, problem);
+  }
+
+  /** Events about sites outside config `sites` are dropped. */
+  private watchedOnly(events: HostwatchEvent[]): HostwatchEvent[] {
+    return this.watched ? events.filter((e) => e.data.site_id === null || this.watched!.has(e.data.site_id)) : events;
   }
 
   /**
@@ -360,28 +517,63 @@ export class Poller {
         consecutive_failures: allFailed ? (prev?.consecutive_failures ?? 0) + 1 : 0,
         last_error_code: firstError?.code ?? null,
         last_error: firstError ? this.deps.scrub(firstError.message) : null,
+        failing_since: allFailed ? (prev?.failing_since ?? now) : null,
       });
       await this.degradedAlert(u, source);
+      if (allFailed) await this.apiAlert(u, source, failures);
     });
+    // The end of a cycle is a batch boundary: an incident it opened is announced now, with
+    // every site the cycle found (docs/routing.md, "Platform incidents").
+    const settled = (await this.deps.incidents?.settle(new Set([source.name]))) ?? [];
+    if (settled.length) this.deps.onEvents?.(settled);
+  }
+
+  /**
+   * Every request of a cycle refused (401) or not reaching the panel, and no poll of any
+   * source succeeded since another source's cycle failed the same way: fire the API-wide
+   * alert at once. It resolves with the next successful poll of any source (writeSuccess).
+   */
+  private async apiAlert(u: Unit, source: SourceDef, failures: readonly PollOutcome[]): Promise<void> {
+    const kind = apiFailureKind(failures[0]?.error);
+    if (kind === null || !failures.every((o) => apiFailureKind(o.error) === kind)) return;
+    if (this.apiStreak?.kind !== kind) return;
+    this.apiStreak.sources.add(source.name);
+    if (this.apiStreak.sources.size < 2) return;
+    const state = await u.r.alerts.get(kind, API_SUBJECT);
+    if (state?.status === 'firing') return;
+    const err = failures[0]!.error!;
+    const summary =
+      kind === 'api-unauthorized'
+        ? `the Hosting Control API refuses the API key (401 on every request of ${[...this.apiStreak.sources].join(', ')}); check api.key`
+        : `the Hosting Control API cannot be reached (${err.code} on every request of ${[...this.apiStreak.sources].join(', ')}); check api.base_url and the network`;
+    const sources = [...this.apiStreak.sources];
+    await this.operatorAlert(u, kind, API_SUBJECT, 'firing', state, { summary, source: source.name, sources, code: err.code, endpoint: err.endpoint, last_error: this.deps.scrub(err.message) });
+    this.apiFiring.add(kind);
   }
 
   /** Fire or resolve a source's `source.degraded` from the per-entity failure counts. */
   private async degradedAlert(u: Unit, source: SourceDef): Promise<void> {
     // A missing scope has its own operator event; it must not also count as degraded.
-    const failing = (await u.r.snapshots.failing(source.name, DEGRADED_AFTER)).filter((r) => r.last_error_code !== 'scope_missing');
+    // Degraded: N failed polls in a row, or at least two over `after` (a long interval
+    // must not stretch the wait to N intervals).
+    const { after_failures, after_ms } = this.deps.degraded ?? DEGRADED_DEFAULTS;
+    const now = this.deps.now();
+    const failing = (await u.r.snapshots.failing(source.name, Math.min(2, after_failures)))
+      .filter((r) => r.last_error_code !== 'scope_missing')
+      .filter((r) => r.consecutive_failures >= after_failures || (r.failing_since !== null && now - r.failing_since >= after_ms));
     const subject = `sources/${source.name}`;
     const state = await u.r.alerts.get('source-degraded', subject);
     const firing = state?.status === 'firing';
     if (failing.length > 0 && !firing) {
       const sample = failing[0]!;
-      await this.operatorAlert(u, 'source-degraded', 'source.degraded', 'warning', subject, 'firing', state, {
-        summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failed ${DEGRADED_AFTER}+ polls in a row (last error: ${sample.last_error_code})`,
+      await this.operatorAlert(u, 'source-degraded', subject, 'firing', state, {
+        summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failing (${sample.consecutive_failures} ${sample.consecutive_failures === 1 ? 'poll' : 'polls'} in a row, since ${new Date(sample.failing_since ?? now).toISOString()}; last error: ${sample.last_error_code})`,
         source: source.name,
         failing: failing.length,
         last_error: sample.last_error,
       });
     } else if (failing.length === 0 && firing) {
-      await this.operatorAlert(u, 'source-degraded', 'source.degraded', 'warning', subject, 'resolved', state, {
+      await this.operatorAlert(u, 'source-degraded', subject, 'resolved', state, {
         summary: `${source.name} is polling normally again`,
         source: source.name,
         failing: 0,
@@ -404,6 +596,7 @@ export class Poller {
         consecutive_failures: (prev?.consecutive_failures ?? 0) + 1,
         last_error_code: err.code,
         last_error: message,
+        failing_since: prev && prev.consecutive_failures > 0 ? (prev.failing_since ?? at) : at,
       });
       if (err.code === 'scope_missing') {
         const subject = `sources/${ref.source.name}`;
@@ -411,7 +604,7 @@ export class Poller {
         if (state?.status !== 'firing') {
           scopeFired = subject;
           const required = err.requiredScope ?? ref.source.scope;
-          await this.operatorAlert(u, 'source-scope-missing', 'source.scope_missing', 'critical', subject, 'firing', state, {
+          await this.operatorAlert(u, 'source-scope-missing', subject, 'firing', state, {
             summary: `the API key lacks the scope ${required} that source ${ref.source.name} needs`,
             source: ref.source.name,
             required,
@@ -429,21 +622,32 @@ export class Poller {
     );
   }
 
+  /** A poll succeeded (whatever it brings): /readyz's last success, and the end of an API-wide failure streak. */
+  private noteSuccess(at: number): void {
+    this.lastSuccessAt = Math.max(this.lastSuccessAt, at);
+    this.apiStreak = null;
+  }
+
   /**
    * A success that brought no data to store (unchanged, not applicable): it writes only a
-   * recovery (poll state of a failing entity, a resolved missing scope), so an unchanged
-   * poll of a healthy entity touches no database at all.
+   * recovery (poll state of a failing entity, a resolved missing scope or API-wide alert), so
+   * an unchanged poll of a healthy entity touches no database at all.
    */
   private async recordSuccess(ref: EntityRef, at: number): Promise<void> {
-    if (!this.failing.has(`${ref.source.name}\u0000${ref.entity}`) && !this.scopeMissing.has(`sources/${ref.source.name}`)) return;
-    await this.commit((u) => this.writeSuccess(u, ref, at, NOTHING));
-    this.afterSuccess(ref, []);
+    this.noteSuccess(at);
+    if (!this.failing.has(`${ref.source.name}\u0000${ref.entity}`) && !this.scopeMissing.has(`sources/${ref.source.name}`) && this.apiFiring.size === 0) return;
+    const resolved = await this.commit(async (u) => {
+      await this.writeSuccess(u, ref, at, NOTHING);
+      return u.apiResolved;
+    });
+    this.afterSuccess(ref, [], resolved);
   }
 
   /**
    * Write a successful poll (inside its transaction): snapshot and change-log row, forgotten
    * sites, events (with their outbox rows), alert state, evidence and poll state, together
-   * or not at all (invariant 4). Poll state is written on the first success and on recovery.
+   * or not at all (invariant 4). Poll state is written on the first success and on recovery;
+   * a missing scope and API-wide alerts firing resolve.
    */
   private async writeSuccess(u: Unit, ref: EntityRef, at: number, s: Success): Promise<void> {
     const { r } = u;
@@ -453,9 +657,7 @@ export class Poller {
       await r.history.add({ source, entity, site_id, version, at: changed_at, body });
     }
     for (const id of s.removedSites) await r.snapshots.forgetSite(id);
-    for (const e of s.events) if (await this.addEvent(u, e)) u.added.push(e);
-    for (const a of s.alerts) await r.alerts.put(a);
-    for (const ev of s.evidence) await r.history.putEvidence(ev);
+    await this.writeResult(u, s.events, s.alerts, s.evidence);
     if (s.first || this.failing.has(`${ref.source.name}\u0000${ref.entity}`)) {
       const row: PollStateRow = {
         source: ref.source.name,
@@ -466,15 +668,26 @@ export class Poller {
         consecutive_failures: 0,
         last_error_code: null,
         last_error: null,
+        failing_since: null,
       };
       await r.snapshots.putState(row);
+    }
+    // One request got through: the key works and the panel answers. (Another poll of this
+    // batch may have resolved them already: the state is read in the transaction.)
+    for (const kind of this.apiFiring) {
+      u.apiResolved.push(kind);
+      const state = await r.alerts.get(kind, API_SUBJECT);
+      if (state?.status !== 'firing') continue;
+      await this.operatorAlert(u, kind, API_SUBJECT, 'resolved', state, {
+        summary: kind === 'api-unauthorized' ? 'the Hosting Control API accepts the API key again' : 'the Hosting Control API can be reached again',
+        source: ref.source.name,
+      });
     }
     const scopeSubject = `sources/${ref.source.name}`;
     if (this.scopeMissing.has(scopeSubject)) {
       const scope = await r.alerts.get('source-scope-missing', scopeSubject);
-      // Another poll of the source may have resolved it in this batch already.
       if (scope?.status === 'firing') {
-        await this.operatorAlert(u, 'source-scope-missing', 'source.scope_missing', 'critical', scopeSubject, 'resolved', scope, {
+        await this.operatorAlert(u, 'source-scope-missing', scopeSubject, 'resolved', scope, {
           summary: `source ${ref.source.name} can read again`,
           source: ref.source.name,
           required: ref.source.scope,
@@ -483,9 +696,23 @@ export class Poller {
     }
   }
 
-  /** After a committed success: the entity no longer fails, its scope is back, removed sites leave memory. */
-  private afterSuccess(ref: EntityRef, removedSites: number[]): void {
+  /**
+   * Write what a plan decided (inside the caller's transaction): events (stored and
+   * dispatched), alert state and evidence; then tell platform incidents of the alert events.
+   */
+  private async writeResult(u: Unit, events: HostwatchEvent[], alerts: AlertRow[], evidence: EvidenceRow[]): Promise<void> {
+    const fresh: HostwatchEvent[] = [];
+    for (const e of events) if (await this.addEvent(u, e)) fresh.push(e);
+    u.added.push(...fresh);
+    for (const a of alerts) await u.r.alerts.put(a);
+    for (const ev of evidence) await u.r.history.putEvidence(ev);
+    if (this.deps.incidents && fresh.some((e) => e.data.status === 'firing')) u.added.push(...(await this.deps.incidents.onAlerts(u.r, fresh)));
+  }
+
+  /** After a committed success: the entity no longer fails, its scope is back, API-wide alerts resolved, removed sites leave memory. */
+  private afterSuccess(ref: EntityRef, removedSites: number[], apiResolved: readonly OperatorRule[]): void {
     this.scopeMissing.delete(`sources/${ref.source.name}`);
+    for (const kind of apiResolved) this.apiFiring.delete(kind);
     this.failing.delete(`${ref.source.name}\u0000${ref.entity}`);
     if (removedSites.length === 0) return;
     for (const id of removedSites) this.fetcher.forgetSite(id);
@@ -509,7 +736,7 @@ export class Poller {
   private async commit<T>(writes: (u: Unit) => Promise<T>): Promise<T> {
     let unit: Unit | null = null;
     const result = await this.deps.store.transaction(async (tx) => {
-      unit = { r: repos(tx), added: [], silences: null };
+      unit = { r: repos(tx), added: [], silences: null, apiResolved: [] };
       return writes(unit);
     });
     const added = (unit as Unit | null)?.added ?? [];
@@ -532,43 +759,29 @@ export class Poller {
     return true;
   }
 
-  /** The two operator events (source.*) are the only ones not defined in rule files. */
+  /** Fire or resolve an operator alert (src/events/operator.ts): its event and its alert row, in the unit's transaction. */
   private async operatorAlert(
     u: Unit,
-    rule: string,
-    name: string,
-    severity: Severity,
+    rule: OperatorRule,
     subject: string,
     status: 'firing' | 'resolved',
     state: AlertRow | undefined,
     extra: Record<string, unknown> & { summary: string },
   ): Promise<void> {
     const seq = status === 'firing' ? (state?.seq ?? 0) + 1 : (state?.seq ?? 1);
-    const id = alertEventId(rule, subject, seq, status);
-    const now = new Date(this.deps.now());
+    const at = this.deps.now();
     const { summary, ...rest } = extra;
-    const event = envelope({
-      id,
-      instance: this.deps.instance,
-      subject,
-      time: now,
-      data: { name, severity, status, alert_id: alertId(rule, subject, seq), summary, site_id: null, domain: null, changes: [], rule, observed_at: now.toISOString(), ...rest },
-    });
+    const event = operatorEvent({ rule, instance: this.deps.instance, subject, at, summary, alert: { seq, status }, extra: rest });
     if (await this.addEvent(u, event)) u.added.push(event);
-    const t = now.getTime();
-    await u.r.alerts.put({ rule, subject, site_id: null, status, seq, since: t, last_event_id: id, pending_since: null, clear_since: null, last_sent_at: t, repeats: 0 });
+    await u.r.alerts.put({ rule, subject, site_id: null, status, seq, since: at, last_event_id: event.id, pending_since: null, clear_since: null, last_sent_at: at, repeats: 0 });
   }
 
   private prepare(def: SourceDef): PreparedSource {
     let p = this.prepared.get(def.name);
     if (!p) {
-      const rules = sourceRules(this.deps.rules, def.name);
-      const windows = new Set([...rules.change, ...rules.alert].flatMap((r) => (r.windowMs === null ? [] : [r.windowMs])));
       p = {
         def,
-        rules,
-        alertRules: rules.alert.map((r) => r.name),
-        windows: [...windows],
+        rules: sourceRules(this.deps.rules, def.name),
         whole: compileDiffOptions({ key: def.key ?? 'id', volatile: def.volatile }),
         record: compileDiffOptions({ key: 'id', volatile: recordVolatile(def) }),
         views: viewsOf(def, this.deps.sources ?? []),
@@ -581,15 +794,7 @@ export class Poller {
   /** Ids in the current directory that are missing from a new site list. */
   private removedSites(data: unknown): number[] {
     const now = new Set(listOf(sitesSource, data).map((r) => r['id']));
-    return [...this.directory.keys()].filter((id) => !now.has(id));
-  }
-
-  private setDirectory(data: unknown): void {
-    const next = new Map<number, SiteInfo>();
-    for (const rec of listOf(sitesSource, data)) {
-      if (typeof rec['id'] === 'number') next.set(rec['id'], siteInfoFromRecord(rec));
-    }
-    this.directory = next;
+    return [...this.directory.ids()].filter((id) => !now.has(id));
   }
 }
 

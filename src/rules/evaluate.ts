@@ -1,8 +1,10 @@
 import { isCelError, type CelResult } from '@bufbuild/cel';
+import { celTimestamp, timeOf } from '../cel.js';
+import { humanDuration } from '../config/duration.js';
 import type { Change } from '../diff/types.js';
 import type { AlertStatus } from '../events/types.js';
 import type { SiteInfo } from '../sources/types.js';
-import { liquid } from './parse.js';
+import { liquid, type TEMPLATE_VARIABLES } from './parse.js';
 import type { CompiledRule } from './types.js';
 
 /** What a rule sees about one record (or one whole snapshot) of a source. */
@@ -17,6 +19,10 @@ export interface RuleInput {
   changes: Change[];
   /** The record as it was `window` ago (rules with a `window` only; null when unknown). */
   past?: unknown;
+  /** The time of the evaluation (epoch ms, from the injected clock): `now` in expressions. */
+  now: number;
+  /** Absence rules: the records of the entity (the source's list); the rule runs once over all. */
+  items?: readonly unknown[];
 }
 
 /**
@@ -35,6 +41,7 @@ export function bindingsOf(rule: CompiledRule, input: RuleInput): Record<string,
     site: (input.site ?? null) as never,
     params: rule.params as never,
     subject: input.subject,
+    now: celTimestamp(input.now) as never,
   };
 }
 
@@ -49,18 +56,86 @@ function verdictOf(result: CelResult): Verdict {
   return { value: result };
 }
 
+/** What an absence rule found: the newest matching record's time and how many matched. */
+export interface AbsenceView {
+  /** Epoch ms of the newest matching record, or null when none matches. */
+  last: number | null;
+  matches: number;
+  /** Why it could not be evaluated (a match or time expression failed), else null. */
+  unknown: string | null;
+}
+
+/**
+ * Look for the newest record an absence rule's `match` accepts (pure). A record whose
+ * `time` cannot be read (null, not a timestamp) makes the whole answer unknown rather than
+ * silently "absent": an unreadable reading must not fire an alert.
+ */
+export function findLatest(rule: CompiledRule, input: RuleInput): AbsenceView {
+  const a = rule.absence;
+  if (!a) return { last: null, matches: 0, unknown: 'not an absence rule' };
+  const b = bindingsOf(rule, input);
+  let items: readonly unknown[] = input.items ?? [];
+  if (a.within) {
+    const list = a.within(b);
+    if (isCelError(list)) return { last: null, matches: 0, unknown: `absent.in: ${list.message}` };
+    const arr = toArray(list);
+    if (arr === null) return { last: null, matches: 0, unknown: 'absent.in: gave no list' };
+    items = arr;
+  }
+  let last: number | null = null;
+  let matches = 0;
+  for (const item of items) {
+    const ib = { ...b, item: item as never };
+    const m = a.match(ib);
+    if (isCelError(m)) return { last: null, matches: 0, unknown: `absent.match: ${m.message}` };
+    if (m !== true) continue;
+    const t = timeOf(a.time(ib));
+    if (t === null) return { last: null, matches: 0, unknown: `absent.time: a matching record has no readable time (${a.timeSource})` };
+    matches++;
+    if (last === null || t > last) last = t;
+  }
+  return { last, matches, unknown: null };
+}
+
+function toArray(v: unknown): unknown[] | null {
+  if (Array.isArray(v)) return v;
+  if (v !== null && typeof v === 'object' && Symbol.iterator in v) return [...(v as Iterable<unknown>)];
+  return null;
+}
+
+/** The outcome of an alert's condition for its state machine, with the `for` wait it uses. */
+export interface Holds {
+  holds: boolean | null;
+  verdict: Verdict;
+  expr: 'when' | 'resolve_when' | 'absent';
+  /** The wait before firing: the rule's `for`, or an absence's span when nothing ever matched. */
+  forMs: number;
+  /** Absence rules: what was found. */
+  absence?: AbsenceView;
+}
+
 /**
  * Whether an alert's condition "holds" for its state machine. With hysteresis
  * (`resolve_when`), a firing alert holds until `resolve_when` is true; otherwise it holds
- * while `when` is true. Null when the expression could not be evaluated.
+ * while `when` is true. An absence rule holds while its `when` guard is true and no record
+ * matched within its span; when none matched at all, the span itself is the wait, counted
+ * from the first evaluation that found none. Null when something could not be evaluated.
  */
-export function holds(rule: CompiledRule, input: RuleInput, firing: boolean): { holds: boolean | null; verdict: Verdict; expr: 'when' | 'resolve_when' } {
+export function holds(rule: CompiledRule, input: RuleInput, firing: boolean): Holds {
   if (firing && rule.resolveWhen) {
     const verdict = verdictOf(rule.resolveWhen(bindingsOf(rule, input)));
-    return { holds: 'value' in verdict ? !verdict.value : null, verdict, expr: 'resolve_when' };
+    return { holds: 'value' in verdict ? !verdict.value : null, verdict, expr: 'resolve_when', forMs: rule.forMs };
   }
   const verdict = check(rule, input);
-  return { holds: 'value' in verdict ? verdict.value : null, verdict, expr: 'when' };
+  if (!rule.absence) return { holds: 'value' in verdict ? verdict.value : null, verdict, expr: 'when', forMs: rule.forMs };
+  if (!('value' in verdict)) return { holds: null, verdict, expr: 'when', forMs: rule.forMs };
+  if (!verdict.value) return { holds: false, verdict, expr: 'when', forMs: rule.forMs };
+  const found = findLatest(rule, input);
+  if (found.unknown !== null) return { holds: null, verdict: { unknown: found.unknown }, expr: 'absent', forMs: rule.forMs, absence: found };
+  const span = rule.absence.forMs;
+  if (found.last === null) return { holds: true, verdict: { value: true }, expr: 'absent', forMs: Math.max(rule.forMs, span), absence: found };
+  const absent = input.now - found.last >= span;
+  return { holds: absent, verdict: { value: absent }, expr: 'absent', forMs: rule.forMs, absence: found };
 }
 
 /** The part of an alert's stored row that its state machine reads and writes. */
@@ -95,13 +170,13 @@ export function freshAlert(now: number): AlertState {
  * in between resets that wait), and it is re-sent every `repeat` while it holds.
  * `gone`: the record disappeared, so the alert resolves at once.
  */
-export function stepAlert(rule: CompiledRule, holdsNow: boolean | null, cur: AlertState | null, now: number, gone = false): AlertStep {
+export function stepAlert(rule: CompiledRule, holdsNow: boolean | null, cur: AlertState | null, now: number, gone = false, forMs = rule.forMs): AlertStep {
   const s = cur ?? freshAlert(now);
   const same: AlertStep = { emit: null, state: s, changed: false };
   if (holdsNow === null) return same;
   if (s.status !== 'firing') {
     if (!holdsNow) return s.pending_since === null ? same : { emit: null, state: { ...s, pending_since: null }, changed: true };
-    if (now - (s.pending_since ?? now) >= rule.forMs) {
+    if (now - (s.pending_since ?? now) >= forMs) {
       return {
         emit: 'firing',
         state: { status: 'firing', seq: s.seq + 1, since: now, pending_since: null, clear_since: null, last_sent_at: now, repeats: 0 },
@@ -141,7 +216,7 @@ export function dedupValue(rule: CompiledRule, input: RuleInput): { key: string 
   return { key: JSON.stringify(r, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) };
 }
 
-const PATH_RE = /\b(before|after|past|site|params|subject)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)/g;
+const PATH_RE = /\b(before|after|past|site|params|subject|now)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)/g;
 
 /**
  * The values the rule's expressions read (`after.disk.percent` → 93), for `explain`.
@@ -149,9 +224,18 @@ const PATH_RE = /\b(before|after|past|site|params|subject)((?:\.[A-Za-z_][A-Za-z
  * shows what the condition saw without re-running it.
  */
 export function seenValues(rule: CompiledRule, input: RuleInput): Record<string, unknown> {
-  const b = bindingsOf(rule, input);
+  const b: Record<string, unknown> = { ...bindingsOf(rule, input), now: new Date(input.now).toISOString() };
   const out: Record<string, unknown> = {};
-  const exprs = [rule.when, rule.resolveWhenSource, rule.dedupKeySource].filter((e): e is string => e !== null);
+  const a = rule.absence;
+  const exprs = [rule.when, rule.resolveWhenSource, rule.dedupKeySource, a?.withinSource ?? null].filter((e): e is string => e !== null);
+  if (a) {
+    // What an absence rule saw: the newest matching record, not every record's fields.
+    const found = findLatest(rule, input);
+    out['absent.match'] = a.matchSource;
+    out['absent.for'] = humanDuration(a.forMs);
+    out['absent.last_match'] = found.unknown ?? (found.last === null ? null : new Date(found.last).toISOString());
+    out['absent.matches'] = found.matches;
+  }
   for (const expr of exprs) {
     // Strings inside the expression are not paths.
     const code = expr.replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, "''");
@@ -168,8 +252,8 @@ export function seenValues(rule: CompiledRule, input: RuleInput): Record<string,
   return out;
 }
 
-/** The variables a summary or description template sees. */
-function templateScope(rule: CompiledRule, input: RuleInput, status: AlertStatus | null): Record<string, unknown> {
+/** The variables a summary or description template sees (every one of TEMPLATE_VARIABLES, no other). */
+function templateScope(rule: CompiledRule, input: RuleInput, status: AlertStatus | null): Record<(typeof TEMPLATE_VARIABLES)[number], unknown> {
   return {
     event: rule.event,
     subject: input.subject,
@@ -180,8 +264,19 @@ function templateScope(rule: CompiledRule, input: RuleInput, status: AlertStatus
     past: input.past ?? null,
     changes: input.changes,
     params: rule.params,
-    labels: rule.labels,
+    labels: { ...(input.site?.labels ?? {}), ...rule.labels },
     status,
+    now: new Date(input.now).toISOString(),
+    absence: rule.absence ? absenceScope(rule, input) : null,
+  };
+}
+
+function absenceScope(rule: CompiledRule, input: RuleInput): Record<string, unknown> {
+  const found = findLatest(rule, input);
+  return {
+    last: found.last === null ? null : new Date(found.last).toISOString(),
+    matches: found.matches,
+    for: humanDuration(rule.absence!.forMs),
   };
 }
 

@@ -1,5 +1,5 @@
 import type { HostwatchEvent } from '../events/types.js';
-import { listOf, planEvents, sourceRules, type Evidence } from '../pipeline/plan.js';
+import { absenceText, listOf, planEvents, sourceRules, type Evidence } from '../pipeline/plan.js';
 import { sourceByName } from '../sources/registry.js';
 import type { SourceDef } from '../sources/types.js';
 import type { AlertsRepo } from '../store/alerts-repo.js';
@@ -24,6 +24,7 @@ export type WhyNotReason =
   | 'shadow'
   | 'silenced'
   | 'inhibited'
+  | 'incident'
   | 'maintenance'
   | 'disabled'
   | 'no_data'
@@ -41,13 +42,18 @@ export interface ExplainDeps {
 
 /**
  * Why a stored event was held back from delivery (events.held_by, written by the notifier):
- * an inhibition (`inhibited:<source event>:<site id>`) or a maintenance window
- * (`maintenance:<name>`). Null when it was not held, or was held and then released.
+ * an inhibition (`inhibited:<source event>:<site id>`), a maintenance window
+ * (`maintenance:<name>`) or a platform incident (`incident:<alert>`: held for human
+ * channels only). Null when it was not held, or was held and then released.
  */
-function holdOf(row: StoredEvent): { reason: 'inhibited' | 'maintenance'; text: string } | null {
+function holdOf(row: StoredEvent): { reason: 'inhibited' | 'maintenance' | 'incident'; text: string } | null {
   if (!row.held_by || row.held_outcome === 'released') return null;
   const [kind, ...rest] = row.held_by.split(':');
   if (kind === 'maintenance') return { reason: 'maintenance', text: `held back by the maintenance window ${rest.join(':')}` };
+  if (kind === 'incident') {
+    const what = `held for human channels by the platform incident about ${rest.join(':')} (machine channels got it)`;
+    return { reason: 'incident', text: row.held_outcome === 'dropped' ? `${what}; it fired and resolved during the incident, so people never got it` : what };
+  }
   const [source, site] = rest;
   const what = `inhibited while ${source} fires for site ${site}`;
   return {
@@ -91,6 +97,9 @@ export async function explainEvent(deps: ExplainDeps, id: string): Promise<strin
       '  values seen:',
       ...Object.entries(x.seen).map(([k, v]) => `    ${k} = ${json(v)}`),
     );
+    if (typeof x['now'] === 'string') {
+      lines.push(`  evaluated at now = ${x['now']}${x['reevaluated'] ? ' (re-evaluated on the stored snapshot as time passed: no poll, no API request)' : ''}`);
+    }
     if (Object.keys(x.params).length) lines.push(`  params: ${json(x.params)}`);
     if (x['dedup_key'] !== undefined && x['dedup_key'] !== null) lines.push(`  dedup key: ${String(x['dedup_key'])}`);
     const timers = x['timers'] as Record<string, number | null> | undefined;
@@ -115,8 +124,9 @@ async function deliveryLines(deps: ExplainDeps, row: StoredEvent, e: HostwatchEv
   if (e.data['shadow'] === true) return ['delivery: none (shadow rule: stored and shown, never delivered)'];
   if (row.silenced_by) return [`delivery: none (silenced by ${row.silenced_by})`];
   const hold = holdOf(row);
-  if (hold) return [`delivery: none (${hold.text})`];
   const out = await deps.events.outboxFor(e.id);
+  if (hold?.reason === 'incident') return [`delivery: ${hold.text}:`, ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`)];
+  if (hold) return [`delivery: none (${hold.text})`];
   if (out.length === 0) return ['delivery: none (no route matched, or it was a duplicate of a stored event)'];
   return ['delivery:', ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)${o.last_error ? ` (last error: ${o.last_error})` : ''}`)];
 }
@@ -135,30 +145,47 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
   const done = (reason: WhyNotReason, ...lines: string[]): WhyNot => ({ reason, lines: [...head, `why: ${reason}`, ...lines] });
   if (!rule.enabled) return done('disabled', 'the rule is switched off (enabled: false)');
   const source = sourceByName(rule.source)!;
-  const found = await recordOf(deps, source, subject);
+  const found = await recordOf(deps, source, subject, rule.absence !== null);
   if (!found) return done('no_data', `no snapshot of ${subject} in source ${source.name}: never polled yet, failing, or not a subject of this source`);
   const last = await deps.history.lastEventOf(rule.name, subject);
   if (rule.kind === 'alert') {
     const state = await deps.alerts.get(rule.name, subject);
     if (state?.status === 'firing' && last) return lastEventReason(deps, done, last, `firing since ${iso(state.since)}`);
-    const input: RuleInput = { subject, site: null, before: found.record, after: found.record, changes: [] };
+    // Clock rules are judged at the time of the question, as the re-evaluator would.
+    const input: RuleInput = {
+      subject,
+      site: null,
+      before: found.record,
+      after: found.record,
+      changes: [],
+      now: deps.now,
+      ...(rule.absence ? { items: listOf(source, found.record) } : {}),
+    };
     const h = holds(rule, input, false);
+    const cond = rule.absence ? `absent: ${absenceText(rule)}` : `when: ${rule.when}`;
     const seen = Object.entries(seenValues(rule, input)).map(([k, v]) => `  ${k} = ${json(v)}`);
-    if (h.holds === null) return done('condition_unknown', `when: ${rule.when}`, `could not be evaluated: ${'unknown' in h.verdict ? h.verdict.unknown : ''}`, ...seen);
+    if (rule.clock) seen.unshift(`  evaluated at now = ${iso(deps.now)}`);
+    if (h.holds === null) return done('condition_unknown', cond, `could not be evaluated: ${'unknown' in h.verdict ? h.verdict.unknown : ''}`, ...seen);
     if (!h.holds) {
       const resolved = state?.status === 'resolved' && state.seq > 0 ? [`it last resolved at ${iso(state.since)}`] : [];
-      return done('condition_false', `when: ${rule.when}`, 'is false now; values seen:', ...seen, ...resolved);
+      // An absence is false while a match is recent: say when it turns true if none comes.
+      const when = rule.absence && h.absence?.last != null ? [`it fires at ${iso(h.absence.last + rule.absence.forMs)} if no matching record appears by then`] : [];
+      return done('condition_false', cond, 'is false now; values seen:', ...seen, ...when, ...resolved);
     }
     if (state?.pending_since != null) {
       const held = deps.now - state.pending_since;
+      const wait = rule.absence && h.absence?.last === null ? 'no record ever matched: the span counts from the first evaluation that found none; ' : '';
       return done(
         'pending',
-        `when: ${rule.when} is true; pending since ${iso(state.pending_since)} (${seconds(held)} of for: ${seconds(rule.forMs)})`,
-        `it fires at the first poll after ${iso(state.pending_since + rule.forMs)} if it still holds`,
+        `${cond} is true; pending since ${iso(state.pending_since)} (${seconds(held)} of for: ${seconds(h.forMs)})`,
+        `${wait}it fires at the first ${rule.clock ? 'evaluation' : 'poll'} after ${iso(state.pending_since + h.forMs)} if it still holds`,
         ...seen,
       );
     }
-    return done('not_yet_evaluated', `when: ${rule.when} is true on the stored snapshot; the next poll evaluates it`, ...seen);
+    const next = rule.clock
+      ? `the re-evaluator evaluates it on the stored snapshot within ${seconds(rule.everyMs)} (every), without a poll`
+      : 'the next poll evaluates it';
+    return done('not_yet_evaluated', `${cond} is true on the stored snapshot; ${next}`, ...seen);
   }
   // A change rule: replay the entity's last change through the planner.
   const versions = await deps.history.ofEntity(source.name, found.entity);
@@ -184,7 +211,7 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
   });
   const made = plan.events.find((e) => e.subject === subject);
   if (!made) {
-    const input: RuleInput = { subject, site: null, before: found.prevRecord(prev.body), after: found.record, changes: [] };
+    const input: RuleInput = { subject, site: null, before: found.prevRecord(prev.body), after: found.record, changes: [], now: cur.at };
     const seen = Object.entries(seenValues(rule, input)).map(([k, v]) => `  ${k} = ${json(v)}`);
     const v = check(rule, input);
     return done(
@@ -208,6 +235,10 @@ async function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: 
   if (e.data['shadow'] === true) return done('shadow', intro, 'the rule is in shadow mode: its events are stored and shown, never delivered');
   if (row.silenced_by) return done('silenced', intro, `silenced by ${row.silenced_by}: stored, not delivered`);
   const hold = holdOf(row);
+  if (hold?.reason === 'incident') {
+    const out = await deps.events.outboxFor(e.id);
+    return done('incident', intro, hold.text, ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`));
+  }
   if (hold) return done(hold.reason, intro, `${hold.text}: stored, not delivered`);
   const out = await deps.events.outboxFor(e.id);
   const delivered = out.some((o) => o.state === 'delivered');
@@ -224,10 +255,13 @@ interface FoundRecord {
   prevRecord: (body: string) => unknown;
 }
 
-/** The current record a subject names: the whole snapshot, or one keyed record of a list. */
-async function recordOf(deps: ExplainDeps, source: SourceDef, subject: string): Promise<FoundRecord | null> {
+/**
+ * The current record a subject names: the whole snapshot, or one keyed record of a list.
+ * Absence rules name the entity itself (their subject is the whole list).
+ */
+async function recordOf(deps: ExplainDeps, source: SourceDef, subject: string, wholeEntity: boolean): Promise<FoundRecord | null> {
   const whole = await deps.snapshots.get(source.name, subject);
-  if (whole && source.key === undefined) {
+  if (whole && (source.key === undefined || wholeEntity)) {
     return { entity: subject, record: JSON.parse(whole.body), prevRecord: (b) => JSON.parse(b) };
   }
   const cut = subject.lastIndexOf('/');

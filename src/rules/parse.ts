@@ -1,20 +1,24 @@
 import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { Liquid } from 'liquidjs';
+import { closest } from '../config/parse.js';
 import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
-import { compileCel } from '../cel.js';
-import { parseDuration } from '../config/duration.js';
+import { compileCel, freeIdentifiers, parseApiTime, parseCel } from '../cel.js';
+import { humanDuration, parseDuration } from '../config/duration.js';
 import { isRecord } from '../is-record.js';
-import type { CompiledRule, RuleError } from './types.js';
+import type { Absence, CompiledRule, RuleError } from './types.js';
 
 const SEVERITIES = ['info', 'warning', 'critical'] as const;
 const KINDS = ['change', 'alert'] as const;
 const MODES = ['live', 'shadow'] as const;
 const RULE_KEYS = [
   'name', 'event', 'kind', 'source', 'severity', 'when', 'summary', 'params', 'enabled', 'description',
-  'mode', 'labels', 'for', 'keep_firing_for', 'repeat', 'resolve_when', 'dedup_key', 'window',
+  'mode', 'labels', 'for', 'keep_firing_for', 'repeat', 'resolve_when', 'dedup_key', 'window', 'every', 'absent',
 ];
-const OVERRIDE_KEYS = ['name', 'params', 'enabled', 'mode', 'labels', 'for', 'keep_firing_for', 'repeat'];
+const OVERRIDE_KEYS = ['name', 'params', 'enabled', 'mode', 'labels', 'for', 'keep_firing_for', 'repeat', 'every'];
+const ABSENT_KEYS = ['match', 'time', 'for', 'in'];
+/** Clock rules are evaluated again at most this often unless they say `every:`. */
+export const DEFAULT_EVERY_MS = 60_000;
 /** Keys that only mean something for one kind of rule. */
 const KIND_ONLY: Record<string, (typeof KINDS)[number]> = {
   for: 'alert',
@@ -22,6 +26,8 @@ const KIND_ONLY: Record<string, (typeof KINDS)[number]> = {
   repeat: 'alert',
   resolve_when: 'alert',
   dedup_key: 'change',
+  every: 'alert',
+  absent: 'alert',
 };
 
 /** Raised when any rule file has an error; carries every error found, not just the first. */
@@ -49,6 +55,32 @@ export const liquid = new Liquid({
   parseLimit: 10_000,
   renderLimit: 100,
   memoryLimit: 1_000_000,
+});
+
+/**
+ * The variables a summary or description template sees (evaluate.ts builds exactly these,
+ * typed by this list). `check` refuses a template naming anything else: with strict
+ * variables, a typo like `{{ domian }}` would otherwise fail at every render and the
+ * event would carry a fallback summary.
+ */
+export const TEMPLATE_VARIABLES = ['event', 'subject', 'site_id', 'domain', 'before', 'after', 'past', 'changes', 'params', 'labels', 'status', 'now', 'absence'] as const;
+
+/**
+ * Time filters for summaries of clock rules: `{{ after.last_ok | age: now }}` gives "26 h 5 min"
+ * (how long ago), `{{ after.paid_until | days_until: now }}` the whole days left (negative
+ * when past). Both take API dates and RFC 3339 times; anything else is shown as it is.
+ */
+liquid.registerFilter('age', (value: unknown, now: unknown) => {
+  const t = typeof value === 'string' ? parseApiTime(value) : null;
+  const n = typeof now === 'string' ? parseApiTime(now) : null;
+  if (t === null || n === null) return value;
+  return humanDuration(n - t);
+});
+liquid.registerFilter('days_until', (value: unknown, now: unknown) => {
+  const t = typeof value === 'string' ? parseApiTime(value) : null;
+  const n = typeof now === 'string' ? parseApiTime(now) : null;
+  if (t === null || n === null) return value;
+  return Math.floor((t - n) / 86_400_000);
 });
 
 /** What the loader needs from the rest of the program. */
@@ -116,7 +148,9 @@ export function parseRuleFile(
   errors: RuleError[],
 ): void {
   const lc = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false });
+  // `<<: *base` merge keys let a file share one definition among rules that differ only in
+  // name and source (the subscription rules of every paid tool).
+  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, merge: true });
   for (const e of doc.errors) {
     errors.push({ file, line: lc.linePos(e.pos[0]).line, path: '(yaml)', message: e.message.split('\n')[0] ?? e.message });
   }
@@ -174,8 +208,12 @@ export function parseRuleFile(
     if (!isRecord(params)) bad('params', 'must be a map of parameter names to values');
     const enabled = raw['enabled'] ?? true;
     if (typeof enabled !== 'boolean') bad('enabled', 'must be true or false');
-    if (typeof when !== 'string' || when.trim() === '') bad('when', 'must be a CEL expression (a non-empty string)');
-    const condition = typeof when === 'string' && when.trim() !== '' ? celOf('when', when, bad) : null;
+    const absentRaw = raw['absent'];
+    // An absence rule's `when` is an optional guard (say, "hourly backups are active").
+    const whenText = when === undefined && absentRaw !== undefined ? 'true' : when;
+    if (typeof whenText !== 'string' || whenText.trim() === '') bad('when', 'must be a CEL expression (a non-empty string)');
+    const condition = typeof whenText === 'string' && whenText.trim() !== '' ? celOf('when', whenText, bad) : null;
+    const absence = absentRaw === undefined ? null : absenceOf(absentRaw, bad);
     const tpl = templateOf('summary', summary, bad);
     const description = raw['description'] === undefined ? null : templateOf('description', raw['description'], bad);
     const mode = raw['mode'] ?? 'live';
@@ -189,18 +227,24 @@ export function parseRuleFile(
     const keepFiringForMs = dur('keep_firing_for') ?? 0;
     const repeatMs = dur('repeat');
     const windowMs = dur('window');
+    const everyMs = dur('every');
     if (repeatMs === 0) bad('repeat', 'must be longer than 0 (leave it out to never repeat)');
     if (windowMs === 0) bad('window', 'must be longer than 0');
+    if (everyMs !== null && everyMs < DEFAULT_EVERY_MS) bad('every', `must be at least 1m (got ${JSON.stringify(raw['every'])})`);
     const resolveWhen = optionalCel('resolve_when', raw['resolve_when'], bad);
     const dedupKey = optionalCel('dedup_key', raw['dedup_key'], bad);
-    if (!ok || !condition || !tpl || (raw['description'] !== undefined && !description)) return;
+    const clock = absentRaw !== undefined || readsClock([whenText, raw['resolve_when']]);
+    if (everyMs !== null && !clock && kind === 'alert') {
+      bad('every', 'only for rules that read the clock (now) or absence rules: other alerts are evaluated at each poll');
+    }
+    if (!ok || !condition || !tpl || (raw['description'] !== undefined && !description) || (absentRaw !== undefined && !absence)) return;
     into.set(name, {
       name,
       event: event as string,
       kind: kind as CompiledRule['kind'],
       source: source as string,
       severity: severity as CompiledRule['severity'],
-      when: when as string,
+      when: whenText as string,
       condition,
       summarySource: summary as string,
       summary: tpl,
@@ -218,6 +262,9 @@ export function parseRuleFile(
       dedupKey: dedupKey?.program ?? null,
       dedupKeySource: dedupKey?.source ?? null,
       windowMs,
+      clock,
+      everyMs: everyMs ?? DEFAULT_EVERY_MS,
+      absence,
       origin: `${file}:${at(p()) ?? '?'}`,
     });
   });
@@ -244,17 +291,78 @@ function optionalCel(key: string, value: unknown, bad: Bad): { program: Compiled
   return program ? { program, source: value } : null;
 }
 
+/** True when any of the expressions reads `now` (a syntax error is reported elsewhere). */
+function readsClock(exprs: unknown[]): boolean {
+  return exprs.some((e) => {
+    if (typeof e !== 'string') return false;
+    try {
+      return freeIdentifiers(parseCel(e).expr).has('now');
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** `absent: { match, time, for, in }`: every key checked, every problem reported. */
+function absenceOf(value: unknown, bad: Bad): Absence | null {
+  if (!isRecord(value)) {
+    bad('absent', 'must be a map like { match: "item.state == \'Ok\'", time: "item.created_at", for: 26h }');
+    return null;
+  }
+  let ok = true;
+  const fail = (key: string, message: string): void => {
+    ok = false;
+    bad(`absent.${key}`, message);
+  };
+  for (const k of Object.keys(value)) if (!ABSENT_KEYS.includes(k)) fail(k, `unknown key; allowed: ${ABSENT_KEYS.join(', ')}`);
+  const cel = (key: string, required: boolean): { program: CompiledRule['condition']; source: string } | null => {
+    const v = value[key];
+    if (v === undefined) {
+      if (required) fail(key, `is required: a CEL expression over each record (item)`);
+      return null;
+    }
+    return optionalCel(`absent.${key}`, v, (k, m) => fail(k.slice('absent.'.length), m));
+  };
+  const match = cel('match', true);
+  const time = cel('time', true);
+  const within = cel('in', false);
+  let forMs: number | null = null;
+  if (value['for'] === undefined) fail('for', 'is required: how long without a matching record, like 26h');
+  else {
+    forMs = durationOf('absent.for', value['for'], (k, m) => fail('for', m));
+    if (forMs === 0) fail('for', 'must be longer than 0');
+  }
+  if (!ok || !match || !time || forMs === null) return null;
+  return {
+    match: match.program,
+    matchSource: match.source,
+    time: time.program,
+    timeSource: time.source,
+    forMs,
+    within: within?.program ?? null,
+    withinSource: within?.source ?? null,
+  };
+}
+
 function templateOf(key: string, value: unknown, bad: Bad): CompiledRule['summary'] | null {
   if (typeof value !== 'string') {
     bad(key, 'must be a template string');
     return null;
   }
+  let template: CompiledRule['summary'];
   try {
-    return liquid.parse(value);
+    template = liquid.parse(value);
   } catch (e) {
     bad(key, `template error: ${(e as Error).message}`);
     return null;
   }
+  const known: readonly string[] = TEMPLATE_VARIABLES;
+  const unknown = [...new Set(liquid.globalVariableSegmentsSync(template).map((segments) => String(segments[0])))].filter((v) => !known.includes(v));
+  for (const name of unknown) {
+    const near = closest(name, known);
+    bad(key, `unknown template variable "${name}"${near ? ` (did you mean ${near}?)` : ''}; a template sees ${known.join(', ')}`);
+  }
+  return unknown.length === 0 ? template : null;
 }
 
 function durationOf(key: string, value: unknown, bad: Bad): number | null {
@@ -295,16 +403,21 @@ function applyOverride(
     rule.mode = raw['mode'] as CompiledRule['mode'];
   }
   // Timing of a built-in alert can be tuned by name, like its params.
-  const timing = [['for', 'forMs'], ['keep_firing_for', 'keepFiringForMs'], ['repeat', 'repeatMs']] as const;
+  const timing = [['for', 'forMs'], ['keep_firing_for', 'keepFiringForMs'], ['repeat', 'repeatMs'], ['every', 'everyMs']] as const;
   for (const [key, field] of timing) {
     if (!(key in raw)) continue;
     if (rule.kind !== 'alert') {
       err(p(key), `only for kind: alert rules (${rule.name} is a ${rule.kind} rule)`);
       continue;
     }
+    if (key === 'every' && !rule.clock) {
+      err(p(key), `only for rules that read the clock (now) or absence rules (${rule.name} is evaluated at each poll)`);
+      continue;
+    }
     const ms = durationOf(key, raw[key], (_k, m) => err(p(key), m));
     if (ms === null) continue;
     if (key === 'repeat' && ms === 0) err(p(key), 'must be longer than 0 (leave it out to never repeat)');
+    else if (key === 'every' && ms < DEFAULT_EVERY_MS) err(p(key), `must be at least 1m (got ${JSON.stringify(raw[key])})`);
     else rule[field] = ms;
   }
   if ('labels' in raw) {

@@ -1,7 +1,10 @@
 import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
 import type { HostwatchEvent } from '../events/types.js';
-import { listOf, planEvents, siteInfoFromRecord, sourceRules, type PlanOutput, type SourceRules } from '../pipeline/plan.js';
+import type { SiteLabeler } from '../labels.js';
+import { clockRules, hasClockRules, planEvents, sourceRules, type PlanCall, type PlanOutput, type SourceRules } from '../pipeline/plan.js';
 import { recordVolatile } from '../pipeline/poller.js';
+import { SiteDirectory } from '../pipeline/site-directory.js';
+import { reportClientsSource } from '../sources/families/visibility.js';
 import { sitesSource } from '../sources/registry.js';
 import type { SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertRow } from '../store/alerts-repo.js';
@@ -11,6 +14,8 @@ interface Prepared {
   rules: SourceRules;
   whole: CompiledDiffOptions;
   record: CompiledDiffOptions;
+  /** The source has rules that read the clock. */
+  clock: boolean;
 }
 
 interface Head {
@@ -25,28 +30,42 @@ interface Head {
  * The poller's decisions without IO: observations of entities at given times go through
  * the same pure planner (planEvents) with alert state kept in memory. `hostwatch rules
  * test` and `hostwatch rules backtest` both run on this, so they judge the real engine.
+ * Between observations, `tick` does what the daemon does as time passes: alerts with a
+ * running timer are planned again (the poller's unchanged polls), and rules that read the
+ * clock are evaluated again on the stored value at their `every` (the re-evaluator).
  */
 export class Replay {
   private readonly prepared = new Map<string, Prepared>();
   private readonly alerts = new Map<string, AlertRow>();
   private readonly heads = new Map<string, Head>();
   private readonly timedSet = new Set<string>();
+  /** When each clock rule is next due for each entity (`entity\0rule` → ms). */
+  private readonly clockNext = new Map<string, number>();
   private readonly ruleByName: Map<string, CompiledRule>;
-  private directory = new Map<number, SiteInfo>();
+  private readonly directory: SiteDirectory;
+  /** Sites given by knowSites (rule tests): they stand even without a site list. */
+  private readonly known = new Map<number, SiteInfo>();
   /** The longest `window` of any rule: older versions are dropped (a long backtest stays small). */
   private readonly maxWindow: number;
 
   constructor(
     private readonly rules: readonly CompiledRule[],
     private readonly instance = 'replay',
+    labeler?: SiteLabeler,
   ) {
     this.ruleByName = new Map(rules.map((r) => [r.name, r]));
     this.maxWindow = Math.max(-1, ...rules.map((r) => r.windowMs ?? -1));
+    this.directory = new SiteDirectory(labeler);
   }
 
-  /** Seed the site directory (domains in summaries) without running rules. */
+  /** Seed the site directory (domains and labels in events) without running rules. */
   knowSites(sites: readonly SiteInfo[]): void {
-    for (const s of sites) this.directory.set(s.id, s);
+    for (const s of sites) this.known.set(s.id, s);
+  }
+
+  /** A site as the replay knows it (from the site list it saw, or knowSites), or null. */
+  site(id: number): SiteInfo | null {
+    return this.directory.get(id) ?? this.known.get(id) ?? null;
   }
 
   /** One successful poll of an entity at `at`: a new value, or the same one again. */
@@ -63,19 +82,73 @@ export class Replay {
       // Keep what a window can still reach: the versions inside it and the last one before.
       while (past.length > 1 && past[1]!.at <= at - this.maxWindow) past.shift();
     }
+    const before = head === undefined ? null : unchanged ? value : head.value;
+    const plan = this.plan({ source, entity, siteId, before, after: value, baseline: head === undefined, alertsOnly: unchanged, version, rules: p.rules }, at, past);
+    this.heads.set(key, { hash, value, version, past });
+    if (plan.timed) this.timedSet.add(key);
+    else this.timedSet.delete(key);
+    if (p.clock) this.scheduleClock(key, p.rules, at);
+    if (source.name === sitesSource.name && !unchanged) this.directory.setSites(value);
+    if (source.name === reportClientsSource.name && !unchanged) this.directory.setClients(value);
+    return plan;
+  }
+
+  /**
+   * Time passing at `at` without a new value: planned as the poller would on an unchanged
+   * poll when a timer runs, else the clock rules that are due are evaluated as the
+   * re-evaluator would. Null when the daemon would do nothing.
+   */
+  tick(source: SourceDef, entity: string, siteId: number | null, at: number): PlanOutput | null {
+    const key = `${source.name}\u0000${entity}`;
+    const head = this.heads.get(key);
+    if (!head) return null;
+    if (this.timedSet.has(key)) return this.observe(source, entity, siteId, at, head.value);
+    const p = this.prepare(source);
+    if (!p.clock) return null;
+    const due = clockRules(p.rules, (r) => (this.clockNext.get(`${key}\u0000${r.name}`) ?? 0) <= at);
+    if (due.alert.length === 0 && due.entity.length === 0) return null;
+    const call = { source, entity, siteId, before: head.value, after: head.value, baseline: false, alertsOnly: true, reevaluation: true, version: head.version, rules: due };
+    const plan = this.plan(call, at, head.past);
+    if (plan.timed) this.timedSet.add(key);
+    this.scheduleClock(key, due, at);
+    return plan;
+  }
+
+  /** Whether an entity has an alert timer running. */
+  timed(source: SourceDef, entity: string): boolean {
+    return this.timedSet.has(`${source.name}\u0000${entity}`);
+  }
+
+  /** When a clock rule is next due for an entity (null: its source has none, or it was never observed). */
+  nextClock(source: SourceDef, entity: string): number | null {
+    const key = `${source.name}\u0000${entity}`;
+    const p = this.prepare(source);
+    if (!p.clock || !this.heads.has(key)) return null;
+    let next = Infinity;
+    for (const r of [...p.rules.alert, ...p.rules.entity]) {
+      if (r.clock) next = Math.min(next, this.clockNext.get(`${key}\u0000${r.name}`) ?? 0);
+    }
+    return next === Infinity ? null : next;
+  }
+
+  /** The current value of an entity, if it was observed. */
+  value(source: SourceDef, entity: string): unknown {
+    return this.heads.get(`${source.name}\u0000${entity}`)?.value;
+  }
+
+  private scheduleClock(key: string, rules: SourceRules, at: number): void {
+    for (const r of [...rules.alert, ...rules.entity]) if (r.clock) this.clockNext.set(`${key}\u0000${r.name}`, at + r.everyMs);
+  }
+
+  /** The planner over one snapshot pair at `at`, with alert state and the past in memory. */
+  private plan(call: PlanCall, at: number, past: Head['past']): PlanOutput {
+    const { siteId, ...rest } = call;
     const plan = planEvents({
+      ...rest,
       instance: this.instance,
-      source,
-      entity,
-      entitySite: siteId === null ? null : (this.directory.get(siteId) ?? { id: siteId, domain: `site-${siteId}` }),
-      siteLookup: (id) => this.directory.get(id) ?? null,
-      before: head === undefined ? null : unchanged ? value : head.value,
-      after: value,
-      baseline: head === undefined,
-      alertsOnly: unchanged,
-      version,
-      rules: p.rules,
-      recordDiff: p.record,
+      entitySite: siteId === null ? null : (this.site(siteId) ?? { id: siteId, domain: `site-${siteId}` }),
+      siteLookup: (id) => this.site(id),
+      recordDiff: this.prepare(call.source).record,
       alertState: (rule, subject) => this.alerts.get(`${rule}\u0000${subject}`),
       firingForSite: (id) => [...this.alerts.values()].filter((a) => a.site_id === id && a.status === 'firing'),
       ruleByName: (name) => this.ruleByName.get(name),
@@ -87,43 +160,18 @@ export class Replay {
       now: new Date(at),
     });
     for (const a of plan.alerts) this.alerts.set(`${a.rule}\u0000${a.subject}`, a);
-    this.heads.set(key, { hash, value, version, past });
-    if (plan.timed) this.timedSet.add(key);
-    else this.timedSet.delete(key);
-    if (source.name === sitesSource.name && !unchanged) {
-      this.directory = new Map(listOf(sitesSource, value).filter((r) => typeof r['id'] === 'number').map((r) => [r['id'] as number, siteInfoFromRecord(r)]));
-    }
     return plan;
-  }
-
-  /**
-   * An unchanged poll at `at` (time passing): planned only when a timer runs for the
-   * entity, as the poller does; null when the poller would not have planned at all.
-   */
-  tick(source: SourceDef, entity: string, siteId: number | null, at: number): PlanOutput | null {
-    const key = `${source.name}\u0000${entity}`;
-    const head = this.heads.get(key);
-    if (!head || !this.timedSet.has(key)) return null;
-    return this.observe(source, entity, siteId, at, head.value);
-  }
-
-  /** Whether an entity has an alert timer running. */
-  timed(source: SourceDef, entity: string): boolean {
-    return this.timedSet.has(`${source.name}\u0000${entity}`);
-  }
-
-  /** The current value of an entity, if it was observed. */
-  value(source: SourceDef, entity: string): unknown {
-    return this.heads.get(`${source.name}\u0000${entity}`)?.value;
   }
 
   private prepare(def: SourceDef): Prepared {
     let p = this.prepared.get(def.name);
     if (!p) {
+      const rules = sourceRules(this.rules, def.name);
       p = {
-        rules: sourceRules(this.rules, def.name),
+        rules,
         whole: compileDiffOptions({ key: def.key ?? 'id', volatile: def.volatile }),
         record: compileDiffOptions({ key: 'id', volatile: recordVolatile(def) }),
+        clock: hasClockRules(rules),
       };
       this.prepared.set(def.name, p);
     }

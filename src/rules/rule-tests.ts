@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, relative, resolve } from 'node:path';
 import { LineCounter, parseDocument, stringify } from 'yaml';
+import { parseApiTime } from '../cel.js';
 import { parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { isRecord } from '../is-record.js';
@@ -13,7 +14,7 @@ import type { CompiledRule, RuleError } from './types.js';
 /** Keys an expected event may give; each one given must equal the actual event's. */
 const EXPECT_KEYS = ['event', 'status', 'subject', 'summary', 'severity', 'labels', 'description', 'repeat', 'shadow'] as const;
 const TEST_KEYS = ['name', 'source', 'site', 'record', 'entity', 'interval', 'rules', 'steps'];
-const STEP_KEYS = ['at', 'snapshot', 'patch', 'expect'];
+const STEP_KEYS = ['at', 'now', 'snapshot', 'patch', 'expect'];
 const DEFAULT_INTERVAL = 60_000;
 
 /** The outcome of one test file: how many tests passed and failed, and the report lines. */
@@ -28,6 +29,8 @@ interface Step {
   line: number | null;
   /** Offset from the start of the test, in ms. */
   at: number;
+  /** The clock at this step (the start plus `at`). */
+  time: number;
   value: unknown;
   expect: Array<Record<string, unknown>>;
 }
@@ -42,6 +45,8 @@ interface TestCase {
   interval: number;
   rules: unknown[] | null;
   steps: Step[];
+  /** The clock at the first step (epoch ms): 0 unless the first step gives `now:`. */
+  start: number;
 }
 
 /**
@@ -89,15 +94,15 @@ function runTest(t: TestCase, rules: CompiledRule[]): string[] {
     // Unchanged polls every interval between the previous step and this one: time passes.
     if (last !== -Infinity) {
       for (let at = last + t.interval; at < step.at; at += t.interval) {
-        events.push(...(replay.tick(source, t.entity, t.siteId, at)?.events ?? []));
+        events.push(...(replay.tick(source, t.entity, t.siteId, t.start + at)?.events ?? []));
       }
     }
-    events.push(...replay.observe(source, t.entity, t.siteId, step.at, step.value).events);
+    events.push(...replay.observe(source, t.entity, t.siteId, step.time, step.value).events);
     last = step.at;
     const mismatch = compare(step.expect, events);
     if (mismatch) {
       failures.push(
-        `step ${i + 1} at ${formatOffset(step.at)}${step.line ? ` (line ${step.line})` : ''}:`,
+        `step ${i + 1} at ${formatOffset(step.at)}${t.start !== 0 ? ` (${new Date(step.time).toISOString()})` : ''}${step.line ? ` (line ${step.line})` : ''}:`,
         '  expected:',
         ...(step.expect.length ? step.expect.map((e) => `    - ${expectedLine(e)}`) : ['    (no events)']),
         '  actual:',
@@ -188,6 +193,14 @@ function parseTestFile(text: string, file: string, dir: string, opts: LoadRulesO
       const s = raw['site'];
       if (!isRecord(s) || typeof s['id'] !== 'number') return err(p('site'), 'must be a map like { id: 1, domain: a.example }');
       site = { id: s['id'], domain: typeof s['domain'] === 'string' ? s['domain'] : `site-${s['id']}` };
+      // The site's labels (as config site_labels would give them): events carry them.
+      if (s['labels'] !== undefined) {
+        const labels = s['labels'];
+        if (!isRecord(labels) || Object.values(labels).some((v) => typeof v !== 'string')) {
+          return err(p('site', 'labels'), 'must be a map of label names to text values, like { client: acme }');
+        }
+        site.labels = labels as Record<string, string>;
+      }
     }
     // A detail source reads one record of its parent list: per site when its parent is.
     const parent = source.per === 'record' && source.parent !== undefined ? sourceByName(source.parent) : undefined;
@@ -209,11 +222,23 @@ function parseTestFile(text: string, file: string, dir: string, opts: LoadRulesO
     const steps: Step[] = [];
     let value: unknown = undefined;
     let at = -interval;
+    // `now:` sets the clock of a step (rules that read `now` need real dates); the first
+    // step's `now` is the start, and a later one is an offset from it.
+    let start: number | null = null;
     raw['steps'].forEach((st: unknown, j: number) => {
       const sp = (...k: (string | number)[]): (string | number)[] => p('steps', j, ...k);
       if (!isRecord(st)) return err(sp(), 'each step is a map');
       for (const k of Object.keys(st)) if (!STEP_KEYS.includes(k)) err(sp(k), `unknown key; allowed: ${STEP_KEYS.join(', ')}`);
-      if (st['at'] !== undefined) {
+      if (st['now'] !== undefined) {
+        const t = typeof st['now'] === 'string' ? parseApiTime(st['now']) : st['now'] instanceof Date ? st['now'].getTime() : null;
+        if (t === null) return err(sp('now'), `must be an RFC 3339 time like 2026-11-21T10:00:00Z (got ${JSON.stringify(st['now'])})`);
+        if (st['at'] !== undefined) return err(sp('now'), 'give at or now, not both');
+        if (j === 0) start = t;
+        else if (start === null) return err(sp('now'), 'a step can set now: only when the first step does (it is the start of the test)');
+        const offset = t - start!;
+        if (offset <= at) return err(sp('now'), `must be later than the step before (${new Date(start! + Math.max(at, 0)).toISOString()})`);
+        at = offset;
+      } else if (st['at'] !== undefined) {
         const t = parseDuration(String(st['at']));
         if (t === null) return err(sp('at'), `must be a time offset like 10m (got ${JSON.stringify(st['at'])})`);
         if (t <= at) return err(sp('at'), `must be later than the step before (${formatOffset(Math.max(at, 0))})`);
@@ -235,9 +260,9 @@ function parseTestFile(text: string, file: string, dir: string, opts: LoadRulesO
         for (const key of Object.keys(e)) if (!EXPECT_KEYS.includes(key as never)) err(sp('expect', k, key), `unknown key; allowed: ${EXPECT_KEYS.join(', ')}`);
         exps.push(e);
       });
-      steps.push({ line: lineAt(doc, lc, sp()), at, value: structuredClone(value), expect: exps });
+      steps.push({ line: lineAt(doc, lc, sp()), at, time: (start ?? 0) + at, value: structuredClone(value), expect: exps });
     });
-    tests.push({ name, line: lineAt(doc, lc, p()), source: source.name, site, entity: ref.entity, siteId: ref.siteId, interval, rules, steps });
+    tests.push({ name, line: lineAt(doc, lc, p()), source: source.name, site, entity: ref.entity, siteId: ref.siteId, interval, rules, steps, start: start ?? 0 });
   });
   if (errors.length) throw new RuleErrors(errors);
   return { ruleFiles, tests };

@@ -46,8 +46,33 @@ export interface CompiledRule {
   dedupKeySource: string | null;
   /** Rate of change over a window: the condition sees `past`, the record as it was this long ago. */
   windowMs: number | null;
+  /**
+   * The rule reads the clock (`now`, or it is an absence rule): its truth can change while
+   * the data does not, so it is evaluated again on the stored snapshot as time passes.
+   */
+  clock: boolean;
+  /** Clock rules: evaluated again at most this often (`every`, default 1 minute). */
+  everyMs: number;
+  /** Absence rules (`absent:`): the rule runs once per entity over its records. Null otherwise. */
+  absence: Absence | null;
   /** Where it was defined, for messages: `rules/health.yaml:4`. */
   origin: string;
+}
+
+/**
+ * "Nothing matching X in the list since D": the condition holds when no record matches
+ * `match` with a `time` within `forMs` of now. When no record matches at all, it holds
+ * once `forMs` has passed since hostwatch first saw it so (a wait kept in the alert state).
+ */
+export interface Absence {
+  match: (bindings: Record<string, unknown>) => CelResult;
+  matchSource: string;
+  time: (bindings: Record<string, unknown>) => CelResult;
+  timeSource: string;
+  forMs: number;
+  /** Where the records are: a CEL list expression over `after`; null = the source's records. */
+  within: ((bindings: Record<string, unknown>) => CelResult) | null;
+  withinSource: string | null;
 }
 
 /** One problem in a rule file: file, line, key path, and what is wrong. */

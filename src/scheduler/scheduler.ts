@@ -43,6 +43,8 @@ export interface SchedulerDeps {
   spreadFraction?: number;
   /** Called after each source cycle (writes the source-level poll state). */
   afterCycle?: (summary: CycleSummary) => void;
+  /** Called on every heartbeat second, after the due sources started (the Timekeeper). */
+  onTick?: () => void;
 }
 
 /**
@@ -83,8 +85,22 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   start(): void {
     const now = this.deps.now();
     for (const s of this.topLevel) this.nextRun.set(s.def.name, now);
-    this.task = cron.schedule('* * * * * *', () => this.tick(), { name: 'hostwatch-heartbeat', noOverlap: true });
+    // node-cron's own messages become log lines (stderr), never raw text on stdout.
+    this.task = cron.schedule('* * * * * *', () => this.tick(), { name: 'hostwatch-heartbeat', noOverlap: true, logger: cronLogger(this.deps.log) });
+    // A missed beat costs nothing (the next beat polls what is due), but a burst of them
+    // means the event loop was blocked: one warning per minute at most, with the count.
+    this.task.on('execution:missed', () => this.missedBeat());
     this.tick();
+  }
+
+  private missed = { count: 0, warnedAt: -Infinity };
+
+  private missedBeat(): void {
+    this.missed.count++;
+    const now = this.deps.now();
+    if (now - this.missed.warnedAt < 60_000) return;
+    this.deps.log.warn({ missed: this.missed.count }, 'scheduler heartbeat missed: the event loop was blocked (a long poll or commit); due sources run on the next beat');
+    this.missed = { count: 0, warnedAt: now };
   }
 
   /** Stop scheduling, cut staggered waits short and wait for polls in flight to finish. */
@@ -122,6 +138,15 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   private tick(): void {
+    this.startDue();
+    try {
+      this.deps.onTick?.();
+    } catch (e) {
+      this.deps.log.error({ err: String(e) }, 'tick failed');
+    }
+  }
+
+  private startDue(): void {
     const now = this.deps.now();
     // The site list runs alone first so per-site sources see the current list.
     const sitesPending = this.inFlight.has(sitesSource.name);
@@ -273,6 +298,17 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     }
     return out;
   }
+}
+
+/** node-cron's logger interface, writing to our log (its default prints coloured text to the console). */
+export function cronLogger(log: Logger): { info(m: string): void; warn(m: string): void; error(m: string | Error, e?: Error): void; debug(m: string | Error, e?: Error): void } {
+  const text = (m: string | Error, e?: Error): string => `node-cron: ${String(m)}${e ? `: ${String(e)}` : ''}`;
+  return {
+    info: (m) => log.debug(text(m)),
+    warn: (m) => log.warn(text(m)),
+    error: (m, e) => log.error(text(m, e)),
+    debug: (m, e) => log.debug(text(m, e)),
+  };
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { isIP } from 'node:net';
+import { isLoopback } from '../config/schema.js';
 import { fail, HttpError, type Route } from './http.js';
 
 /** Raised when the server must not start (for example a public bind without a token). */
@@ -16,12 +16,7 @@ export function parseListen(listen: string): { host: string; port: number } {
   return { host: (m[1] ?? m[2])!, port: Number(m[3]) };
 }
 
-/** Loopback names and addresses: the only binds allowed without a token. */
-export function isLoopback(host: string): boolean {
-  if (host === 'localhost') return true;
-  if (isIP(host) === 4) return host.startsWith('127.');
-  return host === '::1';
-}
+export { isLoopback };
 
 /**
  * The operator HTTP server. Routes come from modules under routes/; this file only

@@ -95,6 +95,9 @@ function route(ctx: ControlContext, method: string, path: string, body: Body): R
       return dataReply({ removed: ids[0] });
     case 'POST /sites/:id/health':
       return dataReply(world.setHealth(ids[0] as number, pick(body, ['status', 'problems'])));
+    case 'POST /sites/:id/state':
+      if (typeof body.state !== 'string' || body.state === '') throw new SimulatorError('validation_failed', 'state must be a non-empty string, like suspended');
+      return dataReply(world.setSiteState(ids[0] as number, body.state));
     case 'POST /sites/:id/usage':
       return dataReply(world.setUsage(ids[0] as number, usageChange(body)));
     case 'POST /sites/:id/backups':
@@ -152,6 +155,10 @@ function usageChange(body: Body): UsageChange {
   const disk = body.disk_used_mib ?? body.diskUsedMib;
   if (disk !== undefined) change.diskUsedMib = disk as number;
   if (body.over !== undefined) change.over = body.over as string[];
+  const db = body.db_used_mib ?? body.dbUsedMib;
+  if (db !== undefined) change.dbUsedMib = db as number;
+  const inodes = body.inodes_used ?? body.inodesUsed;
+  if (inodes !== undefined) change.inodesUsed = inodes as number;
   return change;
 }
 

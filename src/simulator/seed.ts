@@ -107,10 +107,12 @@ export function backupSize(rng: Random, usage: UsageRecord | undefined): number 
 /** 2-3 nightly automatic backups, oldest first (the world stores ascending ids; the API serves newest first). */
 export function seedBackups(rng: Random, now: Date, usage: UsageRecord, nextId: () => number): BackupRecord[] {
   const count = rng.int(2, 3);
-  const midnight = Math.floor(now.getTime() / DAY_MS) * DAY_MS;
+  // Nightly at 03:xx UTC, the newest the last night's that is over by now (an hour after
+  // 03:00): a seeded site always has an Ok backup under 26 h old (backup.stale stays quiet).
+  const lastNight = Math.floor((now.getTime() - 4 * HOUR_MS) / DAY_MS) * DAY_MS + 3 * HOUR_MS;
   const backups: BackupRecord[] = [];
-  for (let daysAgo = count; daysAgo >= 1; daysAgo--) {
-    const at = new Date(midnight - daysAgo * DAY_MS + 3 * HOUR_MS + rng.int(0, 59) * MINUTE_MS);
+  for (let daysAgo = count - 1; daysAgo >= 0; daysAgo--) {
+    const at = new Date(lastNight - daysAgo * DAY_MS + rng.int(0, 59) * MINUTE_MS);
     backups.push({
       id: nextId(),
       created_at: isoUtc(at),

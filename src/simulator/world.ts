@@ -62,6 +62,9 @@ export interface HealthChange {
 export interface UsageChange {
   frozen?: boolean;
   diskUsedMib?: number;
+  /** Database size and file count (usage.db_high, usage.inodes_high). */
+  dbUsedMib?: number;
+  inodesUsed?: number;
   /** What is over a limit besides disk ('disk' itself always follows disk.used_mib > disk.limit_mib). */
   over?: string[];
 }
@@ -255,12 +258,18 @@ export class World {
     if (change.over !== undefined && !(Array.isArray(change.over) && change.over.every((x) => typeof x === 'string'))) {
       throw new SimulatorError('validation_failed', 'over must be an array of strings');
     }
-    const before = { frozen: usage.frozen, disk_used_mib: usage.disk.used_mib, percent: usage.disk.percent, over: usage.over };
+    for (const [k, v] of [['dbUsedMib', change.dbUsedMib], ['inodesUsed', change.inodesUsed]] as const) {
+      if (v !== undefined && (!Number.isFinite(v) || v < 0)) throw new SimulatorError('validation_failed', `${k} must be a non-negative number`);
+    }
+    const before = { frozen: usage.frozen, disk_used_mib: usage.disk.used_mib, percent: usage.disk.percent, over: usage.over, db_used_mib: usage.db.used_mib, inodes_used: usage.inodes.used };
     if (change.frozen !== undefined) usage.frozen = Boolean(change.frozen);
     if (change.diskUsedMib !== undefined) usage.disk.used_mib = change.diskUsedMib;
+    if (change.dbUsedMib !== undefined) usage.db.used_mib = change.dbUsedMib;
+    if (change.inodesUsed !== undefined) usage.inodes.used = change.inodesUsed;
     recomputeUsage(usage, change.over ?? usage.over);
-    const after = { frozen: usage.frozen, disk_used_mib: usage.disk.used_mib, percent: usage.disk.percent, over: usage.over };
-    const figuresChanged = before.disk_used_mib !== after.disk_used_mib || before.over.join() !== after.over.join();
+    const after = { frozen: usage.frozen, disk_used_mib: usage.disk.used_mib, percent: usage.disk.percent, over: usage.over, db_used_mib: usage.db.used_mib, inodes_used: usage.inodes.used };
+    const figuresChanged =
+      before.disk_used_mib !== after.disk_used_mib || before.over.join() !== after.over.join() || before.db_used_mib !== after.db_used_mib || before.inodes_used !== after.inodes_used;
     if (figuresChanged) usage.disk.measured_at = isoUtc(this.now());
     if (figuresChanged || before.frozen !== after.frozen) this.record('usage_changed', siteId, { before, after });
     return usage;

@@ -100,4 +100,6 @@ export interface EntityRef {
 export interface SiteInfo {
   id: number;
   domain: string;
+  /** Labels of the site (config `site_labels`), copied into `data.labels` of its events. */
+  labels?: Readonly<Record<string, string>>;
 }

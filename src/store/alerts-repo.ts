@@ -36,6 +36,10 @@ const FIRING_WITH_EVENTS = statement<{ status: AlertRow['status'] }, FiringAlert
     .orderBy('alerts.rule')
     .orderBy('alerts.subject'),
 );
+const OF_RULE = statement<{ rule: string }, AlertRow>((qb, p) => qb.selectFrom('alerts').selectAll().where('rule', '=', p.rule).orderBy('subject'));
+const FIRING_OF_RULE = statement<{ rule: string; status: AlertRow['status'] }, AlertRow>((qb, p) =>
+  qb.selectFrom('alerts').selectAll().where('rule', '=', p.rule).where('status', '=', p.status),
+);
 /**
  * The alert rows of some rules about one entity: the entity itself and its records
  * (`entity/…`, a range in byte order: '0' follows '/'). One statement per number of rules,
@@ -56,6 +60,16 @@ const OF_ENTITY = variants<Record<string, string>, number, AlertRow>((qb, n, p) 
 /** Alert state: which (rule, subject) pairs are firing, and how often each has fired. */
 export class AlertsRepo {
   constructor(private readonly x: Executor) {}
+
+  /** Every row of one rule (operator alerts: a handful). */
+  ofRule(rule: string): Promise<AlertRow[]> {
+    return this.x.all(OF_RULE, { rule });
+  }
+
+  /** The firing rows of one rule (the sites firing an alert, for platform incidents). */
+  firingOfRule(rule: string): Promise<AlertRow[]> {
+    return this.x.all(FIRING_OF_RULE, { rule, status: 'firing' });
+  }
 
   /** The state of one alert, if it was ever evaluated true. */
   get(rule: string, subject: string): Promise<AlertRow | undefined> {

@@ -4,6 +4,7 @@ import { packageRoot } from '../paths.js';
 import type { CommitStats, Unit } from './commit-queue.js';
 import { readMigrations } from './migrate.js';
 import type { Executor } from './sql.js';
+import { storagePathProblem } from './storage-path.js';
 
 /**
  * The store port: what every repository and caller uses, on either engine. Statements run
@@ -53,12 +54,21 @@ export function migrationsDir(engine: Store['engine']): string {
   return engine === 'sqlite' ? join(packageRoot(), 'migrations') : join(packageRoot(), 'migrations', 'postgres');
 }
 
+/** Raised when the database file cannot be opened or created; the message names the path and why. */
+export class StorageError extends Error {
+  override readonly name = 'StorageError';
+  readonly code = 'storage_unusable';
+}
+
 /** Open the configured store: SQLite (`storage.path`) or PostgreSQL (`storage.url`), migrated. */
 export async function openStore(storage: StorageConfig, opts: StoreOptions): Promise<Store> {
   if (storage.engine === 'postgres') {
     const { openPostgres } = await import('./postgres.js');
     return openPostgres(storage.url, readMigrations(migrationsDir('postgres')), opts);
   }
+  // Named with its path and reason, rather than SQLite's "unable to open database file".
+  const problem = opts.readonly ? null : storagePathProblem(storage.path);
+  if (problem !== null) throw new StorageError(`storage.path: ${problem}`);
   const { openSqlite } = await import('./sqlite.js');
   return openSqlite(storage.path, readMigrations(migrationsDir('sqlite')), opts);
 }

@@ -97,6 +97,9 @@ const RECENT_HELD = statement<{ limit: number }, HeldView>((qb, p) =>
     .orderBy('seq', 'desc')
     .limit(p.limit),
 );
+const RETRACT = statement<{ event_id: string; channel: string }>((qb, p) =>
+  qb.deleteFrom('outbox').where('event_id', '=', p.event_id).where('channel', '=', p.channel).where('state', '=', 'pending').where('attempts', '=', 0),
+);
 const FLUSH = statement<{ now: number; digest: string }>((qb, p) =>
   qb
     .updateTable('outbox')
@@ -160,6 +163,16 @@ export class DeliveryRepo {
   /** An inhibiting alert started firing. */
   async startInhibition(row: Database['inhibitions']): Promise<void> {
     await this.x.run(START_INHIBITION, row);
+  }
+
+  /**
+   * Take back an event's rows for these channels that were never tried (a platform
+   * incident holds them for people); resolves with how many were taken back.
+   */
+  async retract(eventId: string, channels: readonly string[]): Promise<number> {
+    let n = 0;
+    for (const channel of channels) n += await this.x.run(RETRACT, { event_id: eventId, channel });
+    return n;
   }
 
   /** An inhibiting alert resolved. */

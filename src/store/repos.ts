@@ -1,4 +1,5 @@
 import { AlertsRepo } from './alerts-repo.js';
+import { DaemonRepo } from './daemon-repo.js';
 import { DeliveryRepo } from './delivery-repo.js';
 import { EventsRepo } from './events-repo.js';
 import { HistoryRepo } from './history-repo.js';
@@ -14,6 +15,7 @@ export interface Repos {
   history: HistoryRepo;
   delivery: DeliveryRepo;
   silences: SilencesRepo;
+  daemon: DaemonRepo;
 }
 
 /**
@@ -28,5 +30,6 @@ export function repos(x: Executor): Repos {
     history: new HistoryRepo(x),
     delivery: new DeliveryRepo(x),
     silences: new SilencesRepo(x),
+    daemon: new DaemonRepo(x),
   };
 }

@@ -20,6 +20,8 @@ export interface Database {
     consecutive_failures: number;
     last_error_code: string | null;
     last_error: string | null;
+    /** When the current run of failed polls began; null while the entity polls fine. */
+    failing_since: number | null;
   };
   alerts: {
     rule: string;
@@ -124,6 +126,14 @@ export interface Database {
     event_id: string;
     since: number;
   };
+  daemon_heartbeat: {
+    instance: string;
+    pid: number;
+    host: string;
+    started_at: number;
+    seen_at: number;
+    stopped_at: number | null;
+  };
   schema_migrations: {
     version: number;
     name: string;
@@ -140,12 +150,13 @@ export const KEYS = {
   delivery_groups: ['channel', 'group_key'],
   channel_state: ['channel'],
   inhibitions: ['source', 'site_id'],
+  daemon_heartbeat: ['instance'],
 } as const;
 
 /** Columns written by inserts (generated ids left out), for prepared statements. */
 export const COLUMNS = {
   snapshots: ['source', 'entity', 'site_id', 'hash', 'body', 'version', 'changed_at'],
-  poll_state: ['source', 'entity', 'site_id', 'last_attempt_at', 'last_success_at', 'consecutive_failures', 'last_error_code', 'last_error'],
+  poll_state: ['source', 'entity', 'site_id', 'last_attempt_at', 'last_success_at', 'consecutive_failures', 'last_error_code', 'last_error', 'failing_since'],
   alerts: ['rule', 'subject', 'site_id', 'status', 'seq', 'since', 'last_event_id', 'pending_since', 'clear_since', 'last_sent_at', 'repeats'],
   change_log: ['source', 'entity', 'site_id', 'version', 'at', 'body'],
   event_evidence: ['event_id', 'at', 'body'],
@@ -156,4 +167,5 @@ export const COLUMNS = {
   channel_state: ['channel', 'failing_since', 'disabled_at', 'disabled_reason', 'disabled_count'],
   inhibitions: ['source', 'site_id', 'event_id', 'since'],
   silences: ['id', 'match', 'starts_at', 'ends_at', 'comment', 'created_by', 'created_at', 'expired_at'],
+  daemon_heartbeat: ['instance', 'pid', 'host', 'started_at', 'seen_at', 'stopped_at'],
 } as const;

@@ -32,6 +32,9 @@ const ALL_FAILING = statement<{ min: number }, PollStateRow>((qb, p) =>
   qb.selectFrom('poll_state').selectAll().where('entity', '!=', '').where('consecutive_failures', '>=', p.min),
 );
 const SOURCE_STATES = statement<{ entity: string }, PollStateRow>((qb, p) => qb.selectFrom('poll_state').selectAll().where('entity', '=', p.entity));
+const ENTITIES_OF = statement<{ source: string }, { entity: string; site_id: number | null }>((qb, p) =>
+  qb.selectFrom('snapshots').select(['entity', 'site_id']).where('source', '=', p.source).orderBy('entity'),
+);
 const FAILING_COUNTS = statement<{ min: number }, { source: string; failing: number }>((qb, p) =>
   qb
     .selectFrom('poll_state')
@@ -67,6 +70,11 @@ export class SnapshotsRepo {
   /** How many entities of each source failed their last poll (sources with none are left out). */
   failingCounts(): Promise<Array<{ source: string; failing: number }>> {
     return this.x.all(FAILING_COUNTS, { min: 1 });
+  }
+
+  /** The entities of a source that have a snapshot (names only: bodies are read one at a time). */
+  entitiesOf(source: string): Promise<Array<{ entity: string; site_id: number | null }>> {
+    return this.x.all(ENTITIES_OF, { source });
   }
 
   /** The hash and version of the stored snapshot, without reading its body. */

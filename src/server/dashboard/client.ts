@@ -10,8 +10,6 @@ export const DASHBOARD_JS = String.raw`
 (() => {
   const TOKEN_KEY = 'hostwatch.token';
   const MAX_EVENTS = 300;
-  // The same threshold as source.degraded (src/pipeline/poller.ts DEGRADED_AFTER).
-  const DEGRADED_AFTER = 3;
   const SEVERITY_RANK = { critical: 0, warning: 1, info: 2 };
 
   // The token comes once in the fragment (#token=...), which browsers never send to a
@@ -154,15 +152,17 @@ export const DASHBOARD_JS = String.raw`
   const celString = (s) => JSON.stringify(String(s));
 
   // ---------------------------------------------------------------- sources
+  // Red: an operator alert fires about it (degraded, or the key lacks its scope). Amber: it
+  // failed lately. Grey: nothing is wrong, it is just off or not read yet (never red).
   function sourceHealth(s) {
     const failing = Array.isArray(s.failing_entities) ? s.failing_entities.length : Number(s.failing_entities || 0);
     const failures = Number(s.consecutive_failures || 0);
     if (s.enabled === false) return { cls: 'off', text: 'disabled' };
-    if (!s.last_attempt_at) return { cls: 'off', text: 'not polled yet' };
     if (s.last_error_code === 'scope_missing' && (failures > 0 || failing > 0)) return { cls: 'red', text: 'the API key lacks a scope' };
-    if (failures >= DEGRADED_AFTER) return { cls: 'red', text: failures + ' cycles failed in a row' };
+    if (s.degraded) return { cls: 'red', text: 'degraded: ' + (failures ? failures + ' cycles failed in a row' : failing + (failing === 1 ? ' entity' : ' entities') + ' failing') };
     if (failures > 0) return { cls: 'amber', text: 'last cycle failed' };
     if (failing > 0) return { cls: 'amber', text: failing + (failing === 1 ? ' entity' : ' entities') + ' failing' };
+    if (!s.last_attempt_at) return { cls: 'off', text: s.read_with ? 'read with ' + s.read_with : 'not polled yet' };
     return { cls: 'green', text: 'healthy' };
   }
 
@@ -172,17 +172,25 @@ export const DASHBOARD_JS = String.raw`
     renderSources();
   }
 
+  // The first screen shows a summary (how many are healthy, the failing ones by name); the
+  // full table is one click away, so the events are not pushed below the fold.
   function renderSources() {
     const tbody = document.querySelector('#sources tbody');
     const list = state.sources || [];
-    if (!list.length) return emptyRow(tbody, 6, 'No sources.');
+    if (!list.length) {
+      $('sources-summary').textContent = 'No sources.';
+      return emptyRow(tbody, 6, 'No sources.');
+    }
     const counts = { green: 0, amber: 0, red: 0, off: 0 };
+    const problems = [];
     tbody.replaceChildren(
       ...list.map((s) => {
         const health = sourceHealth(s);
         counts[health.cls]++;
+        if (health.cls === 'red' || health.cls === 'amber') problems.push({ s, health });
         const failing = Array.isArray(s.failing_entities) ? s.failing_entities.length : Number(s.failing_entities || 0);
         const err = health.cls === 'green' || health.cls === 'off' ? null : s.last_error;
+        const note = health.cls === 'green' ? '' : health.cls === 'off' ? h('span', { class: 'muted', text: health.text }) : health.text;
         return h(
           'tr',
           { 'data-source': s.name, class: 'health-' + health.cls },
@@ -190,15 +198,41 @@ export const DASHBOARD_JS = String.raw`
           h('td', { class: 'num', text: s.every_ms ? 'every ' + span(s.every_ms) : '' }),
           h('td', null, when(s.last_success_at)),
           h('td', null, when(s.next_run_at)),
-          h('td', { class: 'num' + (s.consecutive_failures || failing ? ' bad' : ''), text: String(s.consecutive_failures || 0) + (failing ? ' / ' + failing : '') }),
-          h('td', { class: 'error-text' }, err ? [h('code', { text: s.last_error_code || 'error' }), ' ', err] : health.cls === 'green' ? '' : health.text),
+          h('td', { class: 'num' + (health.cls === 'red' || health.cls === 'amber' ? ' bad' : ''), text: String(s.consecutive_failures || 0) + (failing ? ' / ' + failing : '') }),
+          h('td', { class: health.cls === 'off' ? '' : 'error-text' }, err ? [h('code', { text: s.last_error_code || 'error' }), ' ', err] : note),
         );
       }),
     );
-    const parts = [counts.green + ' ok'];
-    if (counts.amber) parts.push(counts.amber + ' warning');
+    const parts = [counts.green + ' healthy'];
     if (counts.red) parts.push(counts.red + ' failing');
+    if (counts.amber) parts.push(counts.amber + ' warning');
+    if (counts.off) parts.push(counts.off + ' idle');
     $('sources-count').textContent = parts.join(' · ');
+    const enabled = list.length - list.filter((s) => s.enabled === false).length;
+    $('sources-summary').replaceChildren(
+      h('span', { class: 'dot dot-' + (counts.red ? 'red' : counts.amber ? 'amber' : 'green') }),
+      ' ',
+      problems.length
+        ? h('span', null, h('b', { text: String(counts.green) }), ' of ' + enabled + ' enabled sources healthy; ' + problems.length + ' need' + (problems.length === 1 ? 's' : '') + ' a look:')
+        : h('span', null, 'All ', h('b', { text: String(counts.green) }), ' polled sources are healthy.'),
+      counts.off ? h('span', { class: 'muted', text: ' ' + counts.off + ' idle (disabled, or read with another source, or not polled yet).' }) : null,
+    );
+    problems.sort((a, b) => (a.health.cls === b.health.cls ? a.s.name.localeCompare(b.s.name) : a.health.cls === 'red' ? -1 : 1));
+    $('sources-problems').replaceChildren(
+      ...problems.map(({ s, health }) =>
+        h(
+          'li',
+          { 'data-source': s.name, class: 'problem problem-' + health.cls },
+          h('span', { class: 'dot dot-' + health.cls }),
+          ' ',
+          h('b', { text: s.name }),
+          ' ',
+          h('span', { class: health.cls === 'red' ? 'error-text' : 'warn-text', text: health.text }),
+          s.last_error ? h('div', { class: 'small muted' }, h('code', { text: s.last_error_code || 'error' }), ' ', s.last_error) : null,
+        ),
+      ),
+    );
+    $('sources-details').querySelector('summary').textContent = 'All ' + list.length + ' sources';
   }
 
   // ---------------------------------------------------------------- alerts

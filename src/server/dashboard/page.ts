@@ -18,10 +18,15 @@ const BODY = `
   <section id="sources-card" class="card">
     <h2>Sources <span id="sources-count" class="count"></span></h2>
     <p class="err" hidden></p>
-    <table id="sources">
-      <thead><tr><th>source</th><th>interval</th><th>last success</th><th>next run</th><th title="failed cycles in a row / failing entities">failures</th><th>last error</th></tr></thead>
-      <tbody><tr class="empty"><td colspan="6">Loading…</td></tr></tbody>
-    </table>
+    <p id="sources-summary" class="sources-summary">Loading…</p>
+    <ul id="sources-problems" class="problems"></ul>
+    <details id="sources-details">
+      <summary>All sources</summary>
+      <table id="sources">
+        <thead><tr><th>source</th><th>interval</th><th>last success</th><th>next run</th><th title="failed cycles in a row / failing entities">failures</th><th>last error</th></tr></thead>
+        <tbody><tr class="empty"><td colspan="6">Loading…</td></tr></tbody>
+      </table>
+    </details>
   </section>
   <section id="alerts-card" class="card">
     <h2>Firing now <span id="alerts-count" class="count bad"></span></h2>

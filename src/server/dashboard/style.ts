@@ -57,6 +57,12 @@ tr.empty td, li.empty { color: var(--muted); padding: 10px 6px; }
 .bad { color: var(--crit); font-weight: 600; }
 code { font: 12px/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 .error-text { color: var(--crit); font-size: 12px; }
+.warn-text { color: var(--warn); font-size: 12px; }
+.sources-summary { margin: 0 0 6px; }
+.problems { list-style: none; margin: 0 0 6px; padding: 0; }
+.problem { padding: 4px 0; border-top: 1px solid var(--line); }
+#sources-details > summary { cursor: pointer; color: var(--accent); font-size: 12px; margin: 2px 0 6px; }
+#sources-details[open] > summary { margin-bottom: 8px; }
 .error-text code { background: var(--crit-bg); padding: 0 4px; border-radius: 3px; }
 .dot { display: inline-block; width: 9px; height: 9px; border-radius: 50%; vertical-align: middle; }
 .dot-green { background: var(--ok); } .dot-amber { background: #f59e0b; } .dot-red { background: var(--crit); } .dot-off { background: var(--off); }

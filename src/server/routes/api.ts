@@ -30,10 +30,15 @@ export function apiRoutes(ctx: ServerContext): Route[] {
   ];
 }
 
-/** Every known source, enabled or not, with its last poll, failures and next run. */
+/**
+ * Every known source, enabled or not, with its last poll, failures and next run; `degraded`
+ * says its source.degraded alert fires; `read_with` names the source whose cycle reads it
+ * (a view re-reads its origin's reply, a detail follows its parent's records).
+ */
 async function sources(ctx: ServerContext): Promise<unknown[]> {
   const states = new Map((await ctx.snapshots.sourceStates()).map((r) => [r.source, r]));
   const failing = new Map((await ctx.snapshots.failingCounts()).map((r) => [r.source, r.failing]));
+  const degraded = new Set((await ctx.alerts.firing()).filter((a) => a.rule === 'source-degraded').map((a) => a.subject.replace(/^sources\//, '')));
   const scheduled = new Map(ctx.sources.map((s) => [s.def.name, s]));
   return SOURCES.map((def) => {
     const state = states.get(def.name);
@@ -49,6 +54,8 @@ async function sources(ctx: ServerContext): Promise<unknown[]> {
       last_error_code: state?.last_error_code ?? null,
       last_error: state?.last_error ?? null,
       failing_entities: failing.get(def.name) ?? 0,
+      degraded: degraded.has(def.name),
+      read_with: def.from ?? def.parent ?? null,
       next_run_at: iso(ctx.scheduler.nextRunOf(def.name)),
     };
   });

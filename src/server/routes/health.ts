@@ -6,9 +6,14 @@ export interface HealthProbe {
   databaseReady(): Promise<boolean>;
   /** The scheduler is running (not stopped, not stopping). */
   schedulerRunning(): boolean;
+  /**
+   * When a poll last succeeded (the start time until one does), and whether that is recent
+   * enough (`server.not_ready_after`): a daemon whose every poll fails is not ready.
+   */
+  polling?(): { fresh: boolean; lastSuccessAt: number };
 }
 
-/** `/livez` (the process answers) and `/readyz` (database, migrations, scheduler; 503 otherwise). */
+/** `/livez` (the process answers) and `/readyz` (database, migrations, scheduler, a recent successful poll; 503 otherwise). */
 export function healthRoutes(probe: HealthProbe): Route[] {
   return [
     { method: 'GET', path: '/livez', public: true, handler: (_req, res) => json(res, 200, { status: 'ok' }) },
@@ -24,8 +29,14 @@ export function healthRoutes(probe: HealthProbe): Route[] {
           database = false;
         }
         const scheduler = probe.schedulerRunning();
-        const ready = database && scheduler;
-        json(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready', database, scheduler });
+        const polling = probe.polling?.() ?? null;
+        const ready = database && scheduler && (polling?.fresh ?? true);
+        json(res, ready ? 200 : 503, {
+          status: ready ? 'ready' : 'not ready',
+          database,
+          scheduler,
+          ...(polling ? { polling: polling.fresh, last_poll_success_at: new Date(polling.lastSuccessAt).toISOString() } : {}),
+        });
       },
     },
   ];

@@ -145,7 +145,7 @@ export const aivisFamily: Family<AivisState> = {
   name: 'aivis',
   per: 'account',
   seed: ({ rng, world, epoch }) => {
-    const s: AivisState = { plan: { active: true, plan: 'aivis-25', paid_until: dateOf(epoch, 25), prompt_limit: 25, cadence: 'weekly', reduced_this_month: false }, brands: [], prompts: [], trend: {}, competitors: {} };
+    const s: AivisState = { plan: { active: true, plan: 'aivis-25', paid_until: dateOf(epoch, 55), prompt_limit: 25, cadence: 'weekly', reduced_this_month: false }, brands: [], prompts: [], trend: {}, competitors: {} };
     const site = world.sites[0];
     if (!site) return s;
     const brand: Brand = { id: 1, domain: site.domain, brand_name: site.name, hosted_site_id: site.id, market: marketOf(2840, 'en'), visibility: null, prev_visibility: null, share_of_voice: null, mentions: 0, answers: 0, last_checked_at: null, url: 'https://panel.example.com/ai-visibility/brands/1' };

@@ -70,7 +70,7 @@ export const hourlyFamily: Family<HourlyState> = {
       available: true,
       price_per_month: '4.00',
       retention: '48 hours',
-      paid_until: active ? dateOf(epoch, rng.int(5, 30)) : null,
+      paid_until: active ? dateOf(epoch, rng.int(20, 60)) : null,
       next_run: active ? isoIn(epoch, rng.int(1, 59) * MINUTE_MS) : null,
       last_ok: null,
       last_error: '',

@@ -60,7 +60,7 @@ export const competitorsFamily: Family<CompetitorsState> = {
   name: 'competitors',
   per: 'account',
   seed: ({ rng, epoch }) => {
-    const s: CompetitorsState = { plan: { plan: 'competitors-5', unlimited: false, paid_until: dateOf(epoch, 9), domains_included: 5, jumps_this_week: 0 }, domains: [], history: {}, top_pages: {} };
+    const s: CompetitorsState = { plan: { plan: 'competitors-5', unlimited: false, paid_until: dateOf(epoch, 39), domains_included: 5, jumps_this_week: 0 }, domains: [], history: {}, top_pages: {} };
     for (const [i, domain] of ['rival.example.org', 'bigshop.example.net'].entries()) {
       const d: WatchedDomain = { id: i + 1, domain, country: 'US', note: '', covered: true, state: 'ok', keywords: null, traffic: null, top3: null, top10: null, domain_rank: null, referring_domains: null, new_referring_domains: null, lost_referring_domains: null, spam_score: null, shared_keywords: null, last_read_at: null };
       s.domains.push(d);

@@ -206,8 +206,9 @@ function runsOf(s: CronState, jobId: number): CronRun[] {
 }
 
 /** One run of a job with the given (or a drawn) status: kept 20, three timeouts in a row pause the job. */
-function addRun(s: CronState, job: CronJob, a: ActCtx, status: string, trigger: 'schedule' | 'manual'): CronRun {
-  const duration = status === 'timeout' ? 900 : status === 'ok' ? a.rng.int(1, 40) : status === 'failed' ? a.rng.int(1, 120) : 0;
+function addRun(s: CronState, job: CronJob, a: ActCtx, status: string, trigger: 'schedule' | 'manual', seconds?: number): CronRun {
+  const drawn = status === 'timeout' ? 900 : status === 'ok' ? a.rng.int(1, 40) : status === 'failed' ? a.rng.int(1, 120) : 0;
+  const duration = seconds ?? drawn;
   const output = status === 'ok' ? 'done\n' : status === 'failed' ? 'PHP Fatal error: Allowed memory size exhausted\n' : status === 'timeout' ? 'stopped after 15 minutes\n' : '';
   const now = a.now();
   const run: CronRun = {
@@ -304,7 +305,7 @@ export const cronFamily: Family<CronState> = {
     s.jobs = s.jobs.filter((j) => j.site_id !== siteId);
   },
   actions: {
-    /** A run of a job (args.job_id, default a random enabled one; args.status, default drawn; args.count, default 1). */
+    /** A run of a job (args.job_id, default a random enabled one; args.status, default drawn; args.count, default 1; args.duration_seconds, default drawn). */
     run: (s, args, a) => {
       const enabled = s.jobs.filter((j) => j.enabled);
       const job = typeof args.job_id === 'number' ? s.jobs.find((j) => j.id === args.job_id) : enabled.length > 0 ? a.rng.pick(enabled) : undefined;
@@ -313,8 +314,10 @@ export const cronFamily: Family<CronState> = {
         fail('validation_failed', `status must be one of ${RUN_STATUSES.join(', ')}`);
       }
       const count = typeof args.count === 'number' ? args.count : 1;
+      // args.duration_seconds: how long the run took (a run near the 15-minute stop).
+      const seconds = typeof args.duration_seconds === 'number' ? args.duration_seconds : undefined;
       const runs: CronRun[] = [];
-      for (let i = 0; i < count; i++) runs.push(addRun(s, job, a, (args.status as string | undefined) ?? drawStatus(a), args.trigger === 'manual' ? 'manual' : 'schedule'));
+      for (let i = 0; i < count; i++) runs.push(addRun(s, job, a, (args.status as string | undefined) ?? drawStatus(a), args.trigger === 'manual' ? 'manual' : 'schedule', seconds));
       return { job, runs };
     },
   },

@@ -73,7 +73,7 @@ export const extradbFamily: Family<ExtradbState> = {
         const size = rng.int(5, 400) * 1_048_576;
         s.databases.push({
           id, site_id: site.id, site_domain: site.domain, name: `site${site.id}_${lbl}`, label: lbl, state: 'ready', state_label: 'Ready', read_only: false,
-          size_bytes: size, measured_at: isoAgo(epoch, 3 * 3_600_000), paid_until: dateOf(epoch, rng.int(5, 60)), last_paid_day: dateOf(epoch, -rng.int(1, 25)),
+          size_bytes: size, measured_at: isoAgo(epoch, 3 * 3_600_000), paid_until: dateOf(epoch, rng.int(20, 90)), last_paid_day: dateOf(epoch, -rng.int(1, 25)),
           in_grace: false, cancel_at_end: false, last_backup_at: isoAgo(epoch, 20 * 3_600_000), restore_pending: false, error: '',
           created_at: isoAgo(epoch, rng.int(30, 300) * DAY_MS), manage_url: `https://panel.example.com/sites/${site.id}/databases/${id}`,
         });

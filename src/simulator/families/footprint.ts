@@ -100,7 +100,7 @@ export const footprintFamily: Family<FootprintState> = {
       const score = i === 2 ? 92 : 100;
       return { id: i, name: `Footprint ${dateOf(epoch, (i - 3) * 30)}`, scope: 'account', state: 'done', score, grade: gradeOf(score), findings, sites: domains.length, external_sites: 0, finished_at: isoAgo(epoch, (3 - i) * 30 * DAY_MS), source: 'auto' };
     });
-    return { plan: { active: true, plan: 'footprint-basic', cadence: 'monthly', paid_until: dateOf(epoch, 14), external_limit: 5, manual_runs_used: 0, manual_runs_limit: 2 }, reports, external: [] };
+    return { plan: { active: true, plan: 'footprint-basic', cadence: 'monthly', paid_until: dateOf(epoch, 44), external_limit: 5, manual_runs_used: 0, manual_runs_limit: 2 }, reports, external: [] };
   },
   actions: {
     /**

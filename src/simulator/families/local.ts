@@ -90,9 +90,11 @@ export const localFamily: Family<LocalState> = {
   name: 'local',
   per: 'account',
   seed: ({ rng, world, epoch }) => {
-    const s: LocalState = { plan: { plan: 'local-50', unlimited: false, paid_until: dateOf(epoch, 18), checks_used: 0, checks_included: 500, keyword_limit: 50 }, businesses: [], towns: [], keywords: [], history: {}, recent_changes: {} };
+    const s: LocalState = { plan: { plan: 'local-50', unlimited: false, paid_until: dateOf(epoch, 48), checks_used: 0, checks_included: 500, keyword_limit: 50 }, businesses: [], towns: [], keywords: [], history: {}, recent_changes: {} };
     for (const [i, site] of world.sites.slice(0, 2).entries()) {
-      const b: Business = { id: i + 1, name: site.name, domain: site.domain, category: rng.pick(['Bakery', 'Dentist', 'Bike shop', 'Law firm']), address: `${rng.int(1, 200)} Main Street, Springfield`, phone: `+1 555 01${rng.int(10, 99)}`, rating: rng.int(35, 49) / 10, reviews: rng.int(10, 300), claimed: rng.chance(0.8), photos: rng.int(0, 40), last_checked_at: isoAgo(epoch, DAY_MS) };
+      // Every seeded profile is claimed (a healthy world: local.unclaimed stays quiet until a
+      // test or the `unclaim` action says otherwise); the draw stays so the seed stream is unchanged.
+      const b: Business = { id: i + 1, name: site.name, domain: site.domain, category: rng.pick(['Bakery', 'Dentist', 'Bike shop', 'Law firm']), address: `${rng.int(1, 200)} Main Street, Springfield`, phone: `+1 555 01${rng.int(10, 99)}`, rating: rng.int(35, 49) / 10, reviews: rng.int(10, 300), claimed: rng.chance(0.8) || true, photos: rng.int(0, 40), last_checked_at: isoAgo(epoch, DAY_MS) };
       s.businesses.push(b);
       const town = { id: b.id * 10 + 1, business_id: b.id, town: 'Springfield', device: 'mobile' };
       s.towns.push(town);
@@ -107,6 +109,26 @@ export const localFamily: Family<LocalState> = {
     return s;
   },
   actions: {
+    /**
+     * An edit of a business's map profile (args.business_id, default the first; args.field:
+     * name, phone or address; args.to): the field changes and `recent_changes` records it
+     * as { what: <field>, from, to, at } (S23), as an owner's edit or a hijack would.
+     */
+    edit: (s, args, a) => {
+      const b = typeof args.business_id === 'number' ? s.businesses.find((x) => x.id === args.business_id) : s.businesses[0];
+      if (!b) return undefined;
+      const field = String(args.field ?? 'phone');
+      if (!['name', 'phone', 'address'].includes(field)) fail('validation_failed', 'field must be name, phone or address');
+      const key = field as 'name' | 'phone' | 'address';
+      const from = b[key];
+      const to = typeof args.to === 'string' ? args.to : `${from} (edited)`;
+      b[key] = to;
+      const changes = (s.recent_changes[b.id] ??= []);
+      changes.push({ what: field, from, to, at: a.iso() });
+      if (changes.length > 20) changes.shift();
+      a.record('edited', { business_id: b.id, field });
+      return { ...b };
+    },
     /** A check of a keyword (args.keyword_id, default random; args.map_position / organic_position to set). */
     move: (s, args, a) => {
       const k = byIdOrRandom(s.keywords, args.keyword_id, a.rng);

@@ -120,7 +120,7 @@ export const rankFamily: Family<RankState> = {
   name: 'rank',
   per: 'account',
   seed: ({ rng, world, epoch }) => {
-    const s: RankState = { plan: { active: true, plan: 'rank-100', paid_until: dateOf(epoch, 20), keyword_limit: 100, cadence: 'weekly', reduced_to_weekly_this_month: false }, domains: [], groups: [], keywords: [], history: {} };
+    const s: RankState = { plan: { active: true, plan: 'rank-100', paid_until: dateOf(epoch, 50), keyword_limit: 100, cadence: 'weekly', reduced_to_weekly_this_month: false }, domains: [], groups: [], keywords: [], history: {} };
     for (const [i, site] of world.sites.slice(0, 2).entries()) {
       const d: TrackedDomain = { id: i + 1, domain: site.domain, label: site.name, hosted_site_id: site.id, prev_avg_position: null, last_checked_at: isoAgo(epoch, DAY_MS), url: `https://panel.example.com/rank/domains/${i + 1}` };
       s.domains.push(d);

@@ -81,7 +81,7 @@ export const reportsFamily: Family<ReportsState> = {
   name: 'reports',
   per: 'account',
   seed: ({ rng, world, epoch }) => {
-    const s: ReportsState = { plan: { plan: 'reports-10', unlimited: false, paid_until: dateOf(epoch, 12), clients_included: 10, reports_used: 0, reports_included: 20, share_link_days: 30, own_sender: false }, clients: [], reports: [] };
+    const s: ReportsState = { plan: { plan: 'reports-10', unlimited: false, paid_until: dateOf(epoch, 42), clients_included: 10, reports_used: 0, reports_included: 20, share_link_days: 30, own_sender: false }, clients: [], reports: [] };
     for (const [i, site] of world.sites.slice(0, 2).entries()) {
       const client: Client = { id: i + 1, name: `${site.name} Ltd`, domains: [site.domain], cadence: 'monthly', next_report_on: dateOf(epoch, rng.int(3, 28)) };
       s.clients.push(client);

@@ -142,7 +142,7 @@ export const reputationFamily: Family<ReputationState> = {
   name: 'reputation',
   per: 'account',
   seed: ({ rng, world, epoch }) => {
-    const s: ReputationState = { plan: { active: true, plan: 'reputation-3', unlimited: false, paid_until: dateOf(epoch, 22), businesses_included: 3, brand_terms_included: 5, brand_page_one: true }, businesses: [], profiles: {}, candidates: {}, reviews: {}, history: {}, brand_terms: {}, searches: {} };
+    const s: ReputationState = { plan: { active: true, plan: 'reputation-3', unlimited: false, paid_until: dateOf(epoch, 52), businesses_included: 3, brand_terms_included: 5, brand_page_one: true }, businesses: [], profiles: {}, candidates: {}, reviews: {}, history: {}, brand_terms: {}, searches: {} };
     const site = world.sites[0];
     if (!site) return s;
     const b: WatchedBusiness = { id: 1, name: site.name, website: `https://${site.domain}`, country: 'United States', location_code: 2840, covered: true, waiting_for_confirmation: false, created_at: isoAgo(epoch, 90 * DAY_MS), searching: false, reading: false };

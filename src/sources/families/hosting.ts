@@ -5,10 +5,16 @@
 import { list, site, view } from './define.js';
 import { HOUR, MINUTE } from './time.js';
 
-/** Hourly backups status: `last_error` turning into a new value is the event. */
+/**
+ * Hourly backups status: `last_error` turning into a new value is the event; `last_ok`
+ * growing old is `hourly_backup.stale`, `paid_until` coming close `subscription.expiring`.
+ */
 export const hourlyBackupsSource = site('hourly_backups', 'backups:read', '/sites/{site_id}/hourly-backups', 15 * MINUTE, {
   // These move every hour by design; restore points and download builds are not changes.
-  volatile: ['next_run', 'last_ok', 'count', 'backups', 'downloads'],
+  // `last_ok` is not volatile although it moves every hour: hourly_backup.stale reads it on
+  // the stored snapshot as time passes, so the stored one must be the latest (a snapshot
+  // version an hour for sites with hourly backups on).
+  volatile: ['next_run', 'count', 'backups', 'downloads'],
 });
 
 /** DNS records of a site, one record per event subject. */

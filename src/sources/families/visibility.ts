@@ -74,6 +74,18 @@ export const reputationReviewsSource: SourceDef = {
   volatile: ['platforms[].history', 'platforms[].profile', 'platforms[].candidates', 'brand_terms'],
 };
 
+/** The brand terms of the same business detail, one record per term (page-one results of yours). */
+export const reputationBrandTermsSource: SourceDef = {
+  ...reputationProfilesSource,
+  name: 'reputation_brand_terms',
+  from: 'reputation_profiles',
+  path: '',
+  key: 'id',
+  listField: 'brand_terms',
+  entity: 'reputation/businesses/{id}/brand_terms',
+  volatile: ['platforms', 'brand_terms[].last_checked_at'],
+};
+
 // ---- footprint -----------------------------------------------------------------------------
 
 export const footprintSource = plan('footprint', 'footprint:read', '/footprint', HOUR);
@@ -94,6 +106,21 @@ export const footprintFindingsSource = detail('footprint_findings', footprintRep
 
 export const backlinksSource = list('backlinks', 'sites:read', '/backlink-tracker', 6 * HOUR);
 export const backlinkSource = detail('backlink', backlinksSource, DAY);
+/**
+ * The links of one backlink domain's detail, one record per link: a link that goes is
+ * `backlink.lost`. (The `found_on` pages are not watched: a site leaving the account takes
+ * its posts along, which is site.removed, not a lost link.)
+ */
+export const backlinkLinksSource: SourceDef = {
+  ...backlinkSource,
+  name: 'backlink_links',
+  from: 'backlink',
+  path: '',
+  key: 'id',
+  listField: 'links',
+  entity: 'backlink-tracker/{id}/links',
+  volatile: ['found_on'],
+};
 
 // ---- archive restore -----------------------------------------------------------------------
 

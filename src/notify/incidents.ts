@@ -1,0 +1,322 @@
+import type { Logger } from 'pino';
+import type { IncidentsConfig } from '../config/types.js';
+import { alertEventId, envelope } from '../events/envelope.js';
+import type { HostwatchEvent, Severity } from '../events/types.js';
+import type { CompiledRule } from '../rules/types.js';
+import type { AlertRow } from '../store/alerts-repo.js';
+import type { Store } from '../store/db.js';
+import { repos, type Repos } from '../store/repos.js';
+import type { Notifier } from './notifier.js';
+
+/**
+ * Platform incidents (docs/routing.md, "Platform incidents"): when N or more sites fire the
+ * same alert within a window, one `platform.incident` alert speaks for them. While it is
+ * open, the per-site alerts it covers still go to machine channels (webhooks) and the feed,
+ * but are held for human channels (e-mail, Slack, chat, paging); when it ends they are
+ * released, except an alert that fired and resolved meanwhile (dropped, as for inhibition).
+ *
+ * Life of an incident (its state is an `alerts` row, rule `platform-incident`, subject
+ * `incidents/<alert>`):
+ * - idle → **open** the moment the N-th site fires within `window` (in the poll's own
+ *   transaction, so the holding starts before anything reaches a person);
+ * - open → **fired** (its event goes out, listing every site firing then) when the cycle
+ *   that opened it ends, or `wait` after it opened, whichever is first; open → idle again
+ *   (nothing sent) if fewer than N fire when that cycle ends;
+ * - fired → **resolved** at the end of a cycle (or re-evaluation pass) of its alert's
+ *   source where fewer than N sites fire it.
+ */
+
+/** The rule name of incident alerts (an operator alert, not defined in a rule file). */
+export const INCIDENT_RULE = 'platform-incident';
+/** The catalog name of the incident event. */
+export const INCIDENT_EVENT = 'platform.incident';
+
+/** The subject of the incident about one alert. */
+export function incidentSubject(alert: string): string {
+  return `incidents/${alert}`;
+}
+
+/** `incident:<alert>`: how events held for human channels by an incident are marked (events.held_by). */
+export function incidentHold(alert: string): string {
+  return `incident:${alert}`;
+}
+
+/** The number of sites that makes an incident: the count, or the share of the watched sites (at least 2). */
+export function incidentThreshold(cfg: Pick<IncidentsConfig, 'min_sites'>, watched: number): number {
+  if ('count' in cfg.min_sites) return cfg.min_sites.count;
+  return Math.max(2, Math.ceil((cfg.min_sites.percent * watched) / 100));
+}
+
+/** One site firing the alert. */
+export interface FiringSite {
+  site_id: number;
+  since: number;
+  event_id: string | null;
+}
+
+/** What an incident check decides. */
+export type IncidentStep = 'open' | 'fire' | 'cancel' | 'resolve' | null;
+
+/**
+ * The incident state machine, pure. `row` is the incident's alert row; `boundary` is true
+ * at a batch boundary of the alert's own source (the end of its cycle, or of a
+ * re-evaluation pass over it): every site has been looked at, so the count is whole. Only
+ * there does an incident end (resolve, or cancel an open one): mid-cycle, the sites not yet
+ * polled would make the count wrong. An open incident fires there, or once `wait` passed.
+ */
+export function stepIncident(
+  row: Pick<AlertRow, 'status' | 'pending_since'> | undefined,
+  firing: readonly FiringSite[],
+  now: number,
+  threshold: number,
+  cfg: Pick<IncidentsConfig, 'window_ms' | 'wait_ms'>,
+  boundary: boolean,
+): IncidentStep {
+  const fired = row?.status === 'firing';
+  const open = !fired && row?.pending_since != null;
+  const below = firing.length < threshold;
+  if (fired) return below && boundary ? 'resolve' : null;
+  if (open) {
+    if (below) return boundary ? 'cancel' : null;
+    return boundary || now - row!.pending_since! >= cfg.wait_ms ? 'fire' : null;
+  }
+  const recent = firing.filter((f) => now - f.since <= cfg.window_ms);
+  return recent.length >= threshold ? 'open' : null;
+}
+
+/** The `platform.incident` event of an incident about `alert` (its n-th firing or that firing's end). Pure. */
+export function incidentEvent(o: {
+  instance: string;
+  alert: string;
+  seq: number;
+  status: 'firing' | 'resolved';
+  sites: readonly FiringSite[];
+  threshold: number;
+  now: number;
+  severity: Severity;
+  domainOf: (siteId: number) => string | null;
+}): HostwatchEvent {
+  const subject = incidentSubject(o.alert);
+  const sites = o.sites.map((f) => ({ site_id: f.site_id, domain: o.domainOf(f.site_id), since: new Date(f.since).toISOString() }));
+  const shown = sites.slice(0, 5).map((s) => s.domain ?? `site ${s.site_id}`);
+  const more = sites.length > shown.length ? ` and ${sites.length - shown.length} more` : '';
+  const summary =
+    o.status === 'firing'
+      ? `Platform incident: ${o.alert} on ${sites.length} sites (${shown.join(', ')}${more})`
+      : `Platform incident over: ${o.alert} on ${sites.length} site${sites.length === 1 ? '' : 's'} now (below ${o.threshold})`;
+  const at = new Date(o.now);
+  return envelope({
+    id: alertEventId(INCIDENT_RULE, subject, o.seq, o.status),
+    instance: o.instance,
+    subject,
+    time: at,
+    data: {
+      name: INCIDENT_EVENT,
+      severity: o.severity,
+      status: o.status,
+      summary,
+      site_id: null,
+      domain: null,
+      changes: [],
+      rule: INCIDENT_RULE,
+      observed_at: at.toISOString(),
+      alert: o.alert,
+      count: sites.length,
+      threshold: o.threshold,
+      sites,
+    },
+  });
+}
+
+/** The highest severity of each alert event name among the rules (an incident takes its alert's). */
+export function alertSeverities(rules: readonly CompiledRule[]): Map<string, Severity> {
+  const out = new Map<string, Severity>();
+  for (const r of rules) {
+    if (r.kind !== 'alert') continue;
+    const sev = out.get(r.event);
+    if (sev === undefined || SEVERITY_RANK[r.severity] > SEVERITY_RANK[sev]) out.set(r.event, r.severity);
+  }
+  return out;
+}
+
+/** What the tracker needs of the rest of the program. */
+export interface IncidentDeps {
+  config: IncidentsConfig;
+  rules: readonly CompiledRule[];
+  /** Where `settle` runs its own transaction; everything else uses the caller's. */
+  store: Store;
+  notifier: Pick<Notifier, 'publishIn' | 'releaseHeld'>;
+  /** Names of the channels that people read (their pending rows of covered events are taken back). */
+  humanChannels: readonly string[];
+  /** How many sites are watched now (for a percentage threshold). */
+  watched: () => number;
+  /** Whether a site is watched (config `sites`): alerts of other sites never count. */
+  isWatched: (siteId: number) => boolean;
+  /** The domain of a site, for the incident's site list. */
+  domainOf: (siteId: number) => string | null;
+  instance: string;
+  now: () => number;
+  log: Logger;
+}
+
+const SEVERITY_RANK: Record<Severity, number> = { info: 0, warning: 1, critical: 2 };
+
+/**
+ * Opens, announces and ends platform incidents (the imperative shell around stepIncident).
+ * `onAlerts` runs inside a poll's transaction (its repositories); `settle` in its own.
+ */
+export class IncidentTracker {
+  private readonly rulesOf = new Map<string, string[]>();
+  private readonly sourcesOf = new Map<string, Set<string>>();
+  private readonly severityOf: Map<string, Severity>;
+  private readonly eligible: ReadonlySet<string> | null;
+
+  constructor(private readonly deps: IncidentDeps) {
+    for (const r of deps.rules) {
+      if (r.kind !== 'alert') continue;
+      this.rulesOf.set(r.event, [...(this.rulesOf.get(r.event) ?? []), r.name]);
+      this.sourcesOf.set(r.event, (this.sourcesOf.get(r.event) ?? new Set()).add(r.source));
+    }
+    this.severityOf = alertSeverities(deps.rules);
+    this.eligible = deps.config.alerts.length > 0 ? new Set(deps.config.alerts) : null;
+  }
+
+  /** Whether incidents are on at all. */
+  get enabled(): boolean {
+    return this.deps.config.enabled;
+  }
+
+  /**
+   * After a poll stored alert events (same transaction): an alert that has its N-th site
+   * firing within the window opens its incident, and the covered events' rows for human
+   * channels that have not been tried yet are taken back (they are released later).
+   */
+  async onAlerts(r: Repos, events: readonly HostwatchEvent[]): Promise<HostwatchEvent[]> {
+    if (!this.enabled) return [];
+    const names = new Set<string>();
+    for (const e of events) {
+      if (e.data.status === 'firing' && e.data.site_id !== null && e.data['repeat'] === undefined && this.covers(e.data.name)) names.add(e.data.name);
+    }
+    const out: HostwatchEvent[] = [];
+    for (const name of names) {
+      const e = await this.check(r, name, false);
+      if (e) out.push(e);
+    }
+    return out;
+  }
+
+  /**
+   * A batch boundary (`sources`: the sources whose cycle or re-evaluation pass just ended)
+   * or a clock tick (an empty set): announce open incidents (at once at a boundary of their
+   * alert's source, otherwise once `wait` has passed), and at such a boundary cancel those
+   * that fell below N and resolve those that ended. Returns the events it stored.
+   */
+  async settle(sources: ReadonlySet<string> | null): Promise<HostwatchEvent[]> {
+    if (!this.enabled) return [];
+    const active = (await repos(this.deps.store).alerts.ofRule(INCIDENT_RULE)).filter((r) => r.status === 'firing' || r.pending_since !== null);
+    if (active.length === 0) return [];
+    return this.deps.store.transaction(async (tx) => {
+      const r = repos(tx);
+      const out: HostwatchEvent[] = [];
+      for (const row of active) {
+        const name = row.subject.slice('incidents/'.length);
+        const boundary = sources !== null && [...(this.sourcesOf.get(name) ?? [])].some((s) => sources.has(s));
+        const e = await this.check(r, name, boundary);
+        if (e) out.push(e);
+      }
+      return out;
+    });
+  }
+
+  /** Alert names with an open or fired incident (their per-site events are held for people). */
+  async active(r: Repos): Promise<Set<string>> {
+    if (!this.enabled) return new Set();
+    return new Set(
+      (await r.alerts.ofRule(INCIDENT_RULE)).filter((row) => row.status === 'firing' || row.pending_since !== null).map((row) => row.subject.slice('incidents/'.length)),
+    );
+  }
+
+  private covers(name: string): boolean {
+    return name !== INCIDENT_EVENT && this.rulesOf.has(name) && (this.eligible === null || this.eligible.has(name));
+  }
+
+  /** Check one alert's incident with the repositories of the caller's transaction. Returns the event it stored, if any. */
+  private async check(r: Repos, name: string, boundary: boolean): Promise<HostwatchEvent | null> {
+    const d = this.deps;
+    const now = d.now();
+    const subject = incidentSubject(name);
+    const row = await r.alerts.get(INCIDENT_RULE, subject);
+    // Mid-cycle, a fired incident cannot end and an open one waits for `wait`: no need to
+    // count the firing sites (which, in a 1,000-site outage, every commit would do).
+    if (!boundary && row?.status === 'firing') return null;
+    if (!boundary && row?.pending_since != null && now - row.pending_since < d.config.wait_ms) return null;
+    const firing = await this.firingSites(r, name);
+    const threshold = incidentThreshold(d.config, d.watched());
+    const step = stepIncident(row, firing, now, threshold, d.config, boundary);
+    if (step === null) return null;
+    const base: AlertRow = row ?? {
+      rule: INCIDENT_RULE,
+      subject,
+      site_id: null,
+      status: 'resolved',
+      seq: 0,
+      since: now,
+      last_event_id: null,
+      pending_since: null,
+      clear_since: null,
+      last_sent_at: null,
+      repeats: 0,
+    };
+    switch (step) {
+      case 'open':
+        await r.alerts.put({ ...base, pending_since: now });
+        await this.takeBack(r, name, firing);
+        d.log.info({ alert: name, sites: firing.length, threshold }, 'platform incident opened: per-site alerts are held for human channels');
+        return null;
+      case 'cancel':
+        await r.alerts.put({ ...base, pending_since: null });
+        await d.notifier.releaseHeld(r, incidentHold(name), { skipIncident: name });
+        return null;
+      case 'fire': {
+        const seq = base.seq + 1;
+        const e = this.event(name, subject, seq, 'firing', firing, threshold, now);
+        await d.notifier.publishIn(r, e);
+        await r.alerts.put({ ...base, status: 'firing', seq, since: now, pending_since: null, last_event_id: e.id, last_sent_at: now });
+        return e;
+      }
+      case 'resolve': {
+        const e = this.event(name, subject, base.seq, 'resolved', firing, threshold, now);
+        await d.notifier.publishIn(r, e);
+        await r.alerts.put({ ...base, status: 'resolved', since: now, last_event_id: e.id });
+        await d.notifier.releaseHeld(r, incidentHold(name), { skipIncident: name });
+        return e;
+      }
+    }
+  }
+
+  private async firingSites(r: Repos, name: string): Promise<FiringSite[]> {
+    const bySite = new Map<number, FiringSite>();
+    for (const rule of this.rulesOf.get(name) ?? []) {
+      for (const a of await r.alerts.firingOfRule(rule)) {
+        if (a.site_id === null || !this.deps.isWatched(a.site_id)) continue;
+        const cur = bySite.get(a.site_id);
+        if (!cur || a.since < cur.since) bySite.set(a.site_id, { site_id: a.site_id, since: a.since, event_id: a.last_event_id });
+      }
+    }
+    return [...bySite.values()].sort((a, b) => a.site_id - b.site_id);
+  }
+
+  /** Take back the not-yet-tried human-channel rows of the covered events, and mark them held. */
+  private async takeBack(r: Repos, name: string, firing: readonly FiringSite[]): Promise<void> {
+    const d = this.deps;
+    for (const f of firing) {
+      if (f.event_id === null) continue;
+      if ((await r.delivery.retract(f.event_id, d.humanChannels)) > 0) await r.delivery.hold(f.event_id, incidentHold(name), null);
+    }
+  }
+
+  private event(name: string, subject: string, seq: number, status: 'firing' | 'resolved', firing: readonly FiringSite[], threshold: number, now: number): HostwatchEvent {
+    const d = this.deps;
+    return incidentEvent({ instance: d.instance, alert: name, seq, status, sites: firing, threshold, now, severity: this.severityOf.get(name) ?? 'warning', domainOf: d.domainOf });
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * `hostwatch check` is a faithful preflight: whatever `run` would refuse or degrade on, it
+ * reports first, with file and line, and it creates nothing. `check --online` asks the API.
+ * Plus the CLI basics a first run meets: --version and the default config file.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startSimulator, type Simulator } from '../src/simulator/index.js';
+import { packageRoot } from '../src/paths.js';
+import { tempDir } from './harness.js';
+import { hostwatch } from './run-cli.js';
+
+let tmp: { dir: string; cleanup: () => void };
+let sim: Simulator | undefined;
+beforeEach(() => {
+  tmp = tempDir();
+});
+afterEach(async () => {
+  await sim?.close();
+  sim = undefined;
+  tmp.cleanup();
+});
+
+const KEY = 'preflight-key-0123456789';
+
+function write(name: string, text: string): string {
+  const file = join(tmp.dir, name);
+  writeFileSync(file, text);
+  return file;
+}
+
+function config(extra = '', url = 'http://127.0.0.1:9'): string {
+  return `api:\n  base_url: ${url}\n  key: \${HW_KEY}\n  timeout: 2s\n  retries: 0\n  max_requests_per_second: 200\nstorage:\n  path: ./state/hostwatch.db\n${extra}`;
+}
+
+const env = { HW_KEY: KEY };
+
+describe('hostwatch check reports what run would refuse', () => {
+  it('a server reachable from other machines without a token, at its line; run refuses it too, before creating the database', async () => {
+    const file = write('config.yaml', config('server:\n  listen: 0.0.0.0:8080\n'));
+    const r = await hostwatch(['check', '-c', file], { env });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(
+      `${file}:10:11: server.listen: is reachable from other machines, so it needs server.token (a bearer token, like token: \${HOSTWATCH_TOKEN}); or listen on 127.0.0.1 (got "0.0.0.0:8080")\n`,
+    );
+    const run = await hostwatch(['run', '-c', file], { env });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('server.listen: is reachable from other machines');
+    expect(existsSync(join(tmp.dir, 'state'))).toBe(false);
+    // With a token it is fine.
+    const ok = await hostwatch(['check', '-c', write('ok.yaml', config('server:\n  listen: 0.0.0.0:8080\n  token: t-0123456789\n'))], { env });
+    expect(ok.code).toBe(0);
+  });
+
+  it('an unknown template variable in a rule, with the near miss, instead of a fallback summary at run time', async () => {
+    const rules = write(
+      'my-rules.yaml',
+      'rules:\n  - name: slow-shop\n    event: site.slow_shop\n    kind: alert\n    source: health\n    when: "after.online.status == \'slow\'"\n    summary: "{{ domian }} is slow ({{ after.online.label }})"\n',
+    );
+    const file = write('config.yaml', config(`rules: [${rules}]\n`));
+    const r = await hostwatch(['check', '-c', file], { env });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(
+      'my-rules.yaml:7: rules[0].summary: unknown template variable "domian" (did you mean domain?); a template sees event, subject, site_id, domain, before, after, past, changes, params, labels, status',
+    );
+  });
+
+  it('a storage path that cannot be created, naming the path and the reason, and run says the same', async () => {
+    write('not-a-folder', 'a file');
+    const file = write('config.yaml', config().replace('./state/hostwatch.db', './not-a-folder/hostwatch.db'));
+    const r = await hostwatch(['check', '-c', file], { env });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`${file}: storage.path: cannot create ${join(tmp.dir, 'not-a-folder')}: ${join(tmp.dir, 'not-a-folder')} is a file, not a folder\n`);
+    const run = await hostwatch(['run', '-c', file], { env });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(`hostwatch: cannot start: storage.path: cannot create ${join(tmp.dir, 'not-a-folder')}: ${join(tmp.dir, 'not-a-folder')} is a file, not a folder\n`);
+  });
+
+  it('a storage path that names a folder', async () => {
+    mkdirSync(join(tmp.dir, 'state'));
+    const file = write('config.yaml', config().replace('./state/hostwatch.db', './state'));
+    const r = await hostwatch(['check', '-c', file], { env });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`storage.path: ${join(tmp.dir, 'state')} is a folder; storage.path names the database file inside it, like ${join(tmp.dir, 'state')}/hostwatch.db`);
+  });
+});
+
+describe('read-only commands', () => {
+  it('never create the storage folder or the database: only run does', async () => {
+    const file = write('config.yaml', config());
+    expect((await hostwatch(['check', '-c', file], { env })).code).toBe(0);
+    for (const args of [['events'], ['deliveries'], ['silence', 'list'], ['explain', 'no-such-id'], ['rules', 'backtest']]) {
+      const r = await hostwatch([...args, '-c', file], { env });
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toMatch(/no database at .*state\/hostwatch\.db|cannot open the database .*state\/hostwatch\.db/);
+    }
+    expect(existsSync(join(tmp.dir, 'state'))).toBe(false);
+  });
+});
+
+describe('hostwatch check --online', () => {
+  it('calls GET /sites with the key and says per source whether its scope works, writing nothing', async () => {
+    sim = await startSimulator({ sites: 2, keys: { [KEY]: '*', 'scoped-key-0123456789': ['sites:read', 'backups:read', 'account:read'] } });
+    const file = write('config.yaml', config('sources:\n  rank: { enabled: true }\n', sim.url));
+    const r = await hostwatch(['check', '--online', '-c', file], { env });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`online: ${sim.url}: the key works; GET /sites: 2 sites`);
+    expect(r.stdout).toMatch(/^ {2}sites +sites:read +ok {2}GET \/sites: ok$/m);
+    expect(r.stdout).toMatch(/^ {2}health +sites:read +ok {2}GET \/sites: ok \(same scope\)$/m);
+    expect(r.stdout).toMatch(/^ {2}backups +backups:read +ok {2}GET \/sites\/1\/backups: ok$/m);
+    expect(r.stdout).toMatch(/^ {2}rank +rank:read +ok/m);
+    expect(new Set(sim.requests.map((q) => q.method))).toEqual(new Set(['GET']));
+    // One request per scope, not one per source and site.
+    const scopes = new Set(r.stdout.split('\n').filter((l) => l.startsWith('  ')).map((l) => l.trim().split(/\s+/)[1]));
+    expect(sim.requests.length).toBe(scopes.size + 1);
+    expect(existsSync(join(tmp.dir, 'state'))).toBe(false);
+
+    const scoped = await hostwatch(['check', '--online', '-c', file], { env: { HW_KEY: 'scoped-key-0123456789' } });
+    expect(scoped.code).toBe(1);
+    expect(scoped.stdout).toMatch(/^ {2}health +sites:read +ok/m);
+    expect(scoped.stdout).toMatch(/^ {2}rank +rank:read +SCOPE MISSING {2}GET \/rank: the key lacks rank:read$/m);
+    expect(scoped.stderr).toMatch(/^online: \d+ of \d+ enabled sources cannot read; add the scopes to the key \(hostwatch scopes lists them\) or set enabled: false for those sources\n$/);
+  });
+
+  it('says when the key is refused or the panel cannot be reached, and never prints the key', async () => {
+    sim = await startSimulator({ sites: 1, keys: { 'another-key-0123456789': '*' } });
+    const refused = await hostwatch(['check', '--online', '-c', write('config.yaml', config('', sim.url))], { env });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(`online: ${sim.url}: the API refuses the key (401 on GET /sites): check api.key\n`);
+    const down = await hostwatch(['check', '--online', '-c', write('down.yaml', config('', 'http://127.0.0.1:9'))], { env });
+    expect(down.code).toBe(1);
+    expect(down.stderr).toBe('online: http://127.0.0.1:9: the API cannot be reached (network on GET /sites): check api.base_url and the network\n');
+    expect(refused.stdout + refused.stderr + down.stdout + down.stderr).not.toContain(KEY);
+  });
+});
+
+describe('the command line', () => {
+  it('prints the version with --version', async () => {
+    const { version } = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
+    const r = await hostwatch(['--version']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(`${version}\n`);
+  });
+
+  it('reads $HOSTWATCH_CONFIG, else ./hostwatch.yaml, when -c is left out, and says what to do when neither is there', async () => {
+    const named = write('named.yaml', config());
+    const fromEnv = await hostwatch(['check'], { env: { ...env, HOSTWATCH_CONFIG: named }, cwd: tmp.dir });
+    expect(fromEnv.stdout).toBe(`${named}: OK (${fromEnv.stdout.match(/\((\d+) rules/)?.[1]} rules, 0 channels)\n`);
+    const cwd = join(tmp.dir, 'here');
+    mkdirSync(cwd);
+    writeFileSync(join(cwd, 'hostwatch.yaml'), config());
+    const local = await hostwatch(['check'], { env, cwd, unset: ['HOSTWATCH_CONFIG'] });
+    expect(local.code).toBe(0);
+    expect(local.stdout).toContain(`${join(cwd, 'hostwatch.yaml')}: OK`);
+    const none = await hostwatch(['check'], { env, cwd: tmp.dir, unset: ['HOSTWATCH_CONFIG'] });
+    expect(none.code).toBe(2);
+    expect(none.stderr).toBe('hostwatch: no config file: pass -c FILE, set HOSTWATCH_CONFIG, or put hostwatch.yaml in the current folder (start from config.example.yaml)\n');
+  });
+});
