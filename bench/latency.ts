@@ -78,7 +78,7 @@ export async function benchLatency(opts: { sites?: number; rounds?: number; log?
   const committedAt = new Map<string, number>();
   const acceptedAt = new Map<string, number>();
   const sample: HostwatchEvent[] = [];
-  const app = createApp(benchConfig({ url: sim.url, dbPath: `${tmp.dir}/latency.db`, webhookUrl: hook }), {
+  const app = await createApp(benchConfig({ url: sim.url, dbPath: `${tmp.dir}/latency.db`, webhookUrl: hook }), {
     logDestination: nullStream(),
     onEvents: (events) => {
       const now = performance.now();

@@ -33,7 +33,7 @@ const SILENCE = JSON.stringify({ match: 'true', duration: '87600h', comment: 'x'
 it('lets no web page create or expire a silence or read the event log, by CSRF or DNS rebinding', async () => {
   world = await startWorld({ sim: { sites: 2 }, config: { server: { listen: '127.0.0.1:0' } } });
   const w = world;
-  const app = w.app();
+  const app = await w.app();
   await app.start();
   await app.runOnce();
   const target = app.serverUrl!;

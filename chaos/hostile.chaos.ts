@@ -41,7 +41,7 @@ const FAILURES = 3;
 it('records every hostile reply as a failed poll: no change event, source.degraded after the configured failures, the snapshot kept', async () => {
   world = await startWorld({ sim: { sites: 3 }, config: { degraded: { after_failures: FAILURES } } });
   const w = world;
-  const app = w.app();
+  const app = await w.app();
   await app.runOnce();
   const snapshots = (): unknown => rows(w, 'SELECT source, entity, hash, version FROM snapshots ORDER BY source, entity');
   let hostilePolls = 0;

@@ -60,7 +60,7 @@ describe('valid configs', () => {
         retries: 5,
         max_pages: 200,
       },
-      storage: { path: '/srv/hostwatch/state/hostwatch.db' },
+      storage: { engine: 'sqlite', path: '/srv/hostwatch/state/hostwatch.db' },
       sites: [12, 40, 7],
       sites_max: 10_000,
       sources: {
@@ -128,7 +128,7 @@ describe('valid configs', () => {
         retries: 3,
         max_pages: 50,
       },
-      storage: { path: '/srv/hostwatch/data/hostwatch.db' },
+      storage: { engine: 'sqlite', path: '/srv/hostwatch/data/hostwatch.db' },
       sites: 'all',
       sites_max: 10_000,
       sources: {},
@@ -173,7 +173,38 @@ describe('valid configs', () => {
 
   it('keeps ":memory:" as the storage path instead of resolving it', () => {
     const result = parseText(`${MINIMAL}storage: { path: ":memory:" }\n`);
-    expect(result.ok && result.config.storage.path).toBe(':memory:');
+    expect(result.ok && result.config.storage).toEqual({ engine: 'sqlite', path: ':memory:' });
+  });
+});
+
+describe('storage: SQLite (path) or PostgreSQL (url)', () => {
+  it('selects PostgreSQL with storage.url, with ${PGPASS} taken from the environment', () => {
+    const result = parseText(`${MINIMAL}storage:\n  url: postgres://hostwatch:\${PGPASS}@db.example.net:5432/hostwatch\n`, { PGPASS: 's3cret-pw' });
+    expect(result.ok && result.config.storage).toEqual({ engine: 'postgres', url: 'postgres://hostwatch:s3cret-pw@db.example.net:5432/hostwatch' });
+  });
+
+  it('keeps SQLite, the embedded default, without a storage section', () => {
+    const result = parseText(MINIMAL);
+    expect(result.ok && result.config.storage).toEqual({ engine: 'sqlite', path: '/srv/hostwatch/data/hostwatch.db' });
+  });
+
+  it('refuses path and url together, naming the file, line and key', () => {
+    const result = parseText(`${MINIMAL}storage:\n  path: ./data/h.db\n  url: postgres://u:pw@db/h\n`);
+    expect(result.ok).toBe(false);
+    const lines = formatConfigErrors(result.ok ? [] : result.errors).split('\n');
+    expect(lines).toEqual([
+      'inline.yaml:6:8: storage.url: cannot be combined with storage.path: give path (SQLite) or url (PostgreSQL), not both (got "[redacted]")',
+    ]);
+  });
+
+  it('refuses a url that is not a PostgreSQL URL, without showing it (it carries a password)', () => {
+    const result = parseText(`${MINIMAL}storage:\n  url: mysql://root:hunter22@db/h\n`);
+    expect(result.ok).toBe(false);
+    const text = formatConfigErrors(result.ok ? [] : result.errors);
+    expect(text).toBe(
+      'inline.yaml:5:8: storage.url: must be a PostgreSQL URL like postgres://hostwatch:${PGPASS}@db.example.net:5432/hostwatch (got "[redacted]")',
+    );
+    expect(text).not.toContain('hunter22');
   });
 });
 
@@ -201,6 +232,15 @@ describe('config.example.yaml', () => {
     expect(result.ok ? [] : formatConfigErrors(result.errors)).toEqual([]);
     const types = result.ok ? result.config.channels.map((c) => c.type) : [];
     expect(new Set(types)).toEqual(new Set(['teams', 'discord', 'pagerduty', 'opsgenie', 'telegram', 'ntfy', 'webhook']));
+  });
+
+  it('shows a PostgreSQL storage.url that hostwatch accepts once it replaces path', () => {
+    const lines = example.split('\n');
+    const url = lines.findIndex((l) => /^  # url: postgres:/.test(l));
+    expect(url).toBeGreaterThan(0);
+    const text = lines.filter((l) => !/^  path: /.test(l)).map((l) => (/^  # url: postgres:/.test(l) ? l.replace('# ', '') : l)).join('\n');
+    const result = parseConfig(text, 'config.example.yaml (postgres)', { ...ENV, PGPASS: 'pw-from-env' }, { sourceNames: SOURCES.map((x) => x.name), baseDir: REPO });
+    expect(result.ok ? result.config.storage : formatConfigErrors(result.errors)).toEqual({ engine: 'postgres', url: 'postgres://hostwatch:pw-from-env@db.example.net:5432/hostwatch' });
   });
 
   it('documents every key with a comment on its line or just above it', () => {
@@ -525,7 +565,7 @@ describe('loadConfig', () => {
     const file = join(FIXTURES, 'valid-minimal.yaml');
     const config = await loadConfig(relative(process.cwd(), file), {}, { sourceNames: SOURCE_NAMES });
     expect(config.file).toBe(file);
-    expect(config.storage.path).toBe(join(FIXTURES, 'data', 'hostwatch.db'));
+    expect(config.storage).toEqual({ engine: 'sqlite', path: join(FIXTURES, 'data', 'hostwatch.db') });
   });
 
   it('throws ConfigErrors with code config_invalid and the file as it was given', async () => {

@@ -6,11 +6,14 @@
  * the world changes call for — none lost, none invented, each under one stable id — and
  * those ids must be the ones a run that was never interrupted produces.
  */
-import BetterSqlite3 from 'better-sqlite3';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { StorageConfig } from '../src/config/types.js';
 import { startSimulator, type HistoryEntry, type Simulator } from '../src/simulator/index.js';
+import { openReader, queryOnce } from './db-reader.js';
 import { ensureBuilt, kill, killAll, runCli, startCli, writeDaemonConfig } from './daemon-process.js';
 import { tempDir } from './harness.js';
+import { freshStorage, type Engine } from './pg.js';
 import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
 import { expectedFrom, triple, type Triple } from './truth.js';
 
@@ -24,37 +27,44 @@ const CLOCK = (): Date => new Date('2026-11-21T12:00:00Z');
 interface Scenario {
   sim: Simulator;
   hook: Receiver;
-  dbPath: string;
+  storage: StorageConfig;
   configPath: string;
   /** The world's history from the end of the baseline on: the ground truth. */
   truth: HistoryEntry[];
-  cleanup: () => void;
+  cleanup: () => Promise<void>;
 }
 
 const open: Scenario[] = [];
 
-async function scenario(opts: { latencyMs?: number } = {}): Promise<Scenario> {
+async function scenario(opts: { latencyMs?: number; engine?: Engine } = {}): Promise<Scenario> {
   const sim = await startSimulator({ seed: 7, sites: SITES, keys: { [KEY]: '*' }, now: CLOCK });
   const hook = await startReceiver();
-  const { dir, cleanup } = tempDir('hostwatch-crash-');
-  const { configPath, dbPath } = writeDaemonConfig(dir, {
+  const { dir, cleanup: removeDir } = tempDir('hostwatch-crash-');
+  const pgdb = opts.engine === 'postgres' ? await freshStorage('postgres') : null;
+  const storage: StorageConfig = pgdb?.storage ?? { engine: 'sqlite', path: join(dir, 'hostwatch.db') };
+  const cleanup = async (): Promise<void> => {
+    await pgdb?.cleanup();
+    removeDir();
+  };
+  const { configPath } = writeDaemonConfig(dir, {
     name: 'crash',
     simUrl: sim.url,
     key: KEY,
     hookUrl: hook.url,
+    storage: storage.engine === 'sqlite' ? { path: storage.path } : { url: storage.url },
     overrides: {
       // A send timeout longer than any test, so an unanswered delivery stays in flight until the kill.
       channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET, timeout: '60s' }],
       delivery: { retry_schedule: ['100ms', '200ms', '300ms', '500ms', '1s'], drain_timeout: '10s' },
     },
   });
-  const s: Scenario = { sim, hook, dbPath, configPath, truth: [], cleanup };
+  const s: Scenario = { sim, hook, storage, configPath, truth: [], cleanup };
   open.push(s);
 
   // A backup in progress before the baseline, so its failure later also finishes a job.
   const { backup } = sim.world.startBackup(4);
   await runCli(['poll', '--once', '-c', configPath]);
-  expect(count(s, 'SELECT count(*) n FROM events')).toBe(0); // baseline: no events
+  expect(await count(s, 'SELECT count(*) n FROM events')).toBe(0); // baseline: no events
   expect(hook.requests).toEqual([]);
 
   const mark = sim.world.history.length;
@@ -78,30 +88,26 @@ async function closeAll(): Promise<void> {
   for (const s of open.splice(0)) {
     await s.hook.close();
     await s.sim.close();
-    s.cleanup();
+    await s.cleanup();
   }
 }
 afterEach(closeAll);
 afterAll(closeAll); // also after a failed beforeAll
 
-function readDb<T>(s: Scenario, fn: (db: BetterSqlite3.Database) => T): T {
-  const db = new BetterSqlite3(s.dbPath, { readonly: true, fileMustExist: true });
-  try {
-    return fn(db);
-  } finally {
-    db.close();
-  }
+/** A count read on a connection of its own (read-only on SQLite), as the daemon writes. */
+async function count(s: Scenario, sql: string): Promise<number> {
+  return (await queryOnce<{ n: number }>(s.storage, sql))[0]!.n;
 }
 
-function count(s: Scenario, sql: string): number {
-  return readDb(s, (db) => (db.prepare(sql).get() as { n: number }).n);
-}
-
-/** Poll the database (read-only, as the daemon writes it) until `cond` holds. */
+/** Poll the database until `cond` holds. */
 async function waitForDb(s: Scenario, sql: string, cond: (n: number) => boolean, what: string, timeoutMs = 10_000): Promise<number> {
-  let n = -1;
-  await waitFor(() => cond((n = count(s, sql))), what, timeoutMs, 15);
-  return n;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const n = await count(s, sql);
+    if (cond(n)) return n;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 15));
+  }
 }
 
 /** The entity (snapshot row) an event's subject belongs to: `sites/3/backups/17` → `sites/3/backups`. */
@@ -117,40 +123,45 @@ function entityOfSubject(subject: string): string {
  * which a changed snapshot is stored without the events it causes, or an event without
  * its snapshot, or an event without its outbox row.
  */
-function watchInvariant(s: Scenario, expected: readonly Triple[]): { stop: () => { reads: number; violations: string[] } } {
-  const db = new BetterSqlite3(s.dbPath, { readonly: true, fileMustExist: true });
+async function watchInvariant(s: Scenario, expected: readonly Triple[]): Promise<{ stop: () => Promise<{ reads: number; violations: string[] }> }> {
+  const db = await openReader(s.storage);
   const violations = new Set<string>();
   let reads = 0;
-  const look = db.transaction(() => {
-    const changed = new Set(
-      (db.prepare('SELECT entity FROM snapshots WHERE version >= 2').all() as Array<{ entity: string }>).map((r) => r.entity),
-    );
-    const events = db.prepare('SELECT id, type, subject, status FROM events').all() as Array<{ id: string; type: string; subject: string; status: string | null }>;
-    const queued = new Set((db.prepare('SELECT event_id FROM outbox').all() as Array<{ event_id: string }>).map((r) => r.event_id));
-    const have = new Set(events.map((e) => `${e.type} ${e.subject} ${e.status ?? '-'}`));
-    for (const t of expected) {
-      const entity = entityOfSubject(t.split(' ')[1]!);
-      if (changed.has(entity) && !have.has(t)) violations.add(`snapshot ${entity} is stored without its event ${t}`);
+  // Each look is one read transaction (REPEATABLE READ on PostgreSQL): one committed state.
+  const look = (): Promise<void> =>
+    db.snapshot(async () => {
+      const changed = new Set((await db.all<{ entity: string }>('SELECT entity FROM snapshots WHERE version >= 2')).map((r) => r.entity));
+      const events = await db.all<{ id: string; type: string; subject: string; status: string | null }>('SELECT id, type, subject, status FROM events');
+      const queued = new Set((await db.all<{ event_id: string }>('SELECT event_id FROM outbox')).map((r) => r.event_id));
+      const have = new Set(events.map((e) => `${e.type} ${e.subject} ${e.status ?? '-'}`));
+      for (const t of expected) {
+        const entity = entityOfSubject(t.split(' ')[1]!);
+        if (changed.has(entity) && !have.has(t)) violations.add(`snapshot ${entity} is stored without its event ${t}`);
+      }
+      for (const e of events) {
+        if (!changed.has(entityOfSubject(e.subject))) violations.add(`event ${e.type} ${e.subject} is stored without its snapshot`);
+        if (!queued.has(e.id)) violations.add(`event ${e.type} ${e.subject} is stored without its outbox row`);
+      }
+      reads++;
+    });
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      try {
+        await look();
+      } catch (e) {
+        // A reader may briefly be refused while a restarted daemon recovers the WAL; look again.
+        if (!/BUSY|LOCKED/.test(String((e as { code?: string }).code))) violations.add(`cannot read the database: ${String(e)}`);
+      }
+      await new Promise((r) => setTimeout(r, 5));
     }
-    for (const e of events) {
-      if (!changed.has(entityOfSubject(e.subject))) violations.add(`event ${e.type} ${e.subject} is stored without its snapshot`);
-      if (!queued.has(e.id)) violations.add(`event ${e.type} ${e.subject} is stored without its outbox row`);
-    }
-    reads++;
-  });
-  const timer = setInterval(() => {
-    try {
-      look();
-    } catch (e) {
-      // A reader may briefly be refused while a restarted daemon recovers the WAL; look again.
-      if (!/BUSY|LOCKED/.test(String((e as { code?: string }).code))) violations.add(`cannot read the database: ${String(e)}`);
-    }
-  }, 5);
+  })();
   return {
-    stop() {
-      clearInterval(timer);
-      look();
-      db.close();
+    async stop() {
+      running = false;
+      await loop;
+      await look();
+      await db.close();
       return { reads, violations: [...violations] };
     },
   };
@@ -175,7 +186,7 @@ function arrivals(hook: Receiver): Map<string, { triple: Triple; body: string }>
  * The checks every scenario ends with: exactly the expected events arrived (one id each,
  * every one acknowledged), and the database holds exactly those events, all delivered.
  */
-function assertExact(s: Scenario, expected: Triple[]): Set<string> {
+async function assertExact(s: Scenario, expected: Triple[]): Promise<Set<string>> {
   const byId = arrivals(s.hook);
   const got = [...byId.values()].map((v) => v.triple).sort();
   // The multiset: nothing lost, nothing invented, no event under two ids.
@@ -183,13 +194,11 @@ function assertExact(s: Scenario, expected: Triple[]): Set<string> {
   // Every event was acknowledged at least once.
   expect(s.hook.acceptedIds()).toEqual(new Set(byId.keys()));
   const ids = new Set(byId.keys());
-  readDb(s, (db) => {
-    const rows = db.prepare('SELECT id, type, subject, status FROM events').all() as Array<{ id: string; type: string; subject: string; status: string | null }>;
-    expect(new Set(rows.map((r) => r.id))).toEqual(ids);
-    expect(rows.map((r) => `${r.type} ${r.subject} ${r.status ?? '-'}`).sort()).toEqual(expected);
-    const states = db.prepare('SELECT state, count(*) n FROM outbox GROUP BY state').all();
-    expect(states).toEqual([{ state: 'delivered', n: expected.length }]);
-  });
+  const rows = await queryOnce<{ id: string; type: string; subject: string; status: string | null }>(s.storage, 'SELECT id, type, subject, status FROM events');
+  expect(new Set(rows.map((r) => r.id))).toEqual(ids);
+  expect(rows.map((r) => `${r.type} ${r.subject} ${r.status ?? '-'}`).sort()).toEqual(expected);
+  const states = await queryOnce(s.storage, 'SELECT state, count(*) n FROM outbox GROUP BY state');
+  expect(states).toEqual([{ state: 'delivered', n: expected.length }]);
   return ids;
 }
 
@@ -203,7 +212,7 @@ beforeAll(async () => {
   const s = await scenario();
   const expected = expectedFrom(s.truth);
   await runCli(['poll', '--once', '-c', s.configPath]);
-  const ids = assertExact(s, expected);
+  const ids = await assertExact(s, expected);
   reference = { expected, ids };
   await closeAll();
 }, 60_000);
@@ -232,22 +241,22 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
 
   it('`poll --once` killed right after its first event is committed, long before the cycle ends; then run again', async () => {
     const s = await scenario({ latencyMs: 250 });
-    const watch = watchInvariant(s, reference.expected);
+    const watch = await watchInvariant(s, reference.expected);
     const child = startCli(['poll', '--once', '-c', s.configPath]);
     const committed = await waitForDb(s, 'SELECT count(*) n FROM events', (n) => n >= 1, 'the first committed event');
     await kill(child);
     // The kill landed mid-cycle: some events committed, not all, nothing delivered yet.
-    const after = count(s, 'SELECT count(*) n FROM events');
+    const after = await count(s, 'SELECT count(*) n FROM events');
     expect(after).toBeGreaterThanOrEqual(committed);
     expect(after).toBeLessThan(reference.expected.length);
     expect(s.hook.requests).toEqual([]);
 
     s.sim.faults.clear();
     await runCli(['poll', '--once', '-c', s.configPath]);
-    const seen = watch.stop();
+    const seen = await watch.stop();
     expect(seen.violations).toEqual([]);
     expect(seen.reads).toBeGreaterThan(20);
-    const ids = assertExact(s, reference.expected);
+    const ids = await assertExact(s, reference.expected);
     expect(ids).toEqual(reference.ids);
     // Nothing was attempted twice: the only attempts are the ones after the restart.
     expect(s.hook.requests).toHaveLength(reference.expected.length);
@@ -261,11 +270,11 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
     const total = reference.expected.length;
     await waitFor(() => new Set(s.hook.requests.map((r) => r.id)).size === total, 'every event to be sent once', 15_000);
     await waitForDb(s, "SELECT count(*) n FROM outbox WHERE state = 'delivered'", (n) => n === total - 3, 'the answered deliveries to be recorded', 8_000);
-    expect(count(s, "SELECT count(*) n FROM outbox WHERE state = 'pending'")).toBe(3);
+    expect(await count(s, "SELECT count(*) n FROM outbox WHERE state = 'pending'")).toBe(3);
     const inFlight = new Set(s.hook.requests.filter((r) => r.answer === 'hold').map((r) => r.id));
     expect(inFlight.size).toBe(3);
     await kill(child);
-    expect(count(s, "SELECT count(*) n FROM outbox WHERE state = 'pending'")).toBe(3);
+    expect(await count(s, "SELECT count(*) n FROM outbox WHERE state = 'pending'")).toBe(3);
 
     s.hook.respond(() => ({ status: 200 }));
     const before = s.hook.requests.length;
@@ -273,34 +282,44 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
     // At least once: exactly the unanswered ones are delivered again, with their ids.
     expect(new Set(s.hook.requests.slice(before).map((r) => r.id))).toEqual(inFlight);
     expect(s.hook.requests.length - before).toBe(3);
-    const ids = assertExact(s, reference.expected);
+    const ids = await assertExact(s, reference.expected);
     expect(ids).toEqual(reference.ids);
   }, 60_000);
 
-  it('`run` killed after a few deliveries while per-site polls are still due; then run again until everything arrived and stopped with SIGTERM', async () => {
-    const s = await scenario({ latencyMs: 100 });
-    const watch = watchInvariant(s, reference.expected);
-    const daemon = startCli(['run', '-c', s.configPath]);
-    await waitFor(() => s.hook.acceptedIds().size >= 3, 'three accepted deliveries', 15_000);
-    await kill(daemon);
-    const committed = count(s, 'SELECT count(*) n FROM events');
-    expect(committed, 'events committed when killed').toBeLessThan(reference.expected.length);
-    expect(s.hook.acceptedIds().size).toBeLessThan(reference.expected.length);
-
-    s.sim.faults.clear();
-    const again = startCli(['run', '-c', s.configPath]);
-    await waitFor(
-      () => new Set([...arrivals(s.hook).values()].map((v) => v.triple)).size >= reference.expected.length && s.hook.acceptedIds().size >= reference.expected.length,
-      'every expected event to arrive after the restart',
-      20_000,
-    );
-    again.proc.kill('SIGTERM');
-    const { code } = await again.exited;
-    expect(code, again.output.join('')).toBe(0);
-    const seen = watch.stop();
-    expect(seen.violations).toEqual([]);
-    expect(seen.reads).toBeGreaterThan(20);
-    const ids = assertExact(s, reference.expected);
-    expect(ids).toEqual(reference.ids);
-  }, 60_000);
+  it('`run` killed after a few deliveries while per-site polls are still due; then run again until everything arrived and stopped with SIGTERM', () => runKilled('sqlite'), 60_000);
 });
+
+describe('on PostgreSQL, the same crash', () => {
+  it('`run` killed after a few deliveries, then run again: every event arrives, under the ids an uninterrupted SQLite run gives', () => runKilled('postgres'), 60_000);
+});
+
+/**
+ * `run` killed after a few deliveries while per-site polls are still due, then run again
+ * until everything arrived and stopped with SIGTERM; on either engine.
+ */
+async function runKilled(engine: Engine): Promise<void> {
+  const s = await scenario({ latencyMs: 100, engine });
+  const watch = await watchInvariant(s, reference.expected);
+  const daemon = startCli(['run', '-c', s.configPath]);
+  await waitFor(() => s.hook.acceptedIds().size >= 3, 'three accepted deliveries', 15_000);
+  await kill(daemon);
+  const committed = await count(s, 'SELECT count(*) n FROM events');
+  expect(committed, 'events committed when killed').toBeLessThan(reference.expected.length);
+  expect(s.hook.acceptedIds().size).toBeLessThan(reference.expected.length);
+
+  s.sim.faults.clear();
+  const again = startCli(['run', '-c', s.configPath]);
+  await waitFor(
+    () => new Set([...arrivals(s.hook).values()].map((v) => v.triple)).size >= reference.expected.length && s.hook.acceptedIds().size >= reference.expected.length,
+    'every expected event to arrive after the restart',
+    20_000,
+  );
+  again.proc.kill('SIGTERM');
+  const { code } = await again.exited;
+  expect(code, again.output.join('')).toBe(0);
+  const seen = await watch.stop();
+  expect(seen.violations).toEqual([]);
+  expect(seen.reads).toBeGreaterThan(20);
+  const ids = await assertExact(s, reference.expected);
+  expect(ids).toEqual(reference.ids);
+}

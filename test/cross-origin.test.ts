@@ -37,7 +37,7 @@ const silences = (w: World): unknown[] => rows(w, 'SELECT id FROM silences');
 /** A daemon with its HTTP server on loopback, after one cycle. */
 async function daemon(server: Record<string, unknown> = {}): Promise<{ w: World; url: string; port: number }> {
   world = await startWorld({ sim: { sites: 1 }, config: { server: { listen: '127.0.0.1:0', ...server } } });
-  const app = world.app();
+  const app = await world.app();
   await app.start();
   await app.runOnce();
   const url = app.serverUrl!;

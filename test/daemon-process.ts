@@ -83,14 +83,14 @@ export function killAll(): void {
 
 /**
  * Write the config file of a daemon process that polls the simulator at `simUrl` and
- * delivers to the webhook at `hookUrl`, with its database in `dir`: the sources the ground
+ * delivers to the webhook at `hookUrl`, with its database in `dir` (or `storage`): the sources the ground
  * truth covers every 10 s (the shortest allowed), and the rules that read the clock off
  * (the simulator's clock stands still while the CLI reads the real one: to those rules days
  * would pass). `overrides` are deep-merged over it (lists replace).
  */
 export function writeDaemonConfig(
   dir: string,
-  o: { name: string; simUrl: string; key: string; hookUrl: string; overrides?: Record<string, unknown> },
+  o: { name: string; simUrl: string; key: string; hookUrl: string; storage?: { path: string } | { url: string }; overrides?: Record<string, unknown> },
 ): { configPath: string; dbPath: string } {
   const dbPath = join(dir, 'hostwatch.db');
   const configPath = join(dir, 'hostwatch.yaml');
@@ -99,7 +99,7 @@ export function writeDaemonConfig(
   const base = {
     name: o.name,
     api: { base_url: o.simUrl, key: o.key, timeout: '5s', max_requests_per_second: 1000, max_concurrency: 2, retries: 1 },
-    storage: { path: dbPath },
+    storage: o.storage ?? { path: dbPath },
     rules: [quiet],
     sources: Object.fromEntries(TRUTH_SOURCES.map((s) => [s, { every: '10s' }])),
     channels: [{ name: 'hooks', type: 'webhook', url: o.hookUrl, secret: TEST_SECRET, timeout: '5s' }],

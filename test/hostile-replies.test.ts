@@ -15,7 +15,7 @@ afterEach(async () => {
 describe('a reply nested 100,000 levels deep', () => {
   it('is a failed poll: the source state records it, the snapshot stays, and source.degraded fires after the configured failures', async () => {
     world = await startWorld({ sim: { sites: 1 }, config: { sources: { health: { every: '5m' } }, degraded: { after_failures: 2 } } });
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const before = rows<{ hash: string }>(world, "SELECT hash FROM snapshots WHERE source = 'health'");
     expect(before).toHaveLength(1);
@@ -39,7 +39,7 @@ describe('a reply nested 100,000 levels deep', () => {
 describe('a site list nested too deeply', () => {
   it('fails the sites poll and keeps the previous list: no site.removed, and per-site sources still poll the known sites', async () => {
     world = await startWorld({ sim: { sites: 2 } });
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     world.sim.faults.add({ path: '^/sites$', kind: 'nested', depth: 100_000 });
     await app.runOnce();

@@ -9,8 +9,8 @@ afterEach(async () => {
 });
 
 /** A scheduler on a real app's poller, with intervals short enough for a test. */
-function schedulerFor(w: World, everyMs: number, spreadFraction = 0.5): { scheduler: Scheduler; cycles: CycleSummary[] } {
-  const app = w.app();
+async function schedulerFor(w: World, everyMs: number, spreadFraction = 0.5): Promise<{ scheduler: Scheduler; cycles: CycleSummary[] }> {
+  const app = await w.app();
   const scheduler = new Scheduler({
     poller: app.poller,
     sources: [
@@ -46,7 +46,7 @@ function waitFor(cond: () => boolean, ms = 8000): Promise<void> {
 describe('the scheduler', () => {
   it('runs the site list first, then spreads per-site polls across the interval instead of a burst', async () => {
     world = await startWorld({ sim: { sites: 6 } });
-    const { scheduler, cycles } = schedulerFor(world, 2_000);
+    const { scheduler, cycles } = await schedulerFor(world, 2_000);
     const order: string[] = [];
     scheduler.on('cycle:start', (c) => order.push(c.source));
     scheduler.start();
@@ -62,7 +62,7 @@ describe('the scheduler', () => {
   it('never runs two cycles of a source at once, and reports the skipped one', async () => {
     world = await startWorld({ sim: { sites: 2 } });
     world.sim.faults.add({ path: '^/sites/\\d+/health$', kind: 'latency', ms: 1_500 });
-    const { scheduler, cycles } = schedulerFor(world, 1_000, 0);
+    const { scheduler, cycles } = await schedulerFor(world, 1_000, 0);
     const skipped: string[] = [];
     let running = 0;
     let maxRunning = 0;
@@ -85,7 +85,7 @@ describe('the scheduler', () => {
   it('on stop, waits for polls in flight and starts no new ones', async () => {
     world = await startWorld({ sim: { sites: 4 } });
     world.sim.faults.add({ path: '^/sites/\\d+/health$', kind: 'latency', ms: 400 });
-    const { scheduler, cycles } = schedulerFor(world, 4_000);
+    const { scheduler, cycles } = await schedulerFor(world, 4_000);
     scheduler.start();
     await waitFor(() => world.sim.requests.some((r) => r.path.endsWith('/health')));
     await scheduler.stop();
@@ -102,7 +102,7 @@ describe('the scheduler', () => {
 
   it('turns missed heartbeats (a blocked event loop) into one log line, never raw node-cron text on stdout', async () => {
     world = await startWorld({ sim: { sites: 1 } });
-    const { scheduler } = schedulerFor(world, 60_000);
+    const { scheduler } = await schedulerFor(world, 60_000);
     const printed: string[] = [];
     const writeOut = process.stdout.write.bind(process.stdout);
     const warn = console.warn;

@@ -6,7 +6,7 @@ import { healthRoutes } from '../src/server/routes/health.js';
 import { connect } from 'node:net';
 import { json, readJson, type Route } from '../src/server/http.js';
 import { isLoopback, parseListen, REQUEST_TIMEOUT_MS, startServer } from '../src/server/server.js';
-import { startWorld, type World } from './harness.js';
+import { sqliteOf, startWorld, type World } from './harness.js';
 
 let world: World | undefined;
 afterEach(async () => {
@@ -17,14 +17,14 @@ afterEach(async () => {
 describe('the health endpoints', () => {
   it('answer /livez, and /readyz turns 503 when the database is unavailable', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     const live = await fetch(`${app.serverUrl}/livez`);
     expect(live.status).toBe(200);
     const ready = await fetch(`${app.serverUrl}/readyz`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ status: 'ready', database: true, scheduler: true, polling: true });
-    app.store.sqlite.close();
+    sqliteOf(app.store).close();
     const notReady = await fetch(`${app.serverUrl}/readyz`);
     expect(notReady.status).toBe(503);
     expect(await notReady.json()).toMatchObject({ status: 'not ready', database: false });
@@ -36,7 +36,7 @@ describe('the health endpoints', () => {
 
   it('report not ready once the scheduler has stopped', async () => {
     let stopped = false;
-    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: healthRoutes({ databaseReady: () => true, schedulerRunning: () => !stopped }) });
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: healthRoutes({ databaseReady: async () => true, schedulerRunning: () => !stopped }) });
     expect((await fetch(`${srv.url}/readyz`)).status).toBe(200);
     stopped = true;
     expect((await fetch(`${srv.url}/readyz`)).status).toBe(503);
@@ -140,7 +140,7 @@ describe('a request that never finishes arriving', () => {
 describe('/metrics', () => {
   it('parses as Prometheus text and counts polls, API requests, events and deliveries without site ids or URLs', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0' }, channels: [{ name: 'out', type: 'console' }] } });
-    const app = world.app({}, { consoleWrite: () => {} });
+    const app = await world.app({}, { consoleWrite: () => {} });
     await app.start();
     await app.runOnce();
     world.sim.world.setHealth(1, { status: 'offline' });
@@ -182,7 +182,7 @@ describe('/metrics', () => {
 describe('a server with a token', () => {
   it('answers 401 to a wrong or missing token, and 200 to the right one; health checks stay open', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token: 'the-right-token-123' } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     expect((await fetch(`${app.serverUrl}/metrics`)).status).toBe(401);
     expect((await fetch(`${app.serverUrl}/metrics`, { headers: { authorization: 'Bearer wrong-token' } })).status).toBe(401);
@@ -195,7 +195,7 @@ describe('a server with a token', () => {
 
   it('may listen beyond loopback', async () => {
     world = await startWorld({ config: { server: { listen: '0.0.0.0:0', token: 'the-right-token-123' } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     expect(app.serverUrl).toMatch(/^http:\/\/0\.0\.0\.0:\d+$/);
   });

@@ -44,7 +44,7 @@ const pending = (w: World): number => rows<{ n: number }>(w, "SELECT count(*) AS
 /** Nothing is lost: a daemon started again (with the receiver answering) delivers every row, with the same ids. */
 async function restartDeliversEverything(w: World): Promise<void> {
   hook!.respond(() => ({ status: 204 }));
-  const again = w.app();
+  const again = await w.app();
   await again.start();
   await until('every event delivered', () => hook!.acceptedIds().size === total(w));
   await again.stop();
@@ -56,7 +56,7 @@ async function restartDeliversEverything(w: World): Promise<void> {
 describe('stopping with a backlog for a slow receiver', () => {
   it('starts no new send once asked to stop; the rows not sent stay pending and are delivered after the next start', async () => {
     const w = await backlog(2_000);
-    const app = w.app();
+    const app = await w.app();
     await app.start();
     await until('every alert stored and the first sends', () => offline(w) === SITES && hook!.requests.length >= CONCURRENCY);
     const asked = Date.now();
@@ -78,7 +78,7 @@ describe('stopping with a backlog for a slow receiver', () => {
 
   it('closes after the stop timeout even when a receiver never answers, and delivers that row after the next start', async () => {
     const w = await backlog('hold', '1h');
-    const app = w.app({}, { stopTimeoutMs: 500 });
+    const app = await w.app({}, { stopTimeoutMs: 500 });
     await app.start();
     await until('every alert stored and a send held by the receiver', () => offline(w) === SITES && hook!.requests.length >= 1);
     // Without the bound this waits for the channel timeout (an hour).

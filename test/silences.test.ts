@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
 import { compileSilenceMatch, parseSilenceRequest, SilenceMatcher, silenceState, type Silence } from '../src/notify/silences.js';
+import { openStore } from '../src/store/db.js';
 import { SilencesRepo } from '../src/store/silences-repo.js';
 import { startWorld, type World } from './harness.js';
 
@@ -23,7 +24,7 @@ interface Running {
 async function running(): Promise<Running> {
   world = await startWorld({ config: { server: { listen: '127.0.0.1:0' }, channels: [{ name: 'out', type: 'console' }] } });
   const delivered: string[] = [];
-  const app = world.app({}, { consoleWrite: (l) => delivered.push(l) });
+  const app = await world.app({}, { consoleWrite: (l) => delivered.push(l) });
   await app.start();
   await app.runOnce();
   return { app, url: app.serverUrl!, delivered };
@@ -117,9 +118,9 @@ describe('a silence created through the API', () => {
 
   it('applies when another process (the CLI) wrote it to the database', async () => {
     const { app } = await running();
-    const other = new BetterSqlite3(world!.dbPath);
+    const other = await openStore({ engine: 'sqlite', path: world!.dbPath }, { now: Date.now });
     const now = Date.now();
-    new SilencesRepo(other).add({
+    await new SilencesRepo(other).add({
       id: 'cli-silence',
       match: 'site_id == 2',
       starts_at: now,
@@ -129,7 +130,7 @@ describe('a silence created through the API', () => {
       created_at: now,
       expired_at: null,
     });
-    other.close();
+    await other.close();
     world!.sim.world.setHealth(2, { status: 'offline' });
     await app.runOnce();
     expect(stored(world!).find((e) => e.subject === 'sites/2/health')).toMatchObject({ silenced_by: 'cli-silence', outbox: 0 });

@@ -236,7 +236,7 @@ function tidy(errors: readonly ConfigError[], tree: YamlTree): ConfigError[] {
 const PATHS_SOURCE = 'files';
 
 /**
- * Channel names are unique and routes name defined channels. These run on the written data
+ * storage names one engine, channel names are unique and routes name defined channels. These run on the written data
  * even when other keys are invalid, so one run reports everything.
  */
 function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] {
@@ -244,6 +244,11 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
   const record = (data !== null && typeof data === 'object' ? data : {}) as Record<string, unknown>;
   const channels = record['channels'] ?? [];
   const routes = record['routes'] ?? [];
+  const storage = record['storage'];
+  if (storage !== null && typeof storage === 'object' && 'path' in storage && 'url' in storage) {
+    // Either engine, never both: which one would hold the events is not a guess to make.
+    errors.push(valueError(['storage', 'url'], 'cannot be combined with storage.path: give path (SQLite) or url (PostgreSQL), not both', data, tree, file));
+  }
   const sources = record['sources'];
   if (sources !== null && typeof sources === 'object') {
     for (const [name, override] of Object.entries(sources as Record<string, unknown>)) {
@@ -389,7 +394,9 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
       retries: api.retries ?? DEFAULTS.api.retries,
       max_pages: api.max_pages ?? DEFAULTS.api.max_pages,
     },
-    storage: { path: resolvePath(written.storage?.path ?? DEFAULTS.storage.path) },
+    storage: written.storage?.url
+      ? { engine: 'postgres', url: written.storage.url }
+      : { engine: 'sqlite', path: resolvePath(written.storage?.path ?? DEFAULTS.storage.path) },
     ...normalizeSites(written.sites),
     sources,
     rules: (written.rules ?? []).map(resolvePath),

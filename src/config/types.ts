@@ -1,3 +1,6 @@
+/** Where the data lives: a SQLite file (the embedded default) or a PostgreSQL database. */
+export type StorageConfig = { engine: 'sqlite'; path: string } | { engine: 'postgres'; url: string };
+
 /**
  * The normalized configuration: what the rest of the program reads.
  * Durations are milliseconds; defaults are applied; `${VAR}` references are resolved.
@@ -9,7 +12,7 @@ export interface Config {
   /** Instance name, used in the CloudEvents `source` ("hostwatch://<name>"). */
   name: string;
   api: ApiConfig;
-  storage: { path: string };
+  storage: StorageConfig;
   /** 'all', or the ids of the sites to watch. */
   sites: 'all' | number[];
   /** The most sites a site list may hold (`sites.max`); a longer reply fails the poll. */

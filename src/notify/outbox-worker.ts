@@ -1,10 +1,12 @@
 import type { Logger } from 'pino';
 import type { HostwatchEvent } from '../events/types.js';
 import type { Store } from '../store/db.js';
-import type { ChannelStateRow, DeliveryRepo } from '../store/delivery-repo.js';
-import type { DueDelivery, EventsRepo } from '../store/events-repo.js';
+import type { ChannelStateRow } from '../store/delivery-repo.js';
+import type { DueDelivery } from '../store/events-repo.js';
+import { repos, type Repos } from '../store/repos.js';
 import type { Channel, SendResult } from './channel.js';
 import { nextStep } from './retry.js';
+import { mapLimit } from '../semaphore.js';
 
 /** The most events one grouped message carries; the rest go in the next one. */
 export const MAX_GROUP = 500;
@@ -38,13 +40,12 @@ export function channelHealth(
 }
 
 export interface OutboxWorkerDeps {
+  /** Reads due rows; each attempt's outcome is one unit of its commit queue. */
   store: Store;
-  events: EventsRepo;
-  delivery: DeliveryRepo;
   /** A channel failing this long without a success is disabled. */
   disableAfterMs: number;
-  /** A channel was disabled (the app stores an operator event). */
-  onChannelDisabled?: (info: { channel: string; reason: string; count: number }) => void;
+  /** A channel was disabled (the app stores an operator event; the attempt waits for it). */
+  onChannelDisabled?: (info: { channel: string; reason: string; count: number }) => Promise<void>;
   channels: ReadonlyMap<string, Channel>;
   retryScheduleMs: readonly number[];
   concurrency: number;
@@ -66,14 +67,20 @@ const IDLE_POLL_MS = 1_000;
  */
 export class OutboxWorker {
   private readonly inFlight = new Set<number>();
+  /** Groups (channel, group key) whose message is being made or sent. */
+  private readonly groupsInFlight = new Set<string>();
   private running = false;
   /** Asked to stop: no new send starts (sends in flight finish). */
   private stopping = false;
   private timer: NodeJS.Timeout | null = null;
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
+  /** The repositories on the store (reads outside a transaction). */
+  private readonly r: Repos;
 
-  constructor(private readonly deps: OutboxWorkerDeps) {}
+  constructor(private readonly deps: OutboxWorkerDeps) {
+    this.r = repos(deps.store);
+  }
 
   /** Start the background loop. */
   start(): void {
@@ -107,10 +114,10 @@ export class OutboxWorker {
     const deadline = this.deps.now() + timeoutMs;
     for (;;) {
       await this.deliverDue();
-      const next = this.deps.events.nextDue();
+      const next = await this.r.events.nextDue();
       if (next === null) return 0;
       const now = this.deps.now();
-      if (next > deadline || now >= deadline) return this.deps.events.count('pending');
+      if (next > deadline || now >= deadline) return this.r.events.count('pending');
       await sleep(Math.max(0, Math.min(next - now, deadline - now)));
     }
   }
@@ -120,9 +127,7 @@ export class OutboxWorker {
     let attempted = 0;
     for (;;) {
       if (this.stopping) return attempted;
-      const rows = this.deps.events
-        .due(this.deps.now(), this.deps.concurrency * 4)
-        .filter((r) => !this.inFlight.has(r.id));
+      const rows = (await this.r.events.due(this.deps.now(), this.deps.concurrency * 4)).filter((r) => !this.inFlight.has(r.id));
       if (rows.length === 0) return attempted;
       attempted += await mapLimit(rows, this.deps.concurrency, (r) => this.attempt(r), () => this.stopping);
     }
@@ -136,7 +141,7 @@ export class OutboxWorker {
       try {
         await this.deliverDue();
         if (!this.running) break;
-        const next = this.deps.events.nextDue();
+        const next = await this.r.events.nextDue();
         if (next !== null) wait = Math.min(IDLE_POLL_MS, Math.max(0, next - this.deps.now()));
       } catch (e) {
         this.deps.log.error({ err: this.deps.scrub(String(e)) }, 'outbox worker pass failed');
@@ -156,16 +161,26 @@ export class OutboxWorker {
    * one message. Every row gets its own attempt record with the shared result.
    */
   private async attempt(first: DueDelivery): Promise<void> {
-    if (this.inFlight.has(first.id)) return; // taken by its group's message already
     const channel = this.deps.channels.get(first.channel);
     const grouped = first.group_key !== null && channel?.sendBatch !== undefined;
-    const rows = grouped
-      ? [first, ...this.deps.delivery.groupRows(first.channel, first.group_key!, this.deps.now(), MAX_GROUP).filter((r) => r.id !== first.id && !this.inFlight.has(r.id))]
-      : [first];
-    for (const r of rows) this.inFlight.add(r.id);
+    const group = grouped ? `${first.channel}\u0000${first.group_key}` : null;
+    // Taken by its group's message already, or that message is being made: it picks this row up.
+    if (this.inFlight.has(first.id) || (group !== null && this.groupsInFlight.has(group))) return;
+    // Claimed before the first await, so a concurrent attempt cannot take the row or its group.
+    this.inFlight.add(first.id);
+    if (group !== null) this.groupsInFlight.add(group);
+    let rows: DueDelivery[] = [first];
     try {
+      if (grouped) {
+        const due = await this.r.delivery.groupRows(first.channel, first.group_key!, this.deps.now(), MAX_GROUP);
+        // Read again: since `first` was read, its group's message may have taken it already.
+        const current = due.find((r) => r.id === first.id);
+        if (!current) return;
+        rows = [current, ...due.filter((r) => r.id !== first.id && !this.inFlight.has(r.id))];
+        for (const r of rows) this.inFlight.add(r.id);
+      }
       const events = rows.map((r) => JSON.parse(r.body) as HostwatchEvent);
-      const health = this.deps.delivery.channelState(first.channel);
+      const health = await this.r.delivery.channelState(first.channel);
       const started = this.deps.now();
       const result: SendResult = !channel
         ? { ok: false, retryable: false, statusCode: null, error: `channel "${first.channel}" is no longer configured` }
@@ -183,10 +198,12 @@ export class OutboxWorker {
           ? ({ state: 'dead', reason: `channel disabled: ${checked.disabled}` } as const)
           : nextStep(result, r.attempts + 1, this.deps.retryScheduleMs, now, this.deps.random),
       );
-      this.deps.store.sqlite.transaction(() => {
-        rows.forEach((row, i) => {
+      // After the send (network IO), in a transaction of its own (a unit of group commit).
+      await this.deps.store.transaction(async (tx) => {
+        const r = repos(tx);
+        for (const [i, row] of rows.entries()) {
           const step = steps[i]!;
-          this.deps.events.recordAttempt(
+          await r.events.recordAttempt(
             {
               id: row.id,
               state: step.state,
@@ -205,10 +222,10 @@ export class OutboxWorker {
               duration_ms: now - started,
             },
           );
-        });
-        if (result.ok && grouped) this.deps.delivery.groupSent(first.channel, first.group_key!, now);
-        if (checked?.row) this.deps.delivery.putChannelState({ ...checked.row, disabled_reason: checked.row.disabled_reason && this.deps.scrub(checked.row.disabled_reason) });
-      })();
+        }
+        if (result.ok && grouped) await r.delivery.groupSent(first.channel, first.group_key!, now);
+        if (checked?.row) await r.delivery.putChannelState({ ...checked.row, disabled_reason: checked.row.disabled_reason && this.deps.scrub(checked.row.disabled_reason) });
+      });
       rows.forEach((row, i) => {
         const step = steps[i]!;
         const event = events[i]!;
@@ -221,24 +238,15 @@ export class OutboxWorker {
       if (checked?.disabled) {
         const reason = this.deps.scrub(checked.disabled);
         this.deps.log.error({ channel: first.channel, reason }, 'channel disabled');
-        this.deps.onChannelDisabled?.({ channel: first.channel, reason, count: checked.row!.disabled_count });
+        await this.deps.onChannelDisabled?.({ channel: first.channel, reason, count: checked.row!.disabled_count });
       }
     } finally {
       for (const r of rows) this.inFlight.delete(r.id);
+      if (group !== null) this.groupsInFlight.delete(group);
     }
   }
 }
 
 function delay(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Run `fn` over `items` with at most `limit` at once, starting none once `stopped()`; returns how many ran. */
-async function mapLimit<T>(items: readonly T[], limit: number, fn: (t: T) => Promise<void>, stopped: () => boolean): Promise<number> {
-  let i = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (i < items.length && !stopped()) await fn(items[i++]!);
-  });
-  await Promise.all(workers);
-  return i;
 }

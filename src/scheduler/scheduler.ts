@@ -2,6 +2,7 @@ import { EventEmitter, setMaxListeners } from 'node:events';
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Logger } from 'pino';
 import type { PollOutcome, Poller } from '../pipeline/poller.js';
+import { Semaphore } from '../semaphore.js';
 import { entityOf, isTopLevel, sitesSource } from '../sources/registry.js';
 import type { EnabledSource } from '../sources/select.js';
 import type { SiteInfo, SourceDef } from '../sources/types.js';
@@ -44,6 +45,16 @@ export interface SchedulerDeps {
   afterCycle?: (summary: CycleSummary) => void;
   /** Called on every heartbeat second, after the due sources started (the Timekeeper). */
   onTick?: () => void;
+}
+
+/**
+ * How many polls of one source run at once, for an API concurrency. More than the API's
+ * concurrency: a poll that waits for its commit to be durable frees its fetch slot (see
+ * runCycle), so with more polls in flight the fetches go on meanwhile, and the polls that
+ * wait commit together (group commit). Fetches stay at `api.max_concurrency` per source.
+ */
+export function pollWorkers(concurrency: number): number {
+  return concurrency * 4;
 }
 
 /**
@@ -172,7 +183,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     for (const c of children) {
       const outcomes = details.get(c.name)!;
       try {
-        this.deps.poller.finishCycle(c, outcomes);
+        await this.deps.poller.finishCycle(c, outcomes);
       } catch (e) {
         this.deps.log.error({ source: c.name, err: String(e) }, 'cycle failed');
       }
@@ -226,24 +237,41 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         let next = 0;
         // Every site of a cycle would get the same 403: stop at the first one.
         let blocked = false;
+        // At most `concurrency` of this source's polls fetch at once; the others wait for
+        // their commit (a slot is freed when a poll's fetch is over).
+        const fetching = new Semaphore(this.deps.concurrency);
         const worker = async (): Promise<void> => {
           while (!blocked && !this.abort.signal.aborted) {
             const i = next++;
             if (i >= sites.length) return;
             const wait = startedAt + i * step - this.deps.now();
             if (wait > 0) await sleep(wait, this.abort.signal);
-            if (this.abort.signal.aborted) return;
-            const o = await this.deps.poller.poll(s.def, sites[i]!);
+            const release = await fetching.acquire();
+            if (blocked || this.abort.signal.aborted) {
+              release();
+              return;
+            }
+            let o: PollOutcome;
+            // Stopped as soon as the fetch says so, before the next poll takes the slot.
+            const afterFetch = (error: { code: string } | null): void => {
+              if (error?.code === 'scope_missing') blocked = true;
+              release();
+            };
+            try {
+              o = await this.deps.poller.poll(s.def, sites[i]!, undefined, { afterFetch });
+            } finally {
+              release();
+            }
             outcomes.push(o);
             if (o.error?.code === 'scope_missing') blocked = true;
             else if (details && o.status !== 'failed') await this.pollDetails(s.def, sites[i]!, details);
           }
         };
         // A bounded pool, not one promise per site: memory stays flat with 10,000 sites.
-        const pool = Math.max(1, Math.min(this.deps.concurrency, sites.length));
+        const pool = Math.max(1, Math.min(pollWorkers(this.deps.concurrency), sites.length));
         await Promise.all(Array.from({ length: pool }, worker));
       }
-      this.deps.poller.finishCycle(s.def, outcomes);
+      await this.deps.poller.finishCycle(s.def, outcomes);
     } catch (e) {
       // poll() does not throw for API failures; this is a bug or a database error.
       this.deps.log.error({ source: s.def.name, err: String(e) }, 'cycle failed');

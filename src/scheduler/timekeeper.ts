@@ -26,18 +26,37 @@ export interface TickResult {
  * after its cycle). In a cluster exactly one instance must own it: wrap `tick` there.
  */
 export class Timekeeper {
+  /** The tick in progress: a tick never overlaps the one before (a pass commits as it goes). */
+  private running: Promise<TickResult> | null = null;
+
   constructor(private readonly deps: TimekeeperDeps) {}
 
-  /** Do what is due (`force`: every clock rule now, whatever its `every`). Never throws. */
-  tick(opts: { force?: boolean } = {}): TickResult {
+  /**
+   * Do what is due (`force`: every clock rule now, whatever its `every`). Never throws. A
+   * tick asked for while one runs waits for it; an unforced one is then skipped.
+   */
+  async tick(opts: { force?: boolean } = {}): Promise<TickResult> {
+    while (this.running) {
+      const last = await this.running;
+      if (!opts.force) return last;
+    }
+    this.running = this.run(opts.force ?? false);
+    try {
+      return await this.running;
+    } finally {
+      this.running = null;
+    }
+  }
+
+  private async run(force: boolean): Promise<TickResult> {
     const d = this.deps;
     const events: HostwatchEvent[] = [];
     let pass: ReevaluationPass = { rules: [], entities: 0, events: 0, sources: new Set() };
     try {
-      pass = d.reevaluator.run(opts.force ?? false);
+      pass = await d.reevaluator.run(force);
       // A pass is a batch boundary for the incidents its rules may have opened.
-      events.push(...(d.incidents?.settle(pass.sources) ?? []));
-      const w = d.watchdog?.tick();
+      events.push(...((await d.incidents?.settle(pass.sources)) ?? []));
+      const w = await d.watchdog?.tick();
       if (w) events.push(w);
     } catch (e) {
       d.log.error({ err: String(e) }, 'timekeeper tick failed');

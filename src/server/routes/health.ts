@@ -3,7 +3,7 @@ import { json, type Route } from '../http.js';
 /** What the health endpoints ask of the rest of the program. */
 export interface HealthProbe {
   /** The database answers and its migrations are applied. */
-  databaseReady(): boolean;
+  databaseReady(): Promise<boolean>;
   /** The scheduler is running (not stopped, not stopping). */
   schedulerRunning(): boolean;
   /**
@@ -22,10 +22,10 @@ export function healthRoutes(probe: HealthProbe): Route[] {
       path: '/readyz',
       public: true,
       anyHost: true,
-      handler: (_req, res) => {
+      handler: async (_req, res) => {
         let database = false;
         try {
-          database = probe.databaseReady();
+          database = await probe.databaseReady();
         } catch {
           database = false;
         }

@@ -1,0 +1,61 @@
+import { CommitQueue, type BatchTx, type CommitStats, type Unit } from './commit-queue.js';
+import type { Store } from './db.js';
+import { statement, type Statement } from './sql.js';
+
+const VERSION = statement<Record<string, never>, { v: number | null }>((qb) =>
+  qb.selectFrom('schema_migrations').select((eb) => eb.fn.max('version').as('v')),
+);
+
+/**
+ * What both engines share: writes go through a commit queue (group commit), the store is
+ * ready when it holds the newest migration, and closing waits for queued commits. An engine
+ * supplies how statements run, how a batch transaction begins, and how it shuts down.
+ */
+export abstract class QueuedStore implements Store {
+  abstract readonly engine: Store['engine'];
+  abstract readonly dialect: Store['dialect'];
+  abstract readonly description: string;
+  abstract readonly transactionOpen: boolean;
+  private readonly queue: CommitQueue;
+  private closed = false;
+
+  constructor(private readonly latest: number) {
+    this.queue = new CommitQueue(() => this.begin());
+  }
+
+  abstract all<P, R>(s: Statement<P, R>, p: P): Promise<R[]>;
+  abstract get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined>;
+  abstract run<P, R>(s: Statement<P, R>, p: P): Promise<number>;
+  /** Open a batch transaction (BEGIN) for the commit queue. */
+  protected abstract begin(): Promise<BatchTx>;
+  /** The engine's own resources are released (connection, pool, lock). */
+  protected abstract shut(): Promise<void>;
+  /** The connection can still answer (a closed SQLite handle cannot). */
+  protected abstract answers(): boolean;
+
+  get stats(): CommitStats {
+    return this.queue.stats;
+  }
+
+  /** Outside a transaction an event insert could commit out of `seq` order: refused. */
+  orderEvents(): Promise<void> {
+    return Promise.reject(new Error('events are stored inside a transaction (store.transaction)'));
+  }
+
+  transaction<T>(unit: Unit<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new Error(`${this.description} is closed`));
+    return this.queue.submit(unit);
+  }
+
+  async ready(): Promise<boolean> {
+    if (this.closed || !this.answers()) return false;
+    return (await this.get(VERSION, {}))?.v === this.latest;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.queue.idle();
+    await this.shut();
+  }
+}
