@@ -22,7 +22,7 @@ class SqliteRunner {
 
   constructor(readonly db: BetterSqlite3.Database) {
     this.control = {
-      // BEGIN IMMEDIATE takes the write lock at once (waiting up to busy_timeout for a CLI
+      // BEGIN IMMEDIATE takes the write lock at once (waiting, off the event loop, for a CLI
       // command's write): a deferred BEGIN could fail to upgrade after its first read.
       begin: db.prepare('BEGIN IMMEDIATE'),
       commit: db.prepare('COMMIT'),
@@ -44,14 +44,46 @@ class SqliteRunner {
     return mode === 'all' ? stmt.all(...args) : stmt.get(...args);
   }
 
-  /** The same, as a promise (a synchronous throw becomes a rejection). */
+  /**
+   * The same, as a promise (a synchronous throw becomes a rejection). A statement refused
+   * because another connection holds the database's lock (SQLITE_BUSY: a CLI command's
+   * write, a backup, an `sqlite3` shell) is tried again a little later, for up to
+   * BUSY_WAIT_MS. The connection's own busy_timeout is 0: SQLite would wait by sleeping in
+   * the driver's call, which freezes the whole process (health checks, sends, timers).
+   */
   call<T>(fn: () => unknown): Promise<T> {
     try {
       return Promise.resolve(fn() as T);
     } catch (e) {
-      return Promise.reject(e);
+      return isBusy(e) ? this.whenFree<T>(fn, e) : Promise.reject(e);
     }
   }
+
+  private async whenFree<T>(fn: () => unknown, refused: unknown): Promise<T> {
+    const deadline = performance.now() + BUSY_WAIT_MS;
+    let pause = 5;
+    let last = refused;
+    while (performance.now() + pause <= deadline) {
+      await new Promise((r) => setTimeout(r, pause));
+      pause = Math.min(pause * 2, 250);
+      try {
+        return fn() as T;
+      } catch (e) {
+        if (!isBusy(e)) throw e;
+        last = e;
+      }
+    }
+    throw last;
+  }
+}
+
+/** How long a statement waits for another connection's lock before it fails (SQLITE_BUSY). */
+export const BUSY_WAIT_MS = 5_000;
+
+/** SQLITE_BUSY and its extended codes: another connection holds a lock this statement needs. */
+function isBusy(e: unknown): boolean {
+  const code = (e as { code?: unknown }).code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 }
 
 /** The open batch transaction: statements run on the connection directly. */
@@ -214,7 +246,7 @@ export class SqliteStore extends QueuedStore {
       await this.syncing.catch(() => undefined);
       await new Promise<void>((r) => setImmediate(r));
     }
-    this.runner.control.begin.run();
+    await this.runner.call(() => this.runner.control.begin.run());
     this.open = true;
     return new SqliteTx(this.runner, {
       committed: () => {
@@ -280,6 +312,8 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
     sqlite.pragma('cache_size = -8000');
     migrateSqlite(sqlite, migrations, opts.now);
     if (wal) sqlite.pragma('synchronous = NORMAL');
+    // From now on a lock held elsewhere is waited for without blocking (SqliteRunner.call).
+    sqlite.pragma('busy_timeout = 0');
     return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, lock, wal ? new WalSync(`${path}-wal`, opts.fsync) : null);
   } catch (e) {
     sqlite?.close();
