@@ -55,6 +55,7 @@ import { IncidentTracker } from './notify/incidents.js';
 import { Reevaluator } from './pipeline/reevaluate.js';
 import { Timekeeper } from './scheduler/timekeeper.js';
 import { Heartbeat } from './selfwatch/heartbeat.js';
+import { StorageWatch } from './selfwatch/storage-watch.js';
 import { Watchdog } from './selfwatch/watchdog.js';
 
 /** Names of every source, for config and rule validation. */
@@ -75,6 +76,8 @@ export interface AppOptions {
   sleep?: (ms: number) => Promise<void>;
   /** How long stop() waits for polls and sends in flight (default STOP_TIMEOUT_MS). */
   stopTimeoutMs?: number;
+  /** How long the store must fail before storage.failing fires (default STORAGE_ALERT_AFTER_MS). */
+  storageAlertAfterMs?: number;
   /**
    * Open the store as a daemon (default true): take the one-daemon lock of the database, so
    * a second daemon on it refuses to start.
@@ -298,6 +301,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     reevaluator: new Reevaluator({ poller, rules, sources: scheduled.map((s) => s.def), now, log }),
     incidents,
     watchdog: config.watchdog ? new Watchdog({ everyMs: config.watchdog.every_ms, store, notifier, instance: config.name, now }) : undefined,
+    storage: new StorageWatch({ store, notifier, instance: config.name, now, log, scrub, afterMs: opts.storageAlertAfterMs }),
     onEvents: announce,
     log,
   });
@@ -370,6 +374,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
           routes: [
             ...healthRoutes({
               databaseReady: () => store.ready(),
+              databaseProblem: () => store.problem(),
               schedulerRunning: () => scheduler.running,
               polling: () => ({ fresh: now() - poller.lastSuccessAt <= config.server.not_ready_after_ms, lastSuccessAt: poller.lastSuccessAt }),
             }),

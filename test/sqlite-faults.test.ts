@@ -4,12 +4,13 @@
  * shell would), a full disk (`PRAGMA max_page_count`: SQLite's own "database or disk is
  * full"), and a damaged file (garbage written over a page).
  */
+import { statSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { BUSY_WAIT_MS } from '../src/store/sqlite.js';
-import { names, startWorld, type World } from './harness.js';
-import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
+import { BUSY_WAIT_MS, JOURNAL_SIZE_LIMIT } from '../src/store/sqlite.js';
+import { names, sqliteOf, startWorld, type World } from './harness.js';
+import { startReceiver, TEST_SECRET, waitFor, type Answer, type Receiver } from './receiver.js';
 
 let world: World | undefined;
 let hook: Receiver | undefined;
@@ -26,15 +27,15 @@ afterEach(async () => {
 
 const SITES = 3;
 
-/** A world whose daemon serves HTTP and delivers to a webhook answering after `delayMs`. */
-async function daemonWorld(delayMs = 0): Promise<World> {
-  hook = await startReceiver({ answer: () => ({ status: 204, delayMs }) });
+/** A world whose daemon serves HTTP and delivers to a webhook (answering 204 after `delayMs`, unless `answer` says otherwise). */
+async function daemonWorld(delayMs = 0, o: { answer?: () => Answer; retry?: string[] } = {}): Promise<World> {
+  hook = await startReceiver({ answer: o.answer ?? (() => ({ status: 204, delayMs })) });
   world = await startWorld({
     sim: { sites: SITES },
     config: {
       server: { listen: '127.0.0.1:0' },
       channels: [{ name: 'hook', type: 'webhook', url: hook.url, secret: TEST_SECRET, timeout: '5s' }],
-      delivery: { retry_schedule: ['1s', '1s', '1s', '1s', '1s'] },
+      delivery: { retry_schedule: o.retry ?? ['1s', '1s', '1s', '1s', '1s'] },
       sources: { health: { every: '10s' } },
       inhibit: [],
       incidents: { enabled: false },
@@ -102,5 +103,52 @@ describe('a database locked by another connection', () => {
     // Each alert reached the receiver once: nothing was sent again because its record waited.
     expect(hook!.requests.map((r) => r.id).sort()).toEqual([...hook!.acceptedIds()].sort());
     expect(loop.max / 1e6).toBeLessThan(1_000);
+  });
+});
+
+describe('a full disk', () => {
+  it('gives the log file back, makes /readyz fail with the reason, raises storage.failing, and recovers once there is room', async () => {
+    let accept = false;
+    const w = await daemonWorld(0, { answer: () => (accept ? { status: 204 } : { status: 503 }), retry: Array.from({ length: 100 }, () => '100ms') });
+    const app = await w.app({}, { storageAlertAfterMs: 500 });
+    await app.start();
+    await app.runOnce();
+    const db = sqliteOf(app.store);
+    expect(db.pragma('journal_size_limit', { simple: true })).toBe(JOURNAL_SIZE_LIMIT);
+    // Another program writes a megabyte and a half: the log file grows (no checkpoint yet).
+    other = new BetterSqlite3(w.dbPath);
+    other.exec('CREATE TABLE filler (b BLOB)');
+    const fill = other.prepare('INSERT INTO filler (b) VALUES (zeroblob(1024))');
+    other.transaction(() => {
+      for (let i = 0; i < 1_500; i++) fill.run();
+    })();
+    other.close();
+    const wal = `${w.dbPath}-wal`;
+    const grown = statSync(wal).size;
+    expect(grown).toBeGreaterThan(1_000_000);
+
+    // The disk is full: the database may not grow by one more page.
+    db.pragma(`max_page_count = ${db.pragma('page_count', { simple: true }) as number}`);
+    for (let id = 1; id <= SITES; id++) w.sim.world.setHealth(id, { status: 'offline' });
+    await waitFor(() => app.store.problem() !== null, 'a write refused for want of room', 20_000);
+    expect(app.store.problem()).toMatch(/full \(SQLITE_FULL\): database or disk is full/);
+    const ready = await fetch(`${app.serverUrl}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({ status: 'not ready', database: false, database_problem: expect.stringContaining('SQLITE_FULL') });
+    // The log's space is given back (checkpointed and truncated) for the next small write.
+    await waitFor(() => statSync(wal).size < grown / 4, 'the log file truncated', 10_000);
+    await waitFor(() => w.logs.text.includes('storage failing'), 'the failure logged', 5_000);
+
+    // Room again: writes go through, /readyz is ready, and the outage is on record and delivered.
+    db.pragma('max_page_count = 1073741823');
+    accept = true;
+    await waitFor(() => app.store.problem() === null, 'writes going through again', 20_000);
+    await waitFor(() => names(w.events).includes('storage.failing:resolved'), 'storage.failing resolved', 20_000);
+    expect(names(w.events).filter((n) => n.startsWith('storage.'))).toEqual(['storage.failing:firing', 'storage.failing:resolved']);
+    const firing = w.events.find((e) => e.data.name === 'storage.failing')!;
+    expect(firing).toMatchObject({ type: 'hostwatch.storage.failing', subject: 'storage', data: { severity: 'critical', status: 'firing', site_id: null } });
+    expect(firing.data.summary).toMatch(/hostwatch cannot use its database since .*: the SQLite database .* full \(SQLITE_FULL\)/);
+    await waitFor(() => w.events.filter((e) => e.data.name === 'storage.failing').every((e) => hook!.acceptedIds().has(e.id)), 'storage.failing delivered', 20_000);
+    expect((await fetch(`${app.serverUrl}/readyz`)).status).toBe(200);
   });
 });

@@ -2,12 +2,15 @@ import type { Logger } from 'pino';
 import type { HostwatchEvent } from '../events/types.js';
 import type { IncidentTracker } from '../notify/incidents.js';
 import type { Reevaluator, ReevaluationPass } from '../pipeline/reevaluate.js';
+import type { StorageWatch } from '../selfwatch/storage-watch.js';
 import type { Watchdog } from '../selfwatch/watchdog.js';
 
 export interface TimekeeperDeps {
   reevaluator: Reevaluator;
   incidents?: Pick<IncidentTracker, 'settle'>;
   watchdog?: Pick<Watchdog, 'tick'>;
+  /** `storage.failing`: looked at every tick. */
+  storage?: Pick<StorageWatch, 'tick'>;
   /** Events stored by settled incidents and the watchdog (the poller announces its own). */
   onEvents?: (events: HostwatchEvent[]) => void;
   log: Logger;
@@ -20,9 +23,9 @@ export interface TickResult {
 }
 
 /**
- * The one entry point of the work that time alone causes, as opposed to a poll: clock
- * rules evaluated again on stored snapshots, open platform incidents announced or ended,
- * the watchdog re-sent. The scheduler ticks it every second (`poll --once` once, forced,
+ * The one entry point of the work that time alone causes, as opposed to a poll: the store
+ * watched (storage.failing), clock rules evaluated again on stored snapshots, open platform
+ * incidents announced or ended, the watchdog re-sent. The scheduler ticks it every second (`poll --once` once, forced,
  * after its cycle). In a cluster exactly one instance must own it: wrap `tick` there.
  */
 export class Timekeeper {
@@ -52,6 +55,8 @@ export class Timekeeper {
     const d = this.deps;
     const events: HostwatchEvent[] = [];
     let pass: ReevaluationPass = { rules: [], entities: 0, events: 0, sources: new Set() };
+    // First, and on its own: a store that fails must be noticed even when the rest fails with it.
+    events.push(...((await d.storage?.tick().catch((e: unknown) => (d.log.error({ err: String(e) }, 'storage watch failed'), []))) ?? []));
     try {
       pass = await d.reevaluator.run(force);
       // A pass is a batch boundary for the incidents its rules may have opened.

@@ -27,8 +27,13 @@ export interface Store extends Executor {
   readonly transactionOpen: boolean;
   /** Commits so far: batches and the units they carried. */
   readonly stats: CommitStats;
-  /** The database answers and holds every migration this build knows. */
+  /**
+   * The database answers, holds every migration this build knows, its last write went
+   * through and no statement found the file damaged.
+   */
   ready(): Promise<boolean>;
+  /** Why the store fails now (writes refused: disk full, locked, unreachable; a damaged file), or null. */
+  problem(): string | null;
   /** Wait for queued commits, then close (and release the daemon lock). */
   close(): Promise<void>;
 }

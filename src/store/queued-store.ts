@@ -1,5 +1,6 @@
 import { CommitQueue, type BatchTx, type CommitStats, type Unit } from './commit-queue.js';
 import type { Store } from './db.js';
+import { describeStorageFailure, storageFailure } from './failures.js';
 import { statement, type Statement } from './sql.js';
 
 const VERSION = statement<Record<string, never>, { v: number | null }>((qb) =>
@@ -18,6 +19,10 @@ export abstract class QueuedStore implements Store {
   abstract readonly transactionOpen: boolean;
   private readonly queue: CommitQueue;
   private closed = false;
+  /** The store failure of the last write (null once a write goes through again). */
+  private writeFailure: unknown = null;
+  /** A damaged file found by any statement: not ready until a restart checks the file again. */
+  private damage: unknown = null;
 
   constructor(private readonly latest: number) {
     this.queue = new CommitQueue(() => this.begin());
@@ -44,13 +49,40 @@ export abstract class QueuedStore implements Store {
 
   transaction<T>(unit: Unit<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error(`${this.description} is closed`));
-    return this.queue.submit(unit);
+    return this.queue.submit(unit).then(
+      (v) => {
+        this.writeFailure = null;
+        return v;
+      },
+      (e: unknown) => {
+        if (storageFailure(e) !== null) {
+          this.writeFailure = e;
+          this.noticed(e);
+          this.writeFailed(e);
+        }
+        throw e;
+      },
+    );
+  }
+
+  /** Why the store fails now, as one line: writes fail (disk full, locked, gone) or the file is damaged; null when it works. */
+  problem(): string | null {
+    const e = this.damage ?? this.writeFailure;
+    return e === null ? null : `${this.description}: ${describeStorageFailure(e)}`;
   }
 
   async ready(): Promise<boolean> {
-    if (this.closed || !this.answers()) return false;
+    if (this.closed || !this.answers() || this.problem() !== null) return false;
     return (await this.get(VERSION, {}))?.v === this.latest;
   }
+
+  /** Note a failed statement: a damaged file is remembered (reads and writes alike). */
+  protected noticed(e: unknown): void {
+    if (storageFailure(e) === 'damaged') this.damage ??= e;
+  }
+
+  /** An engine's own answer to a write that failed for the store's sake (SQLite gives the log's space back). */
+  protected writeFailed(_e: unknown): void {}
 
   async close(): Promise<void> {
     if (this.closed) return;

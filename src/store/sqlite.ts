@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { BatchTx } from './commit-queue.js';
 import type { StoreOptions } from './db.js';
+import { storageFailure } from './failures.js';
 import { migrateSqlite, type Migration } from './migrate.js';
 import { QueuedStore } from './queued-store.js';
 import { lockDatabase } from './sqlite-lock.js';
@@ -76,6 +77,9 @@ class SqliteRunner {
     throw last;
   }
 }
+
+/** The most the -wal file keeps after a checkpoint (bytes). */
+export const JOURNAL_SIZE_LIMIT = 4 * 1024 * 1024;
 
 /** How long a statement waits for another connection's lock before it fails (SQLITE_BUSY). */
 export const BUSY_WAIT_MS = 5_000;
@@ -198,6 +202,8 @@ export class SqliteStore extends QueuedStore {
   private syncing: Promise<void> | null = null;
   /** Statements outside a batch waiting for the connection. */
   private waiters: Array<() => void> = [];
+  /** A write failed on a full disk: checkpoint and truncate the log before the next batch. */
+  private checkpointWanted = false;
 
   constructor(
     readonly sqlite: BetterSqlite3.Database,
@@ -218,15 +224,33 @@ export class SqliteStore extends QueuedStore {
 
   all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
     if (this.busy()) return this.quiet().then(() => this.all(s, p));
-    return this.runner.call(() => this.runner.exec(s, p, 'all'));
+    return this.watched(this.runner.call(() => this.runner.exec(s, p, 'all')));
   }
   get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
     if (this.busy()) return this.quiet().then(() => this.get(s, p));
-    return this.runner.call(() => this.runner.exec(s, p, 'get'));
+    return this.watched(this.runner.call(() => this.runner.exec(s, p, 'get')));
   }
   run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
     if (this.busy()) return this.quiet().then(() => this.run(s, p));
-    return this.runner.call(() => this.runner.exec(s, p, 'run'));
+    return this.watched(this.runner.call(() => this.runner.exec(s, p, 'run')));
+  }
+
+  /** A statement's failure is noticed (a damaged file makes the store not ready) and passed on. */
+  private watched<T>(p: Promise<T>): Promise<T> {
+    return p.catch((e: unknown) => {
+      this.noticed(e);
+      throw e;
+    });
+  }
+
+  /**
+   * The disk is full: give the log's space back before the next write. The -wal file keeps
+   * its size after a checkpoint (up to journal_size_limit); TRUNCATE empties it, which on a
+   * full disk is often the room the next small write needs. Done in begin(), where no
+   * transaction of this connection is open.
+   */
+  protected override writeFailed(e: unknown): void {
+    if (this.wal && storageFailure(e) === 'full') this.checkpointWanted = true;
   }
   protected answers(): boolean {
     return this.sqlite.open;
@@ -245,6 +269,14 @@ export class SqliteStore extends QueuedStore {
     if (this.syncing) {
       await this.syncing.catch(() => undefined);
       await new Promise<void>((r) => setImmediate(r));
+    }
+    if (this.checkpointWanted) {
+      this.checkpointWanted = false;
+      try {
+        this.sqlite.pragma('wal_checkpoint(TRUNCATE)');
+      } catch {
+        // Best effort: the write that follows says whether there is room now.
+      }
     }
     await this.runner.call(() => this.runner.control.begin.run());
     this.open = true;
@@ -312,6 +344,9 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
     sqlite.pragma('cache_size = -8000');
     migrateSqlite(sqlite, migrations, opts.now);
     if (wal) sqlite.pragma('synchronous = NORMAL');
+    // After a checkpoint the log file is cut back to 4 MiB (about wal_autocheckpoint's 1000
+    // pages) instead of keeping the largest size it ever reached.
+    sqlite.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
     // From now on a lock held elsewhere is waited for without blocking (SqliteRunner.call).
     sqlite.pragma('busy_timeout = 0');
     return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, lock, wal ? new WalSync(`${path}-wal`, opts.fsync) : null);
