@@ -4,12 +4,15 @@
  * shell would), a full disk (`PRAGMA max_page_count`: SQLite's own "database or disk is
  * full"), and a damaged file (garbage written over a page).
  */
-import { statSync } from 'node:fs';
+import { closeSync, openSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { StorageError } from '../src/store/db.js';
 import { BUSY_WAIT_MS, JOURNAL_SIZE_LIMIT } from '../src/store/sqlite.js';
-import { names, sqliteOf, startWorld, type World } from './harness.js';
+import { names, sqliteOf, startWorld, TEST_KEY, type World } from './harness.js';
+import { hostwatch } from './run-cli.js';
 import { startReceiver, TEST_SECRET, waitFor, type Answer, type Receiver } from './receiver.js';
 
 let world: World | undefined;
@@ -150,5 +153,73 @@ describe('a full disk', () => {
     expect(firing.data.summary).toMatch(/hostwatch cannot use its database since .*: the SQLite database .* full \(SQLITE_FULL\)/);
     await waitFor(() => w.events.filter((e) => e.data.name === 'storage.failing').every((e) => hook!.acceptedIds().has(e.id)), 'storage.failing delivered', 20_000);
     expect((await fetch(`${app.serverUrl}/readyz`)).status).toBe(200);
+  });
+});
+
+/**
+ * Write garbage over the first leaf page of each table named, in the file itself (what a
+ * bad disk block or a copy taken mid-write leaves). The file must be checkpointed (no -wal).
+ */
+function damagePages(dbPath: string, tables: readonly string[]): number[] {
+  const reader = new BetterSqlite3(dbPath, { readonly: true });
+  const size = reader.pragma('page_size', { simple: true }) as number;
+  const pages = tables.map((t) => (reader.prepare("SELECT pageno FROM dbstat WHERE name = ? AND pagetype IN ('leaf', 'internal') ORDER BY pageno LIMIT 1").pluck().get(t) as number));
+  reader.close();
+  const fd = openSync(dbPath, 'r+');
+  try {
+    for (const page of pages) writeSync(fd, Buffer.alloc(size, 0xa5), 0, size, (page - 1) * size);
+  } finally {
+    closeSync(fd);
+  }
+  return pages;
+}
+
+describe('a damaged database file', () => {
+  it('is found at start (quick_check): the daemon refuses to run on it, names the file and what to do, and writes nothing', async () => {
+    world = await startWorld({ sim: { sites: SITES } });
+    const w = world;
+    const app = await w.app();
+    await app.runOnce();
+    await app.stop();
+    damagePages(w.dbPath, ['snapshots']);
+    const before = statSync(w.dbPath).mtimeMs;
+    const refused = await w.app().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(refused).toBeInstanceOf(StorageError);
+    const message = (refused as Error).message;
+    expect(message.startsWith(`the SQLite database ${w.dbPath} is damaged (quick_check: `), message).toBe(true);
+    expect(message).toContain('); hostwatch does not run on it. Restore it from a backup');
+    expect((refused as Error).message).toContain('.recover');
+    expect(statSync(w.dbPath).mtimeMs).toBe(before);
+    // The command line says the same and exits 1.
+    const config = join(w.dir, 'config.yaml');
+    writeFileSync(config, w.yaml());
+    const run = await hostwatch(['poll', '--once', '-c', config], { env: { SIM_URL: w.sim.url, DB: w.dbPath, API_KEY: TEST_KEY } });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^hostwatch: cannot start: the SQLite database .* is damaged \(quick_check: /);
+  });
+
+  it('found by a query while the daemon runs: /readyz answers 503 with the reason, /livez still answers, and the failure is logged', async () => {
+    const w = await daemonWorld();
+    const app = await w.app({}, { storageAlertAfterMs: 500 });
+    await app.start();
+    await app.runOnce();
+    expect((await fetch(`${app.serverUrl}/readyz`)).status).toBe(200);
+    // Everything into the main file, then a bad page in it, then another program's write,
+    // which makes the daemon's connection read its pages from the file again.
+    sqliteOf(app.store).pragma('wal_checkpoint(TRUNCATE)');
+    damagePages(w.dbPath, ['poll_state', 'events']);
+    other = new BetterSqlite3(w.dbPath);
+    other.exec('CREATE TABLE touched (x)');
+    other.close();
+    const sources = await fetch(`${app.serverUrl}/api/sources`);
+    expect(sources.status).toBe(500);
+    const ready = await fetch(`${app.serverUrl}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({ database: false, database_problem: expect.stringMatching(/damaged \(SQLITE_CORRUPT\): database disk image is malformed/) });
+    expect((await fetch(`${app.serverUrl}/livez`)).status).toBe(200);
+    await waitFor(() => w.logs.text.includes('storage failing'), 'the failure logged', 5_000);
   });
 });

@@ -2,7 +2,7 @@ import { closeSync, fsync as fsyncAsync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { BatchTx } from './commit-queue.js';
-import type { StoreOptions } from './db.js';
+import { StorageError, type StoreOptions } from './db.js';
 import { storageFailure } from './failures.js';
 import { migrateSqlite, type Migration } from './migrate.js';
 import { QueuedStore } from './queued-store.js';
@@ -342,6 +342,9 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
     // 8 MB of page cache (the default is 16): hot rows are few, since unchanged polls
     // are answered from memory (see Poller's head cache).
     sqlite.pragma('cache_size = -8000');
+    // The daemon checks the file before it writes to it: a damaged page would otherwise be
+    // found (or not) by whichever query reads it, long after /readyz said ready.
+    if (opts.daemon) checkIntact(sqlite, path);
     migrateSqlite(sqlite, migrations, opts.now);
     if (wal) sqlite.pragma('synchronous = NORMAL');
     // After a checkpoint the log file is cut back to 4 MiB (about wal_autocheckpoint's 1000
@@ -353,6 +356,21 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
   } catch (e) {
     sqlite?.close();
     lock?.release();
+    if (storageFailure(e) === 'damaged') throw damaged(path, e instanceof Error ? e.message : String(e));
     throw e;
   }
+}
+
+/** `PRAGMA quick_check`: every page and index well formed (it reads the whole file once). */
+function checkIntact(sqlite: BetterSqlite3.Database, path: string): void {
+  const found = sqlite.pragma('quick_check(5)', { simple: false }) as Array<{ quick_check: string }>;
+  const problems = found.map((r) => r.quick_check).filter((p) => p !== 'ok');
+  if (problems.length > 0) throw damaged(path, `quick_check: ${problems.join('; ')}`);
+}
+
+/** The error a damaged file gives at start: what was found, and what to do. */
+function damaged(path: string, found: string): StorageError {
+  return new StorageError(
+    `the SQLite database ${path} is damaged (${found}); hostwatch does not run on it. Restore it from a backup (docs/operations.md, "Back up the database"), or keep what can be read: sqlite3 ${path} .recover | sqlite3 ${path}.recovered, then set storage.path to the new file`,
+  );
 }
