@@ -102,8 +102,11 @@ export interface Tally {
   inventedList: Triple[];
 }
 
+/** What a tally reads: the receiver and the SQLite file (a chaos world, or an in-process test world with its receiver). */
+export type Observed = { hook: Receiver; dbPath: string };
+
 /** Count lost and invented events as multisets of "type subject status". */
-export function tally(w: ChaosWorld, truth: readonly Triple[]): Tally {
+export function tally(w: Observed, truth: readonly Triple[]): Tally {
   const operator = new Set(NOT_FROM_RULES.map((n) => `hostwatch.${n}`));
   const byId = new Map<string, Triple>();
   let malformed = 0;
@@ -145,7 +148,7 @@ export function tally(w: ChaosWorld, truth: readonly Triple[]): Tally {
 }
 
 /** Whether every event of the truth has been acknowledged by the receiver. */
-export function allArrived(w: ChaosWorld, truth: readonly Triple[]): boolean {
+export function allArrived(w: Observed, truth: readonly Triple[]): boolean {
   return tally(w, truth).lost === 0;
 }
 

@@ -4,15 +4,19 @@
  * shell would), a full disk (`PRAGMA max_page_count`: SQLite's own "database or disk is
  * full"), and a damaged file (garbage written over a page).
  */
-import { closeSync, openSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { StorageError } from '../src/store/db.js';
+import { openStore, StorageError } from '../src/store/db.js';
+import { WRITES_CLEAR_MS } from '../src/store/queued-store.js';
+import { repos } from '../src/store/repos.js';
 import { BUSY_WAIT_MS, JOURNAL_SIZE_LIMIT } from '../src/store/sqlite.js';
-import { names, sqliteOf, startWorld, TEST_KEY, type World } from './harness.js';
+import { testClock } from './clock.js';
+import { names, sqliteOf, startWorld, tempDir, TEST_KEY, type World } from './harness.js';
 import { hostwatch } from './run-cli.js';
+import { damagePages } from './sqlite-damage.js';
 import { startReceiver, TEST_SECRET, waitFor, type Answer, type Receiver } from './receiver.js';
 
 let world: World | undefined;
@@ -156,23 +160,36 @@ describe('a full disk', () => {
   });
 });
 
-/**
- * Write garbage over the first leaf page of each table named, in the file itself (what a
- * bad disk block or a copy taken mid-write leaves). The file must be checkpointed (no -wal).
- */
-function damagePages(dbPath: string, tables: readonly string[]): number[] {
-  const reader = new BetterSqlite3(dbPath, { readonly: true });
-  const size = reader.pragma('page_size', { simple: true }) as number;
-  const pages = tables.map((t) => (reader.prepare("SELECT pageno FROM dbstat WHERE name = ? AND pagetype IN ('leaf', 'internal') ORDER BY pageno LIMIT 1").pluck().get(t) as number));
-  reader.close();
-  const fd = openSync(dbPath, 'r+');
-  try {
-    for (const page of pages) writeSync(fd, Buffer.alloc(size, 0xa5), 0, size, (page - 1) * size);
-  } finally {
-    closeSync(fd);
-  }
-  return pages;
-}
+describe('a store whose writes fail', () => {
+  it('counts as failing until writes have gone through for 10 s: a nearly full disk that takes a small write is not well again', async () => {
+    const tmp = tempDir();
+    const clock = testClock();
+    const store = await openStore({ engine: 'sqlite', path: join(tmp.dir, 'h.db') }, { now: clock.now });
+    try {
+      const silence = (id: string, comment: string) => ({ id, match: 'true', starts_at: 0, ends_at: 1, comment, created_by: 't', created_at: 0, expired_at: null });
+      await store.transaction((tx) => repos(tx).silences.add(silence('a', 'small')));
+      const db = sqliteOf(store);
+      db.pragma(`max_page_count = ${db.pragma('page_count', { simple: true }) as number}`);
+      // A large write needs pages the disk does not have.
+      await expect(store.transaction((tx) => repos(tx).silences.add(silence('b', 'x'.repeat(100_000))))).rejects.toMatchObject({ code: 'SQLITE_FULL' });
+      expect(store.problem()).toMatch(/: full \(SQLITE_FULL\): database or disk is full$/);
+      expect(await store.ready()).toBe(false);
+      // A small one fits in a page it has: not enough to call the store well.
+      await store.transaction((tx) => repos(tx).silences.expire('a', 5));
+      expect(store.problem()).not.toBeNull();
+      clock.advance(WRITES_CLEAR_MS);
+      await store.transaction((tx) => repos(tx).silences.expire('a', 6));
+      expect(store.problem()).toBeNull();
+      expect(await store.ready()).toBe(true);
+      // A statement that is merely wrong is the caller's business, not the store's.
+      await expect(store.transaction((tx) => repos(tx).silences.add(silence('a', 'again')))).rejects.toMatchObject({ code: 'SQLITE_CONSTRAINT_PRIMARYKEY' });
+      expect(store.problem()).toBeNull();
+    } finally {
+      await store.close();
+      tmp.cleanup();
+    }
+  });
+});
 
 describe('a damaged database file', () => {
   it('is found at start (quick_check): the daemon refuses to run on it, names the file and what to do, and writes nothing', async () => {

@@ -109,8 +109,9 @@ export class PostgresStore extends QueuedStore {
     readonly description: string,
     latest: number,
     private readonly lock: { release(): Promise<void> } | null,
+    now: () => number,
   ) {
-    super(latest);
+    super(latest, now);
   }
 
   get transactionOpen(): boolean {
@@ -177,5 +178,5 @@ export async function openPostgres(url: string, migrations: Migration[], opts: S
     await pool.end().catch(() => undefined);
     throw e;
   }
-  return new PostgresStore(pool, description, migrations.at(-1)?.version ?? 0, lock);
+  return new PostgresStore(pool, description, migrations.at(-1)?.version ?? 0, lock, opts.now);
 }

@@ -3,6 +3,9 @@ import type { Store } from './db.js';
 import { describeStorageFailure, storageFailure } from './failures.js';
 import { statement, type Statement } from './sql.js';
 
+/** Writes must go through this long without a store failure before the store counts as working again. */
+export const WRITES_CLEAR_MS = 10_000;
+
 const VERSION = statement<Record<string, never>, { v: number | null }>((qb) =>
   qb.selectFrom('schema_migrations').select((eb) => eb.fn.max('version').as('v')),
 );
@@ -19,12 +22,19 @@ export abstract class QueuedStore implements Store {
   abstract readonly transactionOpen: boolean;
   private readonly queue: CommitQueue;
   private closed = false;
-  /** The store failure of the last write (null once a write goes through again). */
-  private writeFailure: unknown = null;
+  /**
+   * The last store failure of a write, and when the failing began; null once writes have
+   * gone through for WRITES_CLEAR_MS without another failure. A disk that is nearly full
+   * takes small writes and refuses large ones: one success does not make it work again.
+   */
+  private writeFailure: { error: unknown; since: number; last: number } | null = null;
   /** A damaged file found by any statement: not ready until a restart checks the file again. */
   private damage: unknown = null;
 
-  constructor(private readonly latest: number) {
+  constructor(
+    private readonly latest: number,
+    private readonly now: () => number,
+  ) {
     this.queue = new CommitQueue(() => this.begin());
   }
 
@@ -51,12 +61,13 @@ export abstract class QueuedStore implements Store {
     if (this.closed) return Promise.reject(new Error(`${this.description} is closed`));
     return this.queue.submit(unit).then(
       (v) => {
-        this.writeFailure = null;
+        if (this.writeFailure && this.now() - this.writeFailure.last >= WRITES_CLEAR_MS) this.writeFailure = null;
         return v;
       },
       (e: unknown) => {
         if (storageFailure(e) !== null) {
-          this.writeFailure = e;
+          const now = this.now();
+          this.writeFailure = { error: e, since: this.writeFailure?.since ?? now, last: now };
           this.noticed(e);
           this.writeFailed(e);
         }
@@ -67,7 +78,7 @@ export abstract class QueuedStore implements Store {
 
   /** Why the store fails now, as one line: writes fail (disk full, locked, gone) or the file is damaged; null when it works. */
   problem(): string | null {
-    const e = this.damage ?? this.writeFailure;
+    const e = this.damage ?? this.writeFailure?.error ?? null;
     return e === null ? null : `${this.description}: ${describeStorageFailure(e)}`;
   }
 

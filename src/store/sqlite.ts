@@ -212,8 +212,9 @@ export class SqliteStore extends QueuedStore {
     private readonly lock: { release(): void } | null,
     /** Null where the database has no log to sync (in memory, read-only). */
     private readonly wal: WalSync | null,
+    now: () => number,
   ) {
-    super(latest);
+    super(latest, now);
     this.description = `the SQLite database ${path}`;
     this.runner = new SqliteRunner(sqlite);
   }
@@ -327,7 +328,7 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
   if (opts.readonly) {
     const sqlite = new BetterSqlite3(path, { readonly: true, fileMustExist: true });
     sqlite.pragma('busy_timeout = 5000');
-    return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, null, null);
+    return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, null, null, opts.now);
   }
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const lock = opts.daemon && path !== ':memory:' ? lockDatabase(path, opts.now) : null;
@@ -352,7 +353,7 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
     sqlite.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
     // From now on a lock held elsewhere is waited for without blocking (SqliteRunner.call).
     sqlite.pragma('busy_timeout = 0');
-    return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, lock, wal ? new WalSync(`${path}-wal`, opts.fsync) : null);
+    return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, lock, wal ? new WalSync(`${path}-wal`, opts.fsync) : null, opts.now);
   } catch (e) {
     sqlite?.close();
     lock?.release();
