@@ -12,43 +12,34 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, expect, it } from 'vitest';
 import type { App } from '../src/main.js';
 import { BUSY_WAIT_MS } from '../src/store/sqlite.js';
-import { names, sqliteOf, startWorld, TEST_KEY, type World } from '../test/harness.js';
-import { startReceiver, TEST_SECRET, waitFor, type Answer, type Receiver } from '../test/receiver.js';
+import { names, sqliteOf, TEST_KEY, type World } from '../test/harness.js';
+import { closeHookedWorlds, hookedWorld } from '../test/hooked-world.js';
+import { waitFor, type Answer, type Receiver } from '../test/receiver.js';
 import { hostwatch } from '../test/run-cli.js';
 import { damagePages } from '../test/sqlite-damage.js';
 import { expectedFrom } from '../test/truth.js';
 import { record, secondsSince } from './figures.js';
 import { allArrived, tally } from './world.js';
 
-let world: World | undefined;
 let hook: Receiver | undefined;
-afterEach(async () => {
-  await world?.close();
-  await hook?.close();
-  world = hook = undefined;
-});
+afterEach(closeHookedWorlds);
 
 const SITES = 12;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** An in-process daemon with its HTTP server, delivering to a receiver; after its baseline. */
 async function running(answer?: () => Answer, retry = ['500ms', '1s', '2s', ...Array.from({ length: 30 }, () => '3s')]): Promise<{ w: World; app: App; mark: number }> {
-  hook = await startReceiver(answer ? { answer } : {});
-  world = await startWorld({
-    sim: { sites: SITES, seed: 7 },
-    config: {
-      server: { listen: '127.0.0.1:0' },
-      channels: [{ name: 'hook', type: 'webhook', url: hook.url, secret: TEST_SECRET, timeout: '5s' }],
-      delivery: { retry_schedule: retry },
-      sources: { health: { every: '10s' }, usage: { every: '10s' }, backups: { every: '10s' } },
-      inhibit: [],
-      incidents: { enabled: false },
-    },
+  const h = await hookedWorld({
+    sites: SITES,
+    seed: 7,
+    ...(answer ? { answer } : {}),
+    config: { server: { listen: '127.0.0.1:0' }, delivery: { retry_schedule: retry }, sources: { usage: { every: '10s' }, backups: { every: '10s' } } },
   });
-  const app = await world.app({}, { storageAlertAfterMs: 5_000 });
+  hook = h.hook;
+  const app = await h.w.app({}, { storageAlertAfterMs: 5_000 });
   await app.runOnce();
   await app.start();
-  return { w: world, app, mark: world.sim.world.history.length };
+  return { w: h.w, app, mark: h.w.sim.world.history.length };
 }
 
 /** /livez answer times (ms) and the event loop's longest stall (ms) while `during` runs. */
@@ -84,14 +75,14 @@ it('a full disk: no storm of sends, the log given back, /readyz failing meanwhil
   const { w, app, mark } = await running(() => (refuse ? { status: 503 } : { status: 204 }), Array.from({ length: 300 }, () => '200ms'));
   const db = sqliteOf(app.store);
   const wal = `${w.dbPath}-wal`;
-  // A disk with no room for one more page: the daemon's own writes fill what is left of
-  // the pages it has (sites go offline, the receiver refuses, every attempt is a row).
+  // Every site goes offline; the receiver refuses the alerts (each attempt is a row).
+  for (let i = 1; i <= SITES; i++) w.sim.world.setHealth(i, { status: 'offline' });
+  await waitFor(() => names(w.events).filter((n) => n === 'site.offline:firing').length === SITES && hook!.requests.length >= SITES, 'the alerts stored and refused once', 30_000, 100);
+  // Then the disk has no room for one more page: the refused attempts' rows fill what is
+  // left of the pages the file has.
   db.pragma(`max_page_count = ${db.pragma('page_count', { simple: true }) as number}`);
   const filling = Date.now();
-  for (let i = 1; app.store.problem() === null && Date.now() - filling < 30_000; i++) {
-    if (i <= SITES) w.sim.world.setHealth(i, { status: 'offline' });
-    await sleep(500);
-  }
+  await waitFor(() => app.store.problem() !== null, 'the pages full', 30_000, 50).catch(() => undefined);
   const fullAt = Date.now();
   const filledS = secondsSince(filling);
   expect(app.store.problem(), 'the pages filled up').toMatch(/SQLITE_FULL/);
@@ -109,7 +100,6 @@ it('a full disk: no storm of sends, the log given back, /readyz failing meanwhil
   const most = mostPerId(hook!, from);
   const fullS = secondsSince(fullAt);
   db.pragma('max_page_count = 1073741823');
-  for (let i = 1; i <= SITES; i++) w.sim.world.setHealth(i, { status: 'offline' });
   const truth = expectedFrom(w.sim.world.history.slice(mark));
   const healed = Date.now();
   let caughtUp = true;

@@ -10,17 +10,12 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { App } from '../src/main.js';
 import { storeBackoffMs } from '../src/notify/outbox-worker.js';
-import { sqliteOf, startWorld, type World } from './harness.js';
+import { sqliteOf, type World } from './harness.js';
+import { closeHookedWorlds, hookedWorld } from './hooked-world.js';
 import { ENGINES, type Engine } from './pg.js';
-import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
+import { waitFor } from './receiver.js';
 
-let world: World | undefined;
-let hook: Receiver | undefined;
-afterEach(async () => {
-  await world?.close();
-  await hook?.close();
-  world = hook = undefined;
-});
+afterEach(closeHookedWorlds);
 
 const SITES = 5;
 
@@ -71,26 +66,19 @@ const FAULTS: Record<Engine, (w: World) => Fault> = {
 describe.each(ENGINES)('a delivery attempt that cannot be recorded, on %s', (engine) => {
   it('is not sent again while the store fails, nothing new is sent meanwhile, and once the store works every event has reached the receiver once', async () => {
     let accept = false;
-    hook = await startReceiver({ answer: () => (accept ? { status: 204 } : { status: 503 }) });
-    world = await startWorld({
+    const { w, hook } = await hookedWorld({
       engine,
-      sim: { sites: SITES },
-      config: {
-        channels: [{ name: 'hook', type: 'webhook', url: hook.url, secret: TEST_SECRET, timeout: '2s' }],
-        delivery: { retry_schedule: Array.from({ length: 60 }, () => '100ms') },
-        inhibit: [],
-        incidents: { enabled: false },
-        // Every site is read within 5 s of the start (a cycle is spread over half the interval).
-        sources: { health: { every: '10s' } },
-      },
+      sites: SITES,
+      answer: () => (accept ? { status: 204 } : { status: 503 }),
+      timeout: '2s',
+      config: { delivery: { retry_schedule: Array.from({ length: 60 }, () => '100ms') } },
     });
-    const w = world;
     const app = await w.app();
     await app.runOnce();
     for (let id = 1; id <= SITES; id++) w.sim.world.setHealth(id, { status: 'offline' });
     const fault = FAULTS[engine](w);
     await app.start();
-    await waitFor(() => w.events.filter((e) => e.data.name === 'site.offline').length === SITES && hook!.requests.length >= SITES, 'the alerts and their first (refused) sends', 15_000);
+    await waitFor(() => w.events.filter((e) => e.data.name === 'site.offline').length === SITES && hook.requests.length >= SITES, 'the alerts and their first (refused) sends', 15_000);
     await fault.break(app);
     accept = fault.acceptFirst;
     await waitFor(() => w.logs.text.includes('could not record a delivery attempt'), 'a record that fails', 15_000);
@@ -106,7 +94,7 @@ describe.each(ENGINES)('a delivery attempt that cannot be recorded, on %s', (eng
     expect(app.worker.unrecordedRows).toBeGreaterThan(0);
 
     await fault.heal(app);
-    await waitFor(() => app.worker.unrecordedRows === 0 && hook!.acceptedIds().size === SITES, 'every alert delivered and recorded', 20_000);
+    await waitFor(() => app.worker.unrecordedRows === 0 && hook.acceptedIds().size === SITES, 'every alert delivered and recorded', 20_000);
     expect(await pendingRows(w)).toBe(0);
     // Each event was accepted exactly once: the records held back were written, not the sends repeated.
     expect(hook.accepted()).toHaveLength(SITES);

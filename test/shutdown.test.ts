@@ -5,16 +5,12 @@
  * go out after the next start, with the same ids.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { rows, startWorld, type World } from './harness.js';
-import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
+import { rows, type World } from './harness.js';
+import { closeHookedWorlds, hookedWorld } from './hooked-world.js';
+import { waitFor, type Receiver } from './receiver.js';
 
-let world: World | undefined;
 let hook: Receiver | undefined;
-afterEach(async () => {
-  await world?.close();
-  await hook?.close();
-  world = hook = undefined;
-});
+afterEach(closeHookedWorlds);
 
 const SITES = 40;
 const CONCURRENCY = 4;
@@ -23,18 +19,16 @@ const until = (what: string, cond: () => boolean): Promise<void> => waitFor(cond
 
 /** A daemon whose first cycle finds every site offline: SITES alerts for one webhook. */
 async function backlog(answerDelayMs: number | 'hold', timeout = '5s'): Promise<World> {
-  hook = await startReceiver({ answer: () => (answerDelayMs === 'hold' ? 'hold' : { status: 204, delayMs: answerDelayMs }) });
-  world = await startWorld({
-    sim: { sites: SITES },
-    config: {
-      channels: [{ name: 'hook', type: 'webhook', url: hook.url, secret: TEST_SECRET, timeout }],
-      delivery: { concurrency: CONCURRENCY },
-      // Every site is read within 5 s (a cycle is spread over half the interval).
-      sources: { rank: { enabled: false }, health: { every: '10s' } },
-    },
+  const h = await hookedWorld({
+    sites: SITES,
+    answer: () => (answerDelayMs === 'hold' ? 'hold' : { status: 204, delayMs: answerDelayMs }),
+    timeout,
+    // Inhibition and incidents as configured by default: a stop must not care.
+    config: { delivery: { concurrency: CONCURRENCY }, sources: { rank: { enabled: false } }, inhibit: null, incidents: null },
   });
-  for (let id = 1; id <= SITES; id++) world.sim.world.setHealth(id, { status: 'offline' });
-  return world;
+  hook = h.hook;
+  for (let id = 1; id <= SITES; id++) h.w.sim.world.setHealth(id, { status: 'offline' });
+  return h.w;
 }
 
 const offline = (w: World): number => rows<{ n: number }>(w, "SELECT count(*) AS n FROM events WHERE type = 'hostwatch.site.offline'")[0]!.n;

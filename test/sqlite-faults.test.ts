@@ -17,7 +17,8 @@ import { testClock } from './clock.js';
 import { names, sqliteOf, startWorld, tempDir, TEST_KEY, type World } from './harness.js';
 import { hostwatch } from './run-cli.js';
 import { damagePages } from './sqlite-damage.js';
-import { startReceiver, TEST_SECRET, waitFor, type Answer, type Receiver } from './receiver.js';
+import { closeHookedWorlds, hookedWorld } from './hooked-world.js';
+import { waitFor, type Answer, type Receiver } from './receiver.js';
 
 let world: World | undefined;
 let hook: Receiver | undefined;
@@ -28,7 +29,7 @@ afterEach(async () => {
     other.close();
   }
   await world?.close();
-  await hook?.close();
+  await closeHookedWorlds();
   world = hook = other = undefined;
 });
 
@@ -36,19 +37,13 @@ const SITES = 3;
 
 /** A world whose daemon serves HTTP and delivers to a webhook (answering 204 after `delayMs`, unless `answer` says otherwise). */
 async function daemonWorld(delayMs = 0, o: { answer?: () => Answer; retry?: string[] } = {}): Promise<World> {
-  hook = await startReceiver({ answer: o.answer ?? (() => ({ status: 204, delayMs })) });
-  world = await startWorld({
-    sim: { sites: SITES },
-    config: {
-      server: { listen: '127.0.0.1:0' },
-      channels: [{ name: 'hook', type: 'webhook', url: hook.url, secret: TEST_SECRET, timeout: '5s' }],
-      delivery: { retry_schedule: o.retry ?? ['1s', '1s', '1s', '1s', '1s'] },
-      sources: { health: { every: '10s' } },
-      inhibit: [],
-      incidents: { enabled: false },
-    },
+  const h = await hookedWorld({
+    sites: SITES,
+    answer: o.answer ?? (() => ({ status: 204, delayMs })),
+    config: { server: { listen: '127.0.0.1:0' }, delivery: { retry_schedule: o.retry ?? ['1s', '1s', '1s', '1s', '1s'] } },
   });
-  return world;
+  hook = h.hook;
+  return h.w;
 }
 
 /** Hold the database's write lock from a second connection, as another program would. */
