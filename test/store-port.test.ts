@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { StorageConfig } from '../src/config/types.js';
+import { CommitQueue, type BatchTx } from '../src/store/commit-queue.js';
 import { openStore, migrationsDir, type Store } from '../src/store/db.js';
 import { toEventRow } from '../src/store/events-repo.js';
 import { MigrationError, readMigrations } from '../src/store/migrate.js';
@@ -192,6 +193,51 @@ describe.each(ENGINES)('transactions on %s', (engine) => {
   });
 });
 
+describe('the commit queue gathers units into batches', () => {
+  /** A BatchTx that records what the queue does with it. */
+  function fakeTx(log: string[]): BatchTx {
+    const no = (): Promise<never> => Promise.reject(new Error('no statements here'));
+    return {
+      dialect: 'sqlite',
+      all: no,
+      get: no,
+      run: no,
+      orderEvents: () => Promise.resolve(),
+      savepoint: async () => void log.push('savepoint'),
+      release: async () => void log.push('release'),
+      rollbackTo: async () => void log.push('rollbackTo'),
+      commit: async () => (log.push('commit'), { durable: Promise.resolve() }),
+      rollback: async () => void log.push('rollback'),
+    };
+  }
+  const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+  it('lets units that arrive a few ms apart wait for each other (up to the gather time), then commits them in one transaction', async () => {
+    const log: string[] = [];
+    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 60_000, units: 3 });
+    const a = q.submit(async () => 'a');
+    await new Promise((r) => setTimeout(r, 20));
+    const b = q.submit(async () => 'b');
+    await turn();
+    await turn();
+    // Fewer than 3 queued and the oldest has waited less than a minute: nothing begun yet.
+    expect(log).toEqual([]);
+    const c = q.submit(async () => 'c');
+    expect(await Promise.all([a, b, c])).toEqual(['a', 'b', 'c']);
+    expect(log.filter((l) => l === 'begin' || l === 'commit')).toEqual(['begin', 'commit']);
+    expect(q.stats).toMatchObject({ batches: 1, units: 3 });
+  });
+
+  it('commits a lone unit once the oldest has waited the gather time, not later', async () => {
+    const log: string[] = [];
+    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 30, units: 8 });
+    const t0 = performance.now();
+    await q.submit(async () => undefined);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(25);
+    expect(log).toEqual(['begin', 'commit']);
+  });
+});
+
 describe('SQLite: one connection, one open transaction', () => {
   let release: () => void = () => {};
   afterEach(() => release());
@@ -253,6 +299,23 @@ describe('SQLite: each commit is made durable off the main thread before its uni
     expect(calls).toHaveLength(2); // the second batch committed and is being synced
     calls[1]!.done(Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }));
     await expect(second).rejects.toThrow('EIO');
+  });
+
+  it('syncs nothing for a batch that only read (clock rules that changed nothing), and settles it at once', async () => {
+    const storage = await fresh('sqlite');
+    const calls: Array<(err: NodeJS.ErrnoException | null) => void> = [];
+    const s = await openStore(storage, { now: () => 1, fsync: (_fd, done) => void calls.push(done) });
+    open.push(s);
+    expect(await s.transaction((tx) => repos(tx).snapshots.head('sync', 'a'))).toBeUndefined();
+    expect(calls).toHaveLength(0);
+    // A write in the same batch as reads is synced as before.
+    const wrote = s.transaction((tx) => repos(tx).snapshots.put({ source: 'sync', entity: 'a', site_id: null, hash: 'h', body: '{}', version: 1, changed_at: 5 }));
+    const read = s.transaction((tx) => repos(tx).snapshots.head('sync', 'b'));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(calls).toHaveLength(1);
+    calls[0]!(null);
+    await wrote;
+    expect(await read).toBeUndefined();
   });
 });
 

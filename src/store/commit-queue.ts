@@ -45,14 +45,33 @@ export function traceUnits(als: AsyncLocalStorage<true> | null): void {
 
 interface Queued {
   unit: Unit<unknown>;
+  /** When it was queued (performance.now()). */
+  at: number;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
 }
 
+/** How a queue gathers units into batches. */
+export interface GatherOptions {
+  /** The most units in one transaction. */
+  maxBatch: number;
+  /**
+   * How long the oldest queued unit may wait for others (ms) while fewer than `units` are
+   * queued. Polls that change finish a few ms apart, not in the same turn of the event loop;
+   * without the wait each would pay for its own commit (bench: 1–2 polls per commit in the
+   * changed-10% case, 5–7 with 4 ms, at a fraction of the commit cost each).
+   */
+  ms: number;
+  /** With this many queued, the batch starts at once. */
+  units: number;
+}
+
+const GATHER: GatherOptions = { maxBatch: 256, ms: 4, units: 8 };
+
 /**
- * Group commit. Units that arrive while a batch commits, or in the same turn of the event
- * loop, are committed together in one transaction (one fsync), each inside its own
- * savepoint: a unit that fails is rolled back alone and its caller sees its error, while the
+ * Group commit. Units that arrive while a batch commits, in the same turn of the event loop,
+ * or within a few ms of each other (GatherOptions) are committed together in one transaction
+ * (one fsync), each inside its own savepoint: a unit that fails is rolled back alone and its caller sees its error, while the
  * others commit. A unit's promise settles only after the real COMMIT is durable (or has
  * failed), so a caller that announces what it wrote (bus, SSE, metrics, outbox kick) never
  * announces a write that could still roll back. Batches run one at a time, in arrival order,
@@ -61,21 +80,26 @@ interface Queued {
 export class CommitQueue {
   private queued: Queued[] = [];
   private running = false;
-  private scheduled = false;
+  /** The flush to come: at the end of a gather wait, or on the next turn of the loop. */
+  private scheduled: { wait: ReturnType<typeof setTimeout> } | { turn: ReturnType<typeof setImmediate> } | null = null;
   /** Batches committed whose durability is not yet known (close waits for them). */
   private settling = 0;
   private idleWaiters: Array<() => void> = [];
   readonly stats: CommitStats = { batches: 0, units: 0, failedUnits: 0, largestBatch: 0 };
 
+  private readonly gather: GatherOptions;
+
   constructor(
     private readonly begin: () => Promise<BatchTx>,
-    private readonly maxBatch = 256,
-  ) {}
+    gather: Partial<GatherOptions> = {},
+  ) {
+    this.gather = { ...GATHER, ...gather };
+  }
 
   /** Queue a unit; resolves with its result once its batch has committed. */
   submit<T>(unit: Unit<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queued.push({ unit, resolve: resolve as (v: unknown) => void, reject });
+      this.queued.push({ unit, at: performance.now(), resolve: resolve as (v: unknown) => void, reject });
       this.schedule();
     });
   }
@@ -87,7 +111,7 @@ export class CommitQueue {
   }
 
   private isIdle(): boolean {
-    return !this.running && !this.scheduled && this.queued.length === 0 && this.settling === 0;
+    return !this.running && this.scheduled === null && this.queued.length === 0 && this.settling === 0;
   }
 
   private checkIdle(): void {
@@ -95,18 +119,23 @@ export class CommitQueue {
   }
 
   private schedule(): void {
-    if (this.running || this.scheduled) return;
-    this.scheduled = true;
-    // One turn of the event loop first: replies that arrived together (and the polls they
-    // finish) join this batch instead of each paying for its own commit.
-    setImmediate(() => void this.flush());
+    if (this.running) return;
+    const wait = this.queued.length >= this.gather.units ? 0 : this.gather.ms - (performance.now() - this.queued[0]!.at);
+    if (this.scheduled !== null) {
+      // Enough units gathered: start on the next turn rather than at the end of the wait.
+      if (wait > 0 || 'turn' in this.scheduled) return;
+      clearTimeout(this.scheduled.wait);
+    }
+    // At least one turn of the event loop first: replies that arrived together (and the
+    // polls they finish) join this batch instead of each paying for its own commit.
+    this.scheduled = wait > 0 ? { wait: setTimeout(() => void this.flush(), wait) } : { turn: setImmediate(() => void this.flush()) };
   }
 
   private async flush(): Promise<void> {
-    this.scheduled = false;
+    this.scheduled = null;
     this.running = true;
     try {
-      const batch = this.queued.splice(0, this.maxBatch);
+      const batch = this.queued.splice(0, this.gather.maxBatch);
       if (batch.length > 0) await this.runBatch(batch);
     } finally {
       this.running = false;

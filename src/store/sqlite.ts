@@ -93,10 +93,12 @@ function isBusy(e: unknown): boolean {
 /** The open batch transaction: statements run on the connection directly. */
 class SqliteTx implements BatchTx {
   readonly dialect = 'sqlite' as const;
+  /** A write statement ran: the commit has a log to sync (a read-only batch has none). */
+  private wrote = false;
 
   constructor(
     private readonly r: SqliteRunner,
-    private readonly end: { committed: () => Promise<void>; rolledBack: () => void },
+    private readonly end: { committed: (wrote: boolean) => Promise<void>; rolledBack: () => void },
   ) {}
 
   all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
@@ -106,6 +108,7 @@ class SqliteTx implements BatchTx {
     return this.r.call(() => this.r.exec(s, p, 'get'));
   }
   run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
+    this.wrote = true;
     return this.r.call(() => this.r.exec(s, p, 'run'));
   }
   // One connection, one writer: commit order is insert order already.
@@ -127,7 +130,7 @@ class SqliteTx implements BatchTx {
   async commit(): Promise<{ durable: Promise<void> }> {
     // A failed COMMIT leaves the transaction open: the queue then rolls back, which ends it.
     this.r.control.commit.run();
-    return { durable: this.end.committed() };
+    return { durable: this.end.committed(this.wrote) };
   }
   async rollback(): Promise<void> {
     try {
@@ -282,9 +285,9 @@ export class SqliteStore extends QueuedStore {
     await this.runner.call(() => this.runner.control.begin.run());
     this.open = true;
     return new SqliteTx(this.runner, {
-      committed: () => {
+      committed: (wrote) => {
         this.open = false;
-        return this.synced();
+        return this.synced(wrote);
       },
       rolledBack: () => {
         this.open = false;
@@ -293,9 +296,12 @@ export class SqliteStore extends QueuedStore {
     });
   }
 
-  /** The sync of what was just committed (a batch begins only after the last sync ended). */
-  private synced(): Promise<void> {
-    if (!this.wal) {
+  /**
+   * The sync of what was just committed (a batch begins only after the last sync ended). A
+   * batch that only read (clock rules that changed nothing, say) wrote no log: nothing to sync.
+   */
+  private synced(wrote: boolean): Promise<void> {
+    if (!this.wal || !wrote) {
       this.wakeWaiters();
       return Promise.resolve();
     }
