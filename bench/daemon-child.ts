@@ -10,6 +10,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { preferSmallHeap } from '../src/heap.js';
 import { createApp, type App } from '../src/main.js';
+import type { SqliteStore } from '../src/store/sqlite.js';
 import { nullStream, tempDir } from './common.js';
 import { benchConfig } from './config.js';
 import { arg, measured, type MemorySample } from './sample.js';
@@ -47,11 +48,13 @@ const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`
 const tmp = tempDir();
 const config = benchConfig({ url, dbPath: `${tmp.dir}/memory.db`, concurrency, webhookUrl: hook, rps });
 let events = 0;
-const build = (): App => createApp(config, { logDestination: nullStream(), onEvents: (e) => (events += e.length) });
-let app = build();
+const build = (): Promise<App> => createApp(config, { logDestination: nullStream(), onEvents: (e) => (events += e.length) });
+let app = await build();
 
 const cycle = (a: App) => async (): Promise<Partial<MemorySample>> => {
-  const changes = a.store.sqlite.prepare('SELECT total_changes()').pluck();
+  // The memory benchmark runs on SQLite (the embedded default), whose counters it reads.
+  const sqlite = (a.store as SqliteStore).sqlite;
+  const changes = sqlite.prepare('SELECT total_changes()').pluck();
   const startedAt = Date.now();
   const before = changes.get() as number;
   const eventsBefore = events;
@@ -64,8 +67,8 @@ const cycle = (a: App) => async (): Promise<Partial<MemorySample>> => {
   a.scheduler.off('cycle:end', onEnd);
   if (pending > 0) throw new Error(`${pending} deliveries still pending after the cycle`);
   const dbChanges = (changes.get() as number) - before;
-  const snapshotWrites = a.store.sqlite.prepare('SELECT count(*) FROM snapshots WHERE changed_at >= ?').pluck().get(startedAt) as number;
-  const sourceStateWrites = a.store.sqlite
+  const snapshotWrites = sqlite.prepare('SELECT count(*) FROM snapshots WHERE changed_at >= ?').pluck().get(startedAt) as number;
+  const sourceStateWrites = sqlite
     .prepare("SELECT count(*) FROM poll_state WHERE entity = '' AND last_attempt_at >= ?")
     .pluck()
     .get(startedAt) as number;
@@ -88,7 +91,7 @@ await measured('daemon', 'unchanged', n++, cycle(app));
 if (restart) {
   // A restart: a new app on the same database re-checks alert conditions once.
   await app.stop();
-  app = build();
+  app = await build();
   await measured('daemon', 'restart', n++, cycle(app));
 }
 for (let i = 0; i < ticked; i++) {

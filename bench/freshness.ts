@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import { stringify } from 'yaml';
 import { parseConfig } from '../src/config/parse.js';
 import { formatDuration } from '../src/config/duration.js';
-import { CONFIG_SOURCES, createApp } from '../src/main.js';
+import { CONFIG_SOURCES, createApp, type App } from '../src/main.js';
 import type { BudgetPlan } from '../src/scheduler/budget-plan.js';
 import { mulberry32 } from '../src/simulator/random.js';
 import { isTopLevel, sitesSource, SOURCES } from '../src/sources/registry.js';
@@ -106,7 +106,7 @@ async function runOnce(mode: FreshnessRun['mode'], opts: FreshnessOptions): Prom
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
-  let app: ReturnType<typeof createApp> | null = null;
+  let app: App | null = null;
   try {
     await sim.control('POST', '/drift', { enabled: false });
     // Every interval ÷k (details' slow schedules too), the budget ×k; equal priority: all normal.
@@ -135,7 +135,7 @@ async function runOnce(mode: FreshnessRun['mode'], opts: FreshnessOptions): Prom
     const polls = new Map<string, Map<string, number[]>>();
     let requests = 0;
     const heartbeatMs = Math.max(10, Math.round(1000 / k));
-    app = createApp(config, {
+    const a = await createApp(config, {
       logDestination: nullStream(),
       onPoll: (source, o) => {
         let bySource = polls.get(source);
@@ -149,6 +149,7 @@ async function runOnce(mode: FreshnessRun['mode'], opts: FreshnessOptions): Prom
         return { stop: async () => clearInterval(t) };
       },
     });
+    app = a;
     const started = Date.now();
     let plan: BudgetPlan | null = null;
     app.scheduler.on('budget:plan', (p) => (plan = p));

@@ -19,6 +19,7 @@ import { request } from 'undici';
 import { replyScrubber } from '../src/api/scrub.js';
 import { secretsOf } from '../src/log.js';
 import { createApp, type App } from '../src/main.js';
+import { pollWorkers } from '../src/scheduler/scheduler.js';
 import { entityOf, pathOf, SOURCES, sitesSource } from '../src/sources/registry.js';
 import type { EntityRef, SiteInfo, SourceDef } from '../src/sources/types.js';
 import { BENCH_KEY, median, nullStream, pool, round, startSimChild, tempDir, type SimChild } from './common.js';
@@ -45,11 +46,19 @@ export interface PipelineCase {
   bareCpuMs: number;
   pollCpuMs: number;
   cpuRatio: number;
+  /** Polls that wrote, per transaction, over the poll passes (group commit). */
+  unitsPerCommit: number;
+  /** Transactions per poll pass (median). */
+  commitsPerPass: number;
 }
 
 export interface CpuCase {
   case: 'unchanged' | 'changed-10%' | 'baseline';
   rounds: number;
+  /** Units (polls that wrote) per transaction, over every round of the case (group commit). */
+  unitsPerCommit: number;
+  /** Transactions per pass (median). */
+  commitsPerPass: number;
   parseMedianMs: number;
   ingestMedianMs: number;
   /** ingest / JSON.parse of the same bodies. */
@@ -117,7 +126,7 @@ export async function benchPipeline(opts: PipelineOptions = {}): Promise<Pipelin
       // Outbox rows are written as in production; the worker is not started, so nothing is sent.
       webhookUrl: 'http://127.0.0.1:9/never-called',
     });
-    const app = createApp(config, { logDestination: nullStream() });
+    const app = await createApp(config, { logDestination: nullStream() });
     opts.afterCreate?.(app);
     apps.push(app);
     const o = await app.poller.poll(sitesSource, null);
@@ -158,7 +167,7 @@ export async function benchPipeline(opts: PipelineOptions = {}): Promise<Pipelin
 
     log('pipeline: CPU only (JSON.parse vs Poller.ingest)');
     const bodies = await readBodies(sim.url, siteList);
-    const cpu = await cpuOnly(bodies, newApp, rounds);
+    const cpu = await cpuOnly(bodies, newApp, rounds, concurrency);
     log('pipeline: scrubbing secrets from replies vs JSON.parse');
     const scrub = scrubCost(bodies, secretsOf(app.config), rounds.unchanged);
 
@@ -183,14 +192,15 @@ type Mode = 'bare' | 'poll';
 
 /**
  * One pass over every per-site entity, shaped like Scheduler.runAll(): the per-site sources
- * in parallel, each a bounded pool of `concurrency` workers; the ApiClient's semaphore caps
- * requests in flight at `concurrency` overall. Returns the outcome statuses (poll mode).
+ * in parallel, each a bounded pool of pollWorkers(concurrency) workers (bare and poll alike);
+ * the ApiClient's semaphore caps requests in flight at `concurrency` overall. Returns the
+ * outcome statuses (poll mode).
  */
 async function pass(app: App, sites: readonly SiteInfo[], concurrency: number, mode: Mode): Promise<string[]> {
   const statuses: string[] = [];
   await Promise.all(
     PER_SITE.map((def) =>
-      pool(sites, concurrency, async (site) => {
+      pool(sites, pollWorkers(concurrency), async (site) => {
         if (mode === 'bare') {
           await bareFetch(app, def, site);
         } else {
@@ -223,10 +233,12 @@ async function measureCase(
   const pollMs: number[] = [];
   const bareCpu: number[] = [];
   const pollCpu: number[] = [];
+  const commits: Commits = { batches: [], units: 0 };
   for (let r = 0; r < rounds; r++) {
     const app = await before();
     const order: Mode[] = r % 2 === 0 ? ['bare', 'poll'] : ['poll', 'bare'];
     for (const mode of order) {
+      const stats0 = { ...app.store.stats };
       const cpu0 = process.cpuUsage();
       const t0 = performance.now();
       const statuses = await pass(app, sites, concurrency, mode);
@@ -236,6 +248,8 @@ async function measureCase(
       if (mode === 'bare') bareMs.push(ms);
       else {
         pollMs.push(ms);
+        commits.batches.push(app.store.stats.batches - stats0.batches);
+        commits.units += app.store.stats.units - stats0.units;
         const expect = name === 'changed-10%' ? null : name;
         if (expect && statuses.some((s) => s !== expect)) throw new Error(`${name}: a poll came back ${statuses.find((s) => s !== expect)}`);
         checkOutcomes?.(statuses);
@@ -259,7 +273,14 @@ async function measureCase(
     bareCpuMs: round(median(bareCpu), 1),
     pollCpuMs: round(median(pollCpu), 1),
     cpuRatio: round(median(pollCpu) / median(bareCpu), 3),
+    ...commitStats(commits),
   };
+}
+
+/** Units per transaction, and transactions per pass, of some passes. */
+function commitStats(c: Commits): { unitsPerCommit: number; commitsPerPass: number } {
+  const batches = c.batches.reduce((a, b) => a + b, 0);
+  return { unitsPerCommit: batches === 0 ? 0 : round(c.units / batches, 1), commitsPerPass: median(c.batches) };
 }
 
 /**
@@ -279,14 +300,15 @@ async function changeTenPercent(sim: SimChild, sites: readonly SiteInfo[], round
 
 // ---- CPU only --------------------------------------------------------------------------
 
-interface Body {
+/** One entity's response body, as the client read it. */
+export interface Body {
   ref: EntityRef;
   /** Response bodies of every page (one for these sources). */
   texts: string[];
 }
 
 /** Read each per-site response body once, as the client would (same paths and limits). */
-async function readBodies(url: string, sites: readonly SiteInfo[]): Promise<Body[]> {
+export async function readBodies(url: string, sites: readonly SiteInfo[]): Promise<Body[]> {
   const out: Body[] = [];
   await pool(
     PER_SITE.flatMap((def) => sites.map((site) => ({ def, site }))),
@@ -378,31 +400,47 @@ function scrubCost(bodies: readonly Body[], secrets: readonly string[], rounds: 
   };
 }
 
-async function cpuOnly(
+/**
+ * The CPU-only cases: the same parsed bodies through Poller.ingest, with the network taken
+ * out. Exported for the engine comparison (bench/engines.ts), which runs it on each engine.
+ */
+export async function cpuOnly(
   bodies: readonly Body[],
   newApp: () => Promise<App>,
   rounds: { unchanged: number; changed: number; baseline: number },
+  concurrency: number,
 ): Promise<CpuCase[]> {
   const parseAll = (): { ms: number; values: unknown[] } => {
     const t0 = performance.now();
     const values = bodies.map(parseBody);
     return { ms: performance.now() - t0, values };
   };
-  const ingestAll = (app: App, values: unknown[], expect: string | null): number => {
+  // As many ingests in flight as a scheduler pass has polls (sources × concurrency), so
+  // those that finish together share a commit, as they do in the daemon (group commit).
+  const inFlight = PER_SITE.length * pollWorkers(concurrency);
+  const ingestAll = async (app: App, values: unknown[], expect: string | null, commits?: Commits): Promise<number> => {
+    const before = { ...app.store.stats };
     const t0 = performance.now();
     const started = Date.now();
     const statuses: string[] = [];
-    for (let i = 0; i < bodies.length; i++) statuses.push(app.poller.ingest(bodies[i]!.ref, values[i], started).status);
+    await pool(
+      bodies.map((b, i) => ({ ref: b.ref, value: values[i] })),
+      inFlight,
+      async ({ ref, value }) => void statuses.push((await app.poller.ingest(ref, value, started)).status),
+    );
     const ms = performance.now() - t0;
     if (expect && statuses.some((s) => s !== expect)) throw new Error(`ingest: expected ${expect}, got ${statuses.find((s) => s !== expect)}`);
+    commits?.batches.push(app.store.stats.batches - before.batches);
+    if (commits) commits.units += app.store.stats.units - before.units;
     return ms;
   };
-  const result = (name: CpuCase['case'], parse: number[], ingest: number[]): CpuCase => {
+  const result = (name: CpuCase['case'], parse: number[], ingest: number[], commits: Commits): CpuCase => {
     const p = median(parse);
     const g = median(ingest);
     return {
       case: name,
       rounds: ingest.length,
+      ...commitStats(commits),
       parseMedianMs: round(p, 2),
       ingestMedianMs: round(g, 2),
       ingestVsParse: round(g / p, 2),
@@ -414,34 +452,44 @@ async function cpuOnly(
   // Warm JSON.parse and ingest up on a throwaway app.
   {
     const warm = await newApp();
-    for (let i = 0; i < 3; i++) ingestAll(warm, parseAll().values, null);
+    for (let i = 0; i < 3; i++) await ingestAll(warm, parseAll().values, null);
     await warm.stop();
   }
 
-  const base = { parse: [] as number[], ingest: [] as number[] };
-  const same = { parse: [] as number[], ingest: [] as number[] };
-  const changed = { parse: [] as number[], ingest: [] as number[] };
+  const base = { parse: [] as number[], ingest: [] as number[], commits: { batches: [], units: 0 } as Commits };
+  const same = { parse: [] as number[], ingest: [] as number[], commits: { batches: [], units: 0 } as Commits };
+  const changed = { parse: [] as number[], ingest: [] as number[], commits: { batches: [], units: 0 } as Commits };
   let app: App | null = null;
   for (let r = 0; r < rounds.baseline; r++) {
     const fresh = await newApp();
     const p = parseAll();
     base.parse.push(p.ms);
-    base.ingest.push(ingestAll(fresh, p.values, 'baseline'));
+    base.ingest.push(await ingestAll(fresh, p.values, 'baseline', base.commits));
     if (app) await app.stop();
     app = fresh;
   }
   for (let r = 0; r < rounds.unchanged; r++) {
     const p = parseAll();
     same.parse.push(p.ms);
-    same.ingest.push(ingestAll(app!, p.values, 'unchanged'));
+    same.ingest.push(await ingestAll(app!, p.values, 'unchanged', same.commits));
   }
   for (let r = 0; r < rounds.changed * 2; r++) {
     // Odd rounds change 10% away from the stored snapshot, even rounds change it back.
     const p = parseAll();
     if (r % 2 === 0) mutateTenPercent(bodies, p.values, r);
     changed.parse.push(p.ms);
-    changed.ingest.push(ingestAll(app!, p.values, null));
+    changed.ingest.push(await ingestAll(app!, p.values, null, changed.commits));
   }
   await app?.stop();
-  return [result('unchanged', same.parse, same.ingest), result('changed-10%', changed.parse, changed.ingest), result('baseline', base.parse, base.ingest)];
+  return [
+    result('unchanged', same.parse, same.ingest, same.commits),
+    result('changed-10%', changed.parse, changed.ingest, changed.commits),
+    result('baseline', base.parse, base.ingest, base.commits),
+  ];
+}
+
+interface Commits {
+  /** Transactions per pass. */
+  batches: number[];
+  units: number;
 }

@@ -18,7 +18,7 @@ const bytes = Number(arg('bytes'));
 const chunked = arg('chunked') === 'yes';
 const tmp = tempDir();
 const config = benchConfig({ url, dbPath: `${tmp.dir}/reply.db`, rps: 1000 });
-const app = createApp(config, { logDestination: nullStream() });
+const app = await createApp(config, { logDestination: nullStream() });
 await measured('daemon', 'idle', 0, async () => ({}));
 const res = await fetch(`${url}/_sim/faults`, {
   method: 'POST',

@@ -87,7 +87,8 @@ async function measure(account: RequestsResult['account'], opts: RequestsOptions
     const parsed = parseConfig(stringify(written), 'requests.yaml', { SIM_URL: sim.url, API_KEY: BENCH_KEY, DB: `${tmp.dir}/requests.db` }, { sourceNames: SOURCE_NAMES });
     if (!parsed.ok) throw new Error(`requests config invalid: ${JSON.stringify(parsed.errors)}`);
     parsed.config.api.max_requests_per_second = UNLIMITED_RPS;
-    const app = createApp(parsed.config, { logDestination: nullStream() });
+    // Awaited: createApp returns a promise since the store became async (issue 11), an app before.
+    const app = await createApp(parsed.config, { logDestination: nullStream() });
     let failed = 0;
     try {
       await app.runOnce(); // the baseline, and every detail read once: not the steady state

@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import BetterSqlite3 from 'better-sqlite3';
 import { SiteLabeler } from './labels.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseDuration } from './config/duration.js';
@@ -21,17 +20,14 @@ import { closest } from './config/parse.js';
 import { secretScrubber, secretsOf } from './log.js';
 import { storageExists, storagePathProblem } from './store/storage-path.js';
 import { parseListen } from './server/server.js';
-import { EventsRepo } from './store/events-repo.js';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot, packageVersion } from './paths.js';
 import { runRuleTestFile } from './rules/rule-tests.js';
 import { backtest, formatBacktest } from './rules/backtest.js';
 import { explainEvent, explainWhyNot, unknownRule, type ExplainDeps } from './rules/explain.js';
-import { openStore, type Store } from './store/db.js';
-import { HistoryRepo } from './store/history-repo.js';
-import { AlertsRepo } from './store/alerts-repo.js';
-import { SnapshotsRepo } from './store/snapshots-repo.js';
+import { describeStorage, openStore, type Store } from './store/db.js';
+import { repos } from './store/repos.js';
 import { listOf, siteInfoFromRecord } from './pipeline/plan.js';
 import { sitesSource } from './sources/registry.js';
 import { enabledSources, pathsFor, scopesFor } from './sources/select.js';
@@ -80,9 +76,9 @@ async function load(file: string | undefined, opts: { secretsOptional?: boolean 
 }
 
 /** Build the app, mapping bad rules/routes/channels to exit code 2 with their messages. */
-function build(config: Config): App {
+async function build(config: Config): Promise<App> {
   try {
-    return createApp(config);
+    return await createApp(config);
   } catch (e) {
     if (e instanceof RuleErrors) fail(e.message, EXIT_CONFIG);
     // Named with its file, as `check` and `rules backtest` name it (invariant 8).
@@ -142,7 +138,7 @@ program
   .description('run the daemon in the foreground until SIGTERM/SIGINT')
   .option('-c, --config <file>', CONFIG_HELP)
   .action(async (o: { config?: string }) => {
-    const app = build(await load(o.config));
+    const app = await build(await load(o.config));
     onShutdown(() => app.stop());
     try {
       await app.start();
@@ -159,7 +155,7 @@ program
   .option('--once', 'one full cycle (required: the daemon is `hostwatch run`)')
   .action(async (o: { config?: string; once?: boolean }) => {
     if (!o.once) fail('hostwatch poll: pass --once (the continuous daemon is `hostwatch run`)', EXIT_CONFIG);
-    const app = build(await load(o.config));
+    const app = await build(await load(o.config));
     let read: { polls: number; failed: number };
     try {
       const { pending, ...counts } = await app.runOnce();
@@ -211,29 +207,31 @@ program
         calendar?.close();
       }
       // Looked at, never created: only `run` creates the database and its folder.
-      const storage = storagePathProblem(config.storage.path);
+      const storage = config.storage.engine === 'sqlite' ? storagePathProblem(config.storage.path) : null;
       if (storage !== null) problems.push(`${config.file}: storage.path: ${storage}`);
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
     process.stdout.write(`${config!.file}: OK (${ruleCount} rules, ${config!.channels.length} channels)\n`);
-    for (const line of budgetLines(config!, rules, o.sites)) process.stdout.write(`${line}\n`);
+    for (const line of await budgetLines(config!, rules, o.sites)) process.stdout.write(`${line}\n`);
     if (o.online) await checkOnline(config!);
   });
 
 /**
  * What `check` says about the request budget: for the number of sites given, listed in
- * `sites`, or stored by a daemon in storage.path; without any, how many sites fit.
+ * `sites`, or stored by a daemon in the SQLite file at storage.path; without any, how many
+ * sites fit. (A PostgreSQL database is not connected to: `check` works offline.)
  */
-function budgetLines(config: Config, rules: ReturnType<typeof rulesFor>, given: number | undefined): string[] {
+async function budgetLines(config: Config, rules: ReturnType<typeof rulesFor>, given: number | undefined): Promise<string[]> {
   const sources = enabledSources(config);
   const priorities = sourcePriorities(sources, rules, config);
   let sites = given ?? (config.sites === 'all' ? null : config.sites.length);
   let note = given !== undefined ? ' (--sites)' : config.sites === 'all' ? '' : ' (the sites list)';
-  if (sites === null && config.storage.path !== ':memory:' && existsSync(config.storage.path)) {
-    const stored = storedSiteCount(config);
+  const storage = config.storage;
+  if (sites === null && storage.engine === 'sqlite' && storage.path !== ':memory:' && existsSync(storage.path)) {
+    const stored = await storedSiteCount(storage);
     if (stored !== null) {
       sites = stored;
-      note = ` (the site list stored in ${config.storage.path})`;
+      note = ` (the site list stored in ${storage.path})`;
     }
   }
   if (sites !== null) return describePlan(configPlan(config, sources, priorities, sites), config.api.max_requests_per_second, note);
@@ -245,19 +243,19 @@ function budgetLines(config: Config, rules: ReturnType<typeof rulesFor>, given: 
 }
 
 /** The number of sites in the site list a daemon stored (null when none is stored or the file cannot be read). */
-function storedSiteCount(config: Config): number | null {
+async function storedSiteCount(storage: Config['storage']): Promise<number | null> {
   let store: Store | null = null;
   try {
-    store = openStore(config.storage.path, Date.now);
-    const row = new SnapshotsRepo(store.sqlite).get(sitesSource.name, sitesSource.name);
+    // Read-only: check writes nothing, and a daemon may hold the file.
+    store = await openStore(storage, { now: Date.now, readonly: true });
+    const row = await repos(store).snapshots.get(sitesSource.name, sitesSource.name);
     return row ? listOf(sitesSource, JSON.parse(row.body)).length : null;
   } catch {
     return null;
   } finally {
-    store?.close();
+    await store?.close().catch(() => undefined);
   }
 }
-
 
 /** `check --online`: the key and each enabled source's scope, against the real API. */
 async function checkOnline(config: Config): Promise<void> {
@@ -329,7 +327,7 @@ program
 program
   .command('events')
   .description('print the event log from the database, oldest first (read-only; the daemon need not run)')
-  .option('-c, --config <file>', `${CONFIG_HELP}; its storage.path is read`)
+  .option('-c, --config <file>', `${CONFIG_HELP}; its storage (path or url) is read`)
   .option('--since <duration>', 'only events of the last DURATION (e.g. 30m, 1h, 2d)', duration)
   .option('--type <type>', 'only events of this type (site.offline or hostwatch.site.offline)', typeName)
   .option('--limit <n>', 'at most the newest N events', atLeastOne, 100)
@@ -337,15 +335,11 @@ program
   .action(async (o: { config?: string; since?: number; type?: string; limit: number; json?: boolean }) => {
     const config = await load(o.config, { secretsOptional: true });
     if (o.type !== undefined) knownTypeOrExit(config, o.type);
-    let db: BetterSqlite3.Database;
-    try {
-      db = new BetterSqlite3(config.storage.path, { readonly: true, fileMustExist: true });
-    } catch (e) {
-      fail(`hostwatch events: cannot open the database ${config.storage.path}: ${(e as Error).message}`, 1);
-    }
+    // Read-only: it reads beside a running daemon and never writes (no migration, no lock).
+    const store = await openDatabase(config, true, true);
     try {
       const filter = { type: o.type ?? null, siteId: null, since: o.since === undefined ? null : Date.now() - o.since };
-      const rows = new EventsRepo(db).latest(filter, o.limit + 1);
+      const rows = await repos(store).events.latest(filter, o.limit + 1);
       for (const r of rows.slice(0, o.limit).reverse()) {
         const line = o.json ? r.body : eventLine(JSON.parse(r.body) as HostwatchEvent);
         process.stdout.write(`${line}\n`);
@@ -353,7 +347,7 @@ program
       // On stderr, so `--json` output stays one event per line.
       if (rows.length > o.limit) process.stderr.write(`(the newest ${o.limit} shown; --limit N shows more)\n`);
     } finally {
-      db.close();
+      await store.close();
     }
   });
 
@@ -412,7 +406,7 @@ rulesCmd
 rulesCmd
   .command('backtest')
   .description('replay the stored change log through the current rules: what would have fired, when, per rule and channel')
-  .option('-c, --config <file>', `${CONFIG_HELP}: its rules, routes, channels and storage.path`)
+  .option('-c, --config <file>', `${CONFIG_HELP}: its rules, routes, channels and storage`)
   .addOption(new Option('--since <duration>', 'how far back to replay (e.g. 7d, 30d)').argParser(duration).default(30 * 86_400_000, '30d'))
   .option('--rule <name>', 'only this rule (evaluated even if it is disabled, to try it before turning it on)')
   .action(async (o: { config?: string; since: number; rule?: string }) => {
@@ -424,14 +418,15 @@ rulesCmd
       rules = [{ ...one, enabled: true }];
     }
     const router = compileRouterOrExit(config);
-    const store = openDatabase(config);
+    const store = await openDatabase(config);
     try {
       const now = Date.now();
       const since = now - o.since;
-      const sites = new SnapshotsRepo(store.sqlite).get(sitesSource.name, sitesSource.name);
+      const r = repos(store);
+      const sites = await r.snapshots.get(sitesSource.name, sitesSource.name);
       const known = sites ? listOf(sitesSource, JSON.parse(sites.body)).map(siteInfoFromRecord) : [];
       const human = new Set(config.channels.filter((c) => isHumanChannel(c.type)).map((c) => c.name));
-      const result = backtest(new HistoryRepo(store.sqlite).since(since), {
+      const result = await backtest(r.history.since(since), {
         rules,
         router,
         since,
@@ -448,7 +443,7 @@ rulesCmd
       const header = `backtest since ${new Date(since).toISOString()}: ${rules.filter((r) => r.enabled).length} rules, ${result.entities} entities, ${result.snapshots} snapshots replayed, ${result.events.length} events`;
       for (const line of formatBacktest(result, header)) process.stdout.write(`${line}\n`);
     } finally {
-      store.close();
+      await store.close();
     }
   });
 
@@ -456,7 +451,7 @@ program
   .command('explain')
   .description('why an event exists (EVENT_ID), or why rule R sent nothing about subject S (--subject S --rule R)')
   .argument('[event-id]', 'an event id from the log, a feed or a webhook-id header')
-  .option('-c, --config <file>', `${CONFIG_HELP}: its rules and storage.path`)
+  .option('-c, --config <file>', `${CONFIG_HELP}: its rules and storage`)
   .option('--subject <subject>', 'the subject an expected event is about, e.g. sites/12/health')
   .option('--rule <name>', 'the rule that should have sent it')
   .action(async (id: string | undefined, o: { config?: string; subject?: string; rule?: string }) => {
@@ -465,26 +460,19 @@ program
     }
     const config = await load(o.config, { secretsOptional: true });
     const rules = loadRulesOrExit(config);
-    const store = openDatabase(config);
+    const store = await openDatabase(config);
     try {
-      const deps: ExplainDeps = {
-        history: new HistoryRepo(store.sqlite),
-        alerts: new AlertsRepo(store.sqlite),
-        snapshots: new SnapshotsRepo(store.sqlite),
-        events: new EventsRepo(store.sqlite),
-        rules,
-        now: Date.now(),
-      };
+      const deps: ExplainDeps = { ...repos(store), rules, now: Date.now() };
       if (id !== undefined) {
-        const lines = explainEvent(deps, id);
-        if (!lines) fail(`hostwatch explain: no event with id ${id} in ${config.storage.path}`, 1);
+        const lines = await explainEvent(deps, id);
+        if (!lines) fail(`hostwatch explain: no event with id ${id} in ${store.description}`, 1);
         for (const line of lines) process.stdout.write(`${line}\n`);
       } else {
         if (!rules.some((r) => r.name === o.rule)) fail(`hostwatch explain: ${unknownRule(o.rule!, rules)}`, EXIT_CONFIG);
-        for (const line of explainWhyNot(deps, o.subject!, o.rule!).lines) process.stdout.write(`${line}\n`);
+        for (const line of (await explainWhyNot(deps, o.subject!, o.rule!)).lines) process.stdout.write(`${line}\n`);
       }
     } finally {
-      store.close();
+      await store.close();
     }
   });
 
@@ -507,17 +495,20 @@ function compileRouterOrExit(config: Config): ReturnType<typeof compileRouter> {
 }
 
 /**
- * Open (and if needed migrate) the configured database; the daemon may be running on it.
- * With `mustExist` (reading history), a missing file is an error rather than a new empty database.
+ * Open (and if needed migrate) the configured database; the daemon may be running on it
+ * (these commands do not take the daemon's lock). With `mustExist` (reading history), a
+ * missing SQLite file is an error rather than a new empty database; `readonly` opens it
+ * without migrating or writing.
  */
-function openDatabase(config: Config, mustExist = true): Store {
-  if (mustExist && !storageExists(config.storage.path)) {
-    fail(`hostwatch: no database at ${config.storage.path} (storage.path); \`hostwatch run\` creates it on its first poll`, 1);
+async function openDatabase(config: Config, mustExist = true, readonly = false): Promise<Store> {
+  const storage = config.storage;
+  if (mustExist && storage.engine === 'sqlite' && !storageExists(storage.path)) {
+    fail(`hostwatch: no database at ${storage.path} (storage.path); \`hostwatch run\` creates it on its first poll`, 1);
   }
   try {
-    return openStore(config.storage.path, Date.now);
+    return await openStore(storage, { now: Date.now, readonly });
   } catch (e) {
-    fail(`hostwatch: cannot open the database ${config.storage.path}: ${(e as Error).message}`, 1);
+    fail(`hostwatch: cannot open ${describeStorage(storage)}: ${(e as Error).message}`, 1);
   }
 }
 

@@ -87,7 +87,7 @@ export async function runDemo(opts: DemoOptions): Promise<Demo> {
   const hook = await startReceiver(write);
   const db = join(opts.dataDir ?? 'data', 'demo.db');
   for (const f of [db, `${db}-wal`, `${db}-shm`]) rmSync(f, { force: true });
-  const build = (listen: string): App => {
+  const build = (listen: string): Promise<App> => {
     const parsed = parseConfig(DEMO_CONFIG.replace('${DEMO_SOURCES}', demoSources()), '<demo>', { SIM_URL: sim.url, HOOK_URL: hook.url, DEMO_DB: db, DEMO_LISTEN: listen }, {
       ...CONFIG_SOURCES,
       baseDir: process.cwd(),
@@ -102,7 +102,7 @@ export async function runDemo(opts: DemoOptions): Promise<Demo> {
       },
     });
   };
-  let app = build(opts.listen ?? DEMO_LISTEN);
+  let app = await build(opts.listen ?? DEMO_LISTEN);
   try {
     await app.start();
   } catch (e) {
@@ -113,7 +113,7 @@ export async function runDemo(opts: DemoOptions): Promise<Demo> {
       throw e;
     }
     await app.stop();
-    app = build('127.0.0.1:0');
+    app = await build('127.0.0.1:0');
     await app.start();
   }
   const url = app.serverUrl!;

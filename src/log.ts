@@ -6,12 +6,14 @@ import { SECRET_HEADER } from './config/schema.js';
 
 /**
  * Every secret value in a config: the API key, the server token, webhook secrets and
- * credential headers, SMTP passwords, routing keys, API keys, bot tokens, ntfy tokens, and
- * the URLs that are credentials themselves (Slack, Teams, Discord, ntfy).
+ * credential headers, SMTP passwords, routing keys, API keys, bot tokens, ntfy tokens, the
+ * URLs that are credentials themselves (Slack, Teams, Discord, ntfy), and the database URL
+ * and its password.
  */
 export function secretsOf(config: Config): string[] {
   const out = [config.api.key];
   if (config.server.token) out.push(config.server.token);
+  if (config.storage.engine === 'postgres') out.push(config.storage.url, ...databasePassword(config.storage.url));
   for (const c of config.channels) {
     switch (c.type) {
       case 'webhook':
@@ -47,6 +49,16 @@ export function secretsOf(config: Config): string[] {
   // A dead man's switch URL is its check's token, often a single path part (hc-ping.com/<uuid>).
   if (config.heartbeat) out.push(...urlSecrets(config.heartbeat.url), ...longPathParts(config.heartbeat.url));
   return out.filter((s) => s.length >= 4);
+}
+
+/** The password of a database URL, as written and decoded (a URL may percent-encode it). */
+function databasePassword(url: string): string[] {
+  try {
+    const p = new URL(url).password;
+    return p === '' ? [] : [p, decodeURIComponent(p)];
+  } catch {
+    return [];
+  }
 }
 
 /** Path parts of 16 characters or more (a check's uuid), never short words like `services`. */

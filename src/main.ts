@@ -25,8 +25,6 @@ import { Notifier } from './notify/notifier.js';
 import { OutboxWorker } from './notify/outbox-worker.js';
 import { eventId } from './events/envelope.js';
 import { operatorEvent } from './events/operator.js';
-import { DeliveryRepo } from './store/delivery-repo.js';
-import { SilencesRepo } from './store/silences-repo.js';
 import { packageRoot, packageVersion } from './paths.js';
 import { Poller, type PollOutcome } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
@@ -47,12 +45,10 @@ import { isTopLevel, SOURCE_READ_BY, SOURCES } from './sources/registry.js';
 import { enabledSources, pathsFor } from './sources/select.js';
 import { Followups } from './scheduler/followups.js';
 import { configPlan, describePlan, sourcePriorities } from './scheduler/budget-plan.js';
-import { AlertsRepo } from './store/alerts-repo.js';
 import { openStore, type Store } from './store/db.js';
-import { EventsRepo } from './store/events-repo.js';
-import { HistoryRepo, type PruneResult } from './store/history-repo.js';
-import { SnapshotsRepo } from './store/snapshots-repo.js';
-import { DaemonRepo, HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
+import type { PruneResult } from './store/history-repo.js';
+import { repos } from './store/repos.js';
+import { HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
 import { DEFAULTS } from './config/parse.js';
 import { hostname } from 'node:os';
 import { SiteLabeler } from './labels.js';
@@ -60,6 +56,7 @@ import { IncidentTracker } from './notify/incidents.js';
 import { Reevaluator } from './pipeline/reevaluate.js';
 import { Timekeeper } from './scheduler/timekeeper.js';
 import { Heartbeat } from './selfwatch/heartbeat.js';
+import { StorageWatch } from './selfwatch/storage-watch.js';
 import { Watchdog } from './selfwatch/watchdog.js';
 
 /** Names of every source, for config and rule validation. */
@@ -85,7 +82,24 @@ export interface AppOptions {
   onPoll?: (source: string, outcome: PollOutcome) => void;
   /** What ticks the scheduler (benchmarks that scale time tick it faster); default every second. */
   ticker?: SchedulerDeps['ticker'];
+  /** How long stop() waits for polls and sends in flight (default STOP_TIMEOUT_MS). */
+  stopTimeoutMs?: number;
+  /** How long the store must fail before storage.failing fires (default STORAGE_ALERT_AFTER_MS). */
+  storageAlertAfterMs?: number;
+  /**
+   * Open the store as a daemon (default true): take the one-daemon lock of the database, so
+   * a second daemon on it refuses to start.
+   */
+  daemon?: boolean;
 }
+
+/**
+ * How long a stop waits for the polls and sends in flight before it closes anyway: well
+ * inside the 60 s the service files give (docs/operations.md). What it cuts off is redone
+ * after the next start: an outbox row stays pending until a send is recorded, and a poll
+ * whose result was not committed changed nothing.
+ */
+export const STOP_TIMEOUT_MS = 30_000;
 
 /** The wired program: every part, built once, plus the ways to run it. */
 export interface App {
@@ -118,10 +132,10 @@ export interface App {
   start(): Promise<void>;
   /** The operator server's address, once started (null without `server.listen`). */
   serverUrl: string | null;
-  /** Graceful stop: finish polls in flight, flush deliveries in flight, close. */
+  /** Graceful stop: start no new poll or send, let those in flight finish (up to the stop timeout), close. */
   stop(): Promise<void>;
   /** Delete change-log history older than `history.retention` (the daemon runs this every `history.prune_every`). */
-  pruneHistory(): PruneResult;
+  pruneHistory(): Promise<PruneResult>;
 }
 
 /** Load the built-in rule packs and the user's rule paths for a config. */
@@ -129,8 +143,11 @@ export function rulesFor(config: Config): CompiledRule[] {
   return loadRules(join(packageRoot(), 'rules'), config.rules, { sourceNames: SOURCE_NAMES, cwd: process.cwd() });
 }
 
-/** Build every part from a validated config. Throws RuleErrors / MigrationError on bad input. */
-export function createApp(config: Config, opts: AppOptions = {}): App {
+/**
+ * Build every part from a validated config. Throws RuleErrors / MigrationError on bad input,
+ * DatabaseInUseError when another daemon runs on the same database.
+ */
+export async function createApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const now = opts.now ?? Date.now;
   const random = opts.random ?? Math.random;
   const scrub = secretScrubber(secretsOf(config));
@@ -138,12 +155,37 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const rules = rulesFor(config);
   const maintenance = new MaintenanceCalendar(config.maintenance);
   const dispatcher = new Dispatcher(config, maintenance);
-  const store = openStore(config.storage.path, now);
-  const snapshots = new SnapshotsRepo(store.sqlite);
-  const alerts = new AlertsRepo(store.sqlite);
-  const events = new EventsRepo(store.sqlite);
-  const history = new HistoryRepo(store.sqlite);
-  const delivery = new DeliveryRepo(store.sqlite);
+  const store = await openStore(config.storage, {
+    now,
+    daemon: opts.daemon ?? true,
+    onError: (e) => log.warn({ err: scrub(String(e)) }, 'database connection lost (the pool replaces it)'),
+  });
+  try {
+    return await wire(config, opts, { now, random, scrub, log, rules, maintenance, dispatcher, store });
+  } catch (e) {
+    await store.close();
+    maintenance.close();
+    throw e;
+  }
+}
+
+/** The parts createApp built before it opened the store. */
+interface Base {
+  now: () => number;
+  random: () => number;
+  scrub: (text: string) => string;
+  log: Logger;
+  rules: CompiledRule[];
+  maintenance: MaintenanceCalendar;
+  dispatcher: Dispatcher;
+  store: Store;
+}
+
+/** Everything that needs the open store. */
+async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> {
+  const { now, random, scrub, log, rules, maintenance, dispatcher, store } = base;
+  // Reads outside a transaction; every write goes through store.transaction.
+  const { snapshots, alerts, events, history } = repos(store);
   const metrics = new Metrics({ outbox: events, sources: () => snapshots.sourceStates() }, now, { version: packageVersion() });
   const client = new ApiClient({
     baseUrl: config.api.base_url,
@@ -176,26 +218,21 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   let incidents: IncidentTracker | null = null;
   const notifier = new Notifier({
     store,
-    events,
-    delivery,
-    silences: new SilencesRepo(store.sqlite),
     dispatcher,
     log,
     now,
-    incidents: () => incidents?.active() ?? new Set(),
+    incidents: async (r) => (incidents ? incidents.active(r) : new Set()),
   });
-  notifier.resumeInhibitions(
-    alerts.firing().flatMap((a) => {
-      const row = a.site_id === null || a.last_event_id === null ? undefined : history.event(a.last_event_id);
-      return row ? [JSON.parse(row.body) as HostwatchEvent] : [];
-    }),
-  );
+  const firing: HostwatchEvent[] = [];
+  for (const a of await alerts.firing()) {
+    const row = a.site_id === null || a.last_event_id === null ? undefined : await history.event(a.last_event_id);
+    if (row) firing.push(JSON.parse(row.body) as HostwatchEvent);
+  }
+  await notifier.resumeInhibitions(firing);
   const worker = new OutboxWorker({
     store,
-    events,
-    delivery,
     disableAfterMs: config.delivery.disable_after_ms,
-    onChannelDisabled: ({ channel, reason, count }) => {
+    onChannelDisabled: async ({ channel, reason, count }) => {
       // An operator event: stored, and delivered to the channels still working.
       const e = operatorEvent({
         rule: 'channel-disabled',
@@ -206,7 +243,11 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
         summary: `channel ${channel} is disabled: ${reason}`,
         extra: { channel, reason },
       });
-      if (notifier.publish(e)) announce([e]);
+      try {
+        if (await notifier.publish(e)) announce([e]);
+      } catch (err) {
+        log.error({ err: scrub(String(err)), event: e.id }, 'could not store the channel.disabled event');
+      }
     },
     channels,
     retryScheduleMs: config.delivery.retry_schedule_ms,
@@ -233,8 +274,8 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const priorities = sourcePriorities(scheduled, rules, config);
   const fetcher = new Fetcher(client, {
     options: (name, siteId) => ({ paths: pathsFor(config, name, siteId) }),
-    stored: (ref) => {
-      const row = snapshots.get(ref.source.name, ref.entity);
+    stored: async (ref) => {
+      const row = await snapshots.get(ref.source.name, ref.entity);
       return row === undefined ? undefined : (JSON.parse(row.body) as unknown);
     },
     onOldestFirst: (source) =>
@@ -244,8 +285,6 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     config: config.incidents,
     rules,
     store,
-    alerts,
-    delivery,
     notifier,
     humanChannels: dispatcher.humanChannels(),
     // Called only once the poller below exists (from its commits and the timekeeper).
@@ -256,7 +295,7 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     now,
     log,
   });
-  const poller: Poller = new Poller({
+  const poller: Poller = await Poller.open({
     labeler: new SiteLabeler(config.site_labels),
     incidents,
     fetcher,
@@ -265,10 +304,6 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     instance: config.name,
     client,
     store,
-    snapshots,
-    alerts,
-    events,
-    history,
     rules,
     notifier,
     now,
@@ -287,7 +322,8 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   const timekeeper = new Timekeeper({
     reevaluator: new Reevaluator({ poller, rules, sources: scheduled.map((s) => s.def), now, log }),
     incidents,
-    watchdog: config.watchdog ? new Watchdog({ everyMs: config.watchdog.every_ms, store, alerts, notifier, instance: config.name, now }) : undefined,
+    watchdog: config.watchdog ? new Watchdog({ everyMs: config.watchdog.every_ms, store, notifier, instance: config.name, now }) : undefined,
+    storage: new StorageWatch({ store, notifier, instance: config.name, now, log, scrub, afterMs: opts.storageAlertAfterMs }),
     onEvents: announce,
     log,
   });
@@ -337,7 +373,6 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
   let stopped = false;
   let pruneTimer: NodeJS.Timeout | null = null;
   let heartbeatTimer: NodeJS.Timeout | null = null;
-  const daemon = new DaemonRepo(store.sqlite);
   let server: { url: string; close: () => Promise<void> } | null = null;
   const app: App = {
     config,
@@ -358,16 +393,17 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
     async runOnce() {
       const outcomes = (await scheduler.runAll()).flatMap((c) => c.outcomes);
       // Time passed since the last run: clock rules are judged on what is stored now.
-      timekeeper.tick({ force: true });
+      await timekeeper.tick({ force: true });
       if (heartbeat) await heartbeat.beat();
       // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour).
-      delivery.flushGroups(now(), DIGEST_GROUP);
+      await store.transaction((tx) => repos(tx).delivery.flushGroups(now(), DIGEST_GROUP));
       const pending = await worker.drain(config.delivery.drain_timeout_ms);
       return { pending, polls: outcomes.length, failed: outcomes.filter((o) => o.status === 'failed').length };
     },
     serverUrl: null,
-    pruneHistory() {
-      const removed = history.prune(now() - config.history.retention_ms);
+    async pruneHistory() {
+      const before = now() - config.history.retention_ms;
+      const removed = await store.transaction((tx) => repos(tx).history.prune(before));
       if (removed.changeLog + removed.evidence > 0) log.info(removed, 'history pruned');
       return removed;
     },
@@ -377,9 +413,11 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
         server = await startServer({
           listen: config.server.listen,
           token: config.server.token,
+          allowedHosts: config.server.allowed_hosts,
           routes: [
             ...healthRoutes({
               databaseReady: () => store.ready(),
+              databaseProblem: () => store.problem(),
               schedulerRunning: () => scheduler.running,
               polling: () => ({ fresh: now() - poller.lastSuccessAt <= config.server.not_ready_after_ms, lastSuccessAt: poller.lastSuccessAt }),
             }),
@@ -397,32 +435,27 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
         { sources: scheduled.map((s) => `${s.def.name}/${s.everyMs / 1000}s${priorities.has(s.def.name) ? `/${priorities.get(s.def.name)}` : ''}`), channels: [...channels.keys()], rules: rules.length },
         'hostwatch started',
       );
-
       if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');
       worker.start();
       scheduler.start();
       // A sign of life in the database, for commands on it (`redeliver` says whether anyone sends now).
       const startedAt = now();
-      const beat = (): void => {
-        try {
-          daemon.beat({ instance: config.name, pid: process.pid, host: hostname(), started_at: startedAt, seen_at: now(), stopped_at: null });
-        } catch (e) {
-          log.error({ err: scrub(String(e)) }, 'heartbeat write failed');
-        }
-      };
-      beat();
-      heartbeatTimer = setInterval(beat, HEARTBEAT_EVERY_MS);
+      const beat = (): Promise<void> =>
+        store
+          .transaction((tx) => repos(tx).daemon.beat({ instance: config.name, pid: process.pid, host: hostname(), started_at: startedAt, seen_at: now(), stopped_at: null }))
+          .catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'heartbeat write failed'));
+      await beat();
+      heartbeatTimer = setInterval(() => void beat(), HEARTBEAT_EVERY_MS);
       heartbeatTimer.unref();
       heartbeat?.start();
       // History is pruned at start and then on a schedule, so the database stays bounded.
-      app.pruneHistory();
-      pruneTimer = setInterval(() => {
-        try {
-          app.pruneHistory();
-        } catch (e) {
-          log.error({ err: scrub(String(e)) }, 'history prune failed');
-        }
-      }, config.history.prune_every_ms);
+      const prune = (): Promise<void> =>
+        app.pruneHistory().then(
+          () => undefined,
+          (e: unknown) => log.error({ err: scrub(String(e)) }, 'history prune failed'),
+        );
+      await prune();
+      pruneTimer = setInterval(() => void prune(), config.history.prune_every_ms);
       pruneTimer.unref();
     },
     async stop() {
@@ -431,20 +464,33 @@ export function createApp(config: Config, opts: AppOptions = {}): App {
       if (pruneTimer) clearInterval(pruneTimer);
       if (heartbeatTimer) {
         clearInterval(heartbeatTimer);
-        daemon.stopped(config.name, now());
+        await store.transaction((tx) => repos(tx).daemon.stopped(config.name, now())).catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'heartbeat write failed'));
       }
       heartbeat?.stop();
-      await scheduler.stop();
-      await worker.stop();
+      // Both at once: no new poll and no new send starts from here; what is in flight may
+      // finish within the stop timeout, and is abandoned after it.
+      let timer: NodeJS.Timeout | undefined;
+      const timeUp = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), opts.stopTimeoutMs ?? STOP_TIMEOUT_MS)));
+      if (!(await settledBefore(timeUp, [scheduler.stop(), worker.stop()]))) {
+        log.warn(
+          { stop_timeout_ms: opts.stopTimeoutMs ?? STOP_TIMEOUT_MS, polling: scheduler.busy },
+          'stop timeout reached: polls and sends still in flight are abandoned (unsent outbox rows stay pending and go out after the next start)',
+        );
+      }
       await server?.close();
-      await Promise.allSettled([...channels.values()].map((c) => c.close?.()));
-      await client.close();
+      await settledBefore(timeUp, [...[...channels.values()].map((c) => c.close?.()), client.close()]);
+      clearTimeout(timer);
       maintenance.close();
-      store.close();
+      await store.close();
       log.info('hostwatch stopped');
     },
   };
   return app;
+}
+
+/** Wait for every promise to settle, or for `timeUp`; true when all settled first. */
+function settledBefore(timeUp: Promise<false>, work: readonly (Promise<unknown> | undefined)[]): Promise<boolean> {
+  return Promise.race([Promise.allSettled(work).then(() => true as const), timeUp]);
 }
 
 /**

@@ -12,7 +12,7 @@ const GAUGES_NAMED_LIKE_COUNTERS = ['nodejs_active_handles_total', 'nodejs_activ
 export interface MetricsSources {
   outbox: Pick<EventsRepo, 'count' | 'oldestPendingCreatedAt'>;
   /** The source-level poll state: when each source last had a successful cycle. */
-  sources: () => ReadonlyArray<{ source: string; last_success_at: number | null }>;
+  sources: () => Promise<ReadonlyArray<{ source: string; last_success_at: number | null }>>;
 }
 
 /**
@@ -45,9 +45,10 @@ export class Metrics {
       help: 'When each source last completed a cycle with at least one successful poll (Unix time): alert on time() minus this.',
       labelNames: ['source'],
       registers,
-      collect() {
+      async collect() {
+        const states = await db.sources();
         this.reset();
-        for (const s of db.sources()) if (s.last_success_at !== null) this.set({ source: s.source }, s.last_success_at / 1000);
+        for (const s of states) if (s.last_success_at !== null) this.set({ source: s.source }, s.last_success_at / 1000);
       },
     });
     this.polls = new Counter({ name: 'hostwatch_polls_total', help: 'Polls of an entity, by source and outcome (baseline, changed, unchanged, failed).', labelNames: ['source', 'outcome'], registers });
@@ -71,16 +72,16 @@ export class Metrics {
       name: 'hostwatch_outbox_depth',
       help: 'Outbox rows waiting to be delivered.',
       registers,
-      collect() {
-        this.set(outbox.count('pending'));
+      async collect() {
+        this.set(await outbox.count('pending'));
       },
     });
     new Gauge({
       name: 'hostwatch_outbox_oldest_pending_age_seconds',
       help: 'Age of the oldest pending outbox row (0 when none).',
       registers,
-      collect() {
-        const oldest = outbox.oldestPendingCreatedAt();
+      async collect() {
+        const oldest = await outbox.oldestPendingCreatedAt();
         this.set(oldest === null ? 0 : Math.max(0, (now() - oldest) / 1000));
       },
     });

@@ -2,8 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore } from '../src/store/db.js';
-import { HistoryRepo } from '../src/store/history-repo.js';
-import { SnapshotsRepo } from '../src/store/snapshots-repo.js';
+import { repos } from '../src/store/repos.js';
 import { tempDir } from './harness.js';
 import { loadRules } from '../src/rules/parse.js';
 import { SOURCE_NAMES } from '../src/main.js';
@@ -33,10 +32,11 @@ const usage = (percent: number): unknown => ({ site_id: 2, frozen: false, over: 
  * days: two outages of site 1 (10 minutes and 1 hour), site 1 slow, site 2's disk at 92%
  * then 95%, and a failed backup of site 1.
  */
-function writeHistory(dbPath: string, now: number): void {
-  const store = openStore(dbPath, () => now);
+async function writeHistory(dbPath: string, now: number): Promise<void> {
+  const store = await openStore({ engine: 'sqlite', path: dbPath }, { now: () => now });
   try {
-    new SnapshotsRepo(store.sqlite).put({
+    const r = repos(store);
+    await r.snapshots.put({
       source: 'sites',
       entity: 'sites',
       site_id: null,
@@ -45,7 +45,7 @@ function writeHistory(dbPath: string, now: number): void {
       version: 1,
       changed_at: now - 10 * DAY,
     });
-    const h = new HistoryRepo(store.sqlite);
+    const h = r.history;
     const rows: Array<[string, string, number, number, unknown]> = [
       ['health', 'sites/1/health', 1, now - 10 * DAY, health('online')], // before the window: the starting state
       ['usage', 'sites/2/usage', 2, now - 8 * DAY, usage(50)],
@@ -63,10 +63,10 @@ function writeHistory(dbPath: string, now: number): void {
     for (const [source, entity, site, at, value] of rows) {
       const v = (versions.get(entity) ?? 0) + 1;
       versions.set(entity, v);
-      h.add({ source, entity, site_id: site, version: v, at, body: JSON.stringify(value) });
+      await h.add({ source, entity, site_id: site, version: v, at, body: JSON.stringify(value) });
     }
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -95,7 +95,7 @@ function counts(stdout: string): string {
 
 describe('hostwatch rules backtest', () => {
   it('replays a known history and prints exact counts per rule and per channel', async () => {
-    writeHistory(join(dir, 'hostwatch.db'), Date.now());
+    await writeHistory(join(dir, 'hostwatch.db'), Date.now());
     writeFileSync(join(dir, 'mine.yaml'), 'rules:\n  - { name: site-slow, mode: shadow }\n');
     const r = await hostwatch(['rules', 'backtest', '--since', '7d', '-c', config()], { cwd: dir });
     expect(r.stderr).toBe('');
@@ -132,7 +132,7 @@ describe('hostwatch rules backtest', () => {
 
   it('runs timers between stored changes: with for: 30m only the 1-hour outage fires, 30 minutes in', async () => {
     const now = Date.now();
-    writeHistory(join(dir, 'hostwatch.db'), now);
+    await writeHistory(join(dir, 'hostwatch.db'), now);
     writeFileSync(join(dir, 'mine.yaml'), 'rules:\n  - { name: site-offline, for: 30m }\n');
     const r = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'site-offline', '-c', config()], { cwd: dir });
     expect(r.code).toBe(0);
@@ -147,7 +147,7 @@ describe('hostwatch rules backtest', () => {
   });
 
   it('tries a disabled rule named with --rule, and only that rule; --since limits the window', async () => {
-    writeHistory(join(dir, 'hostwatch.db'), Date.now());
+    await writeHistory(join(dir, 'hostwatch.db'), Date.now());
     writeFileSync(join(dir, 'mine.yaml'), 'rules:\n  - { name: usage-disk-high, enabled: false, params: { threshold: 95, resolve_below: 95 } }\n');
     const all = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'usage-disk-high', '-c', config()], { cwd: dir });
     expect(counts(all.stdout)).toBe(
@@ -167,15 +167,15 @@ describe('hostwatch rules backtest', () => {
 
   it('understands clock and absence rules and site labels: a backup that stopped 3 days ago goes stale 26 h after it, to the channel its client label routes to, and resolves when one arrives', async () => {
     const now = Date.now();
-    const store = openStore(join(dir, 'hostwatch.db'), () => now);
+    const store = await openStore({ engine: 'sqlite', path: join(dir, 'hostwatch.db') }, { now: () => now });
     const iso = (t: number): string => new Date(t).toISOString();
     try {
-      const h = new HistoryRepo(store.sqlite);
-      h.add({ source: 'sites', entity: 'sites', site_id: null, version: 1, at: now - 9 * DAY, body: JSON.stringify([{ id: 1, domain: 'shop.acme.example' }, { id: 2, domain: 'b.example' }]) });
-      h.add({ source: 'backups', entity: 'sites/1/backups', site_id: 1, version: 1, at: now - 5 * DAY, body: JSON.stringify([{ id: 7, state: 'Ok', created_at: iso(now - 5 * DAY) }]) });
-      h.add({ source: 'backups', entity: 'sites/1/backups', site_id: 1, version: 2, at: now - 1 * DAY, body: JSON.stringify([{ id: 8, state: 'Ok', created_at: iso(now - 1 * DAY) }, { id: 7, state: 'Ok', created_at: iso(now - 5 * DAY) }]) });
+      const h = repos(store).history;
+      await h.add({ source: 'sites', entity: 'sites', site_id: null, version: 1, at: now - 9 * DAY, body: JSON.stringify([{ id: 1, domain: 'shop.acme.example' }, { id: 2, domain: 'b.example' }]) });
+      await h.add({ source: 'backups', entity: 'sites/1/backups', site_id: 1, version: 1, at: now - 5 * DAY, body: JSON.stringify([{ id: 7, state: 'Ok', created_at: iso(now - 5 * DAY) }]) });
+      await h.add({ source: 'backups', entity: 'sites/1/backups', site_id: 1, version: 2, at: now - 1 * DAY, body: JSON.stringify([{ id: 8, state: 'Ok', created_at: iso(now - 1 * DAY) }, { id: 7, state: 'Ok', created_at: iso(now - 5 * DAY) }]) });
     } finally {
-      store.close();
+      await store.close();
     }
     writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
     const path = config(`site_labels:\n  - { match: "glob(domain, '*.acme.example')", labels: { client: acme } }\n`);
@@ -196,17 +196,17 @@ describe('hostwatch rules backtest', () => {
 
   it('understands platform incidents: six sites offline at once show one platform.incident, the later per-site alerts held from people, and its end', async () => {
     const now = Date.now();
-    const store = openStore(join(dir, 'hostwatch.db'), () => now);
+    const store = await openStore({ engine: 'sqlite', path: join(dir, 'hostwatch.db') }, { now: () => now });
     try {
-      const h = new HistoryRepo(store.sqlite);
+      const h = repos(store).history;
       const list = Array.from({ length: 6 }, (_, i) => ({ id: i + 1, domain: `s${i + 1}.example` }));
-      h.add({ source: 'sites', entity: 'sites', site_id: null, version: 1, at: now - 9 * DAY, body: JSON.stringify(list) });
+      await h.add({ source: 'sites', entity: 'sites', site_id: null, version: 1, at: now - 9 * DAY, body: JSON.stringify(list) });
       const hh = (id: number, status: string): string => JSON.stringify({ site_id: id, online: { status, label: status }, integrity: { status: 'ok', problems: 0 } });
-      for (const { id } of list) h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 1, at: now - 8 * DAY, body: hh(id, 'online') });
-      for (const { id } of list) h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 2, at: now - 2 * DAY + id * 1000, body: hh(id, 'offline') });
-      for (const { id } of list.slice(0, 3)) h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 3, at: now - DAY + id * 1000, body: hh(id, 'online') });
+      for (const { id } of list) await h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 1, at: now - 8 * DAY, body: hh(id, 'online') });
+      for (const { id } of list) await h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 2, at: now - 2 * DAY + id * 1000, body: hh(id, 'offline') });
+      for (const { id } of list.slice(0, 3)) await h.add({ source: 'health', entity: `sites/${id}/health`, site_id: id, version: 3, at: now - DAY + id * 1000, body: hh(id, 'online') });
     } finally {
-      store.close();
+      await store.close();
     }
     writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
     const path = join(dir, 'incident.yaml');
@@ -243,7 +243,7 @@ channels:
   });
 
   it('refuses an unknown rule name with the known ones, exit 2', async () => {
-    writeHistory(join(dir, 'hostwatch.db'), Date.now());
+    await writeHistory(join(dir, 'hostwatch.db'), Date.now());
     writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
     const r = await hostwatch(['rules', 'backtest', '--rule', 'site-ofline', '-c', config()], { cwd: dir });
     expect(r.code).toBe(2);

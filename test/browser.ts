@@ -14,14 +14,16 @@ import { chromium, type Browser } from 'playwright-core';
 /** Flags for a system Chromium: headless, and able to run as root (CI runs as root). */
 const SYSTEM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
-/** Launch headless Chromium (system or bundled). Not a skip when there is none: a failure. */
-export async function launchBrowser(): Promise<Browser> {
+/** Launch headless Chromium (system or bundled), with extra flags if given. Not a skip when there is none: a failure. */
+export async function launchBrowser(extraArgs: readonly string[] = []): Promise<Browser> {
   const system = systemChromium();
-  if (system) return chromium.launch({ executablePath: system, args: SYSTEM_ARGS });
+  if (system) return chromium.launch({ executablePath: system, args: [...SYSTEM_ARGS, ...extraArgs] });
   const bundled = (await import('@sparticuz/chromium')).default;
   // Its flags are made for AWS Lambda; `--single-process` (needed only under Lambda's
-  // seccomp) makes closing a page end the whole browser, so it is left out.
-  const args = bundled.args.filter((a) => a !== '--single-process');
+  // seccomp) makes closing a page end the whole browser, so it is left out, and so are the
+  // flags that switch off the same-origin policy: the tests need a browser as users have it.
+  const unsafe = new Set(['--single-process', '--disable-web-security', '--allow-running-insecure-content']);
+  const args = [...bundled.args.filter((a) => !unsafe.has(a)), ...extraArgs];
   return chromium.launch({ executablePath: bundledChromium(), args });
 }
 

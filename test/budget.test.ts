@@ -36,7 +36,7 @@ function fakeBudget(maxRate: number): { budget: LocalBudget; clock: { t: number 
 describe('the request budget', () => {
   it('stops every request of the client for 3 s after a 429 with Retry-After: 3', async () => {
     world = await startWorld({ sim: { sites: 3 }, config: { api: { max_concurrency: 1 } } });
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     world.sim.clearRequests();
     world.sim.faults.add({ path: '^/sites/2/health$', kind: 'rate_limit', retry_after: 3, times: 1 });
@@ -161,7 +161,7 @@ describe('a budget too small for every interval', () => {
 
   it('is what the scheduler runs: health at its interval, the rest stretched, and the start log says so', async () => {
     world = await startWorld({ sim: { sites: 40 }, config: { api: { max_requests_per_second: 0.25 }, sources: { health: { every: '10m' } } } });
-    const app = world.app();
+    const app = await world.app();
     const planned = new Promise<void>((resolve) => app.scheduler.on('budget:plan', (p) => p.sites === 40 && resolve()));
     await app.start();
     await planned;
@@ -204,7 +204,7 @@ describe('a budget too small for every interval', () => {
 describe('the catch-up after a start', () => {
   it('runs critical sources at once: every site\'s health before any lower per-site source', async () => {
     world = await startWorld({ sim: { sites: 10 }, config: { api: { max_requests_per_second: 5, max_concurrency: 2 } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     const health = (): number => world!.sim.requests.filter((r) => r.path.endsWith('/health')).length;
     await waitFor(() => health() >= 10, 'every site\'s health', 15_000);
@@ -220,7 +220,7 @@ describe('the catch-up after a start', () => {
 
   it('shows its progress per source instead of "not polled yet"', async () => {
     world = await startWorld({ sim: { sites: 12 }, config: { server: { listen: '127.0.0.1:0' }, api: { max_requests_per_second: 4, max_concurrency: 1 } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     await waitFor(() => world!.sim.requests.filter((r) => r.path.endsWith('/health')).length >= 3, 'three health polls', 15_000);
     const body = (await (await fetch(`${app.serverUrl}/api/sources`)).json()) as { data: Array<Record<string, unknown>>; budget: Record<string, unknown> };

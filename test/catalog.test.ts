@@ -586,7 +586,7 @@ describe('every catalog event, end to end against the simulator', () => {
         rules = [join(world.dir, 'case-rules.yaml')];
       }
       let skew = 0;
-      const app = world.app({ ...(t.config ?? {}), rules }, { now: () => Date.now() + skew });
+      const app = await world.app({ ...(t.config ?? {}), rules }, { now: () => Date.now() + skew });
       await app.runOnce();
       const baseline = world.events.length;
       Object.assign(ctx, (await t.change(c, ctx)) ?? {});
@@ -615,7 +615,7 @@ describe('operator events hostwatch raises itself', () => {
     world = await startWorld({ config: { incidents: { min_sites: 2 } } });
     const c = new Control(world.sim);
     await c.still();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const base = world.events.length;
     world.sim.world.setHealth(1, { status: 'offline' });
@@ -631,7 +631,7 @@ describe('operator events hostwatch raises itself', () => {
 
   it('hostwatch.watchdog: with config watchdog, one firing at start', async () => {
     world = await startWorld({ config: { watchdog: { every: '1h' } } });
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const dogs = world.events.filter((e) => e.data.name === 'hostwatch.watchdog');
     expect(names(dogs)).toEqual(['hostwatch.watchdog:firing']);
@@ -673,7 +673,7 @@ describe('thresholds', () => {
     const k = first(s.keywords.filter((x) => x.active), 'active rank keyword');
     await c.act('rank', 'move', { keyword_id: k.id, position: 40 });
     writeFileSync(join(world.dir, 'mine.yaml'), 'rules:\n  - { name: rank-position-changed, params: { min_move: 10 } }\n');
-    const app = world.app({ rules: [join(world.dir, 'mine.yaml')] });
+    const app = await world.app({ rules: [join(world.dir, 'mine.yaml')] });
     await app.runOnce();
     const base = world.events.length;
     await c.act('rank', 'move', { keyword_id: k.id, position: 34 });

@@ -67,7 +67,7 @@ describe('a chat channel with a template', () => {
       { name: 'chat', type: 'telegram', bot_token: tg.token, chat_id: 42, api_url: tg.url, template: '{{ data.domain }} — {{ data.name }}: {{ data.summary | upcase }} ({{ data.status | default: "change" }})' },
     ]);
     cleanups.push(() => w.close(), () => tg.close());
-    app.notifier.publish(siteEvent('t', 3, { summary: '<b>review</b> & more', domain: 'shop.example' }));
+    await app.notifier.publish(siteEvent('t', 3, { summary: '<b>review</b> & more', domain: 'shop.example' }));
     await app.worker.drain(2_000);
     expect(tg.arrivals[0]!.problems).toEqual([]);
     expect(tg.shown[0]!.text).toContain('shop.example — backup.failed: <B>REVIEW</B> & MORE (change)');
@@ -79,7 +79,7 @@ describe('a chat channel with a template', () => {
     const { w, app } = await channelWorld([{ name: 'chat', type: 'ntfy', url: ntfy.url, template: 'team {{ data.labels.team }}: {{ data.summary }}' }], { config: { log: { level: 'warn' } } });
     cleanups.push(() => w.close(), () => ntfy.close());
     const e = siteEvent('nolabel', 1, { summary: 'the real summary' });
-    app.notifier.publish(e);
+    await app.notifier.publish(e);
     await app.worker.drain(2_000);
     expect((ntfy.accepted()[0]!.json as { message: string }).message).toContain('the real summary');
     const line = w.logs.lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l['msg'] === 'channel template failed; the summary was sent instead');
@@ -101,7 +101,7 @@ describe('a webhook with a template', () => {
     ], { realTime: true });
     cleanups.push(() => w.close(), () => hook.close());
     const e = siteEvent('wh', 5, { summary: 'say "hi"\nX-Injected: yes', domain: 'bücher.example\r\nX-Evil: 1' });
-    app.notifier.publish(e);
+    await app.notifier.publish(e);
     await app.worker.drain(2_000);
     const r = hook.requests[0]!;
     expect(r.signatureError).toBeNull();
@@ -118,7 +118,7 @@ describe('a webhook with a template', () => {
     const hook = await startReceiver();
     const { w, app } = await channelWorld([{ name: 'hook', type: 'webhook', url: hook.url, template: { body: '{{ data.summary }}', content_type: 'text/plain; charset=utf-8' } }]);
     cleanups.push(() => w.close(), () => hook.close());
-    app.notifier.publish(siteEvent('plain', 1, { summary: 'plain text' }));
+    await app.notifier.publish(siteEvent('plain', 1, { summary: 'plain text' }));
     await app.worker.drain(2_000);
     expect(hook.requests[0]!.headers['webhook-signature']).toBeUndefined();
     expect(hook.requests[0]!.body).toBe('plain text');
@@ -132,7 +132,7 @@ describe('a webhook with a template', () => {
     const hook = await startReceiver();
     const { w, app } = await channelWorld([{ name: 'hook', type: 'webhook', url: hook.url, template: { body: '{{ data.labels.team }}' } }]);
     cleanups.push(() => w.close(), () => hook.close());
-    app.notifier.publish(siteEvent('x', 1));
+    await app.notifier.publish(siteEvent('x', 1));
     await app.worker.drain(2_000);
     expect(hook.requests).toHaveLength(0);
     const [row] = rows<{ state: string; last_error: string }>(w, 'SELECT state, last_error FROM outbox');

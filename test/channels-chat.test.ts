@@ -125,7 +125,7 @@ describe.each(CASES)('the $type channel', (c) => {
   it('sends a group of events as one message the provider accepts, naming every event', async () => {
     const { app, fake, text } = await setup(c);
     const events = many(3, (i) => `backup number ${i} failed`);
-    for (const e of events) app.notifier.publish(e);
+    for (const e of events) await app.notifier.publish(e);
     await app.worker.deliverDue();
     expect(fake.arrivals).toHaveLength(1);
     expect(fake.arrivals[0]!.problems).toEqual([]);
@@ -135,7 +135,7 @@ describe.each(CASES)('the $type channel', (c) => {
 
   it('keeps 120 events of 10 KB each within the provider\'s limits, cuts on a character boundary and says how many were left out', async () => {
     const { app, fake, text } = await setup(c);
-    for (const e of many(120, (i) => `${i} ${'x'.repeat(400)}${'😀'.repeat(5_000)}`)) app.notifier.publish(e);
+    for (const e of many(120, (i) => `${i} ${'x'.repeat(400)}${'😀'.repeat(5_000)}`)) await app.notifier.publish(e);
     await app.worker.deliverDue();
     expect(fake.arrivals).toHaveLength(1);
     expect(fake.arrivals[0]!.problems).toEqual([]);
@@ -149,7 +149,7 @@ describe.each(CASES)('the $type channel', (c) => {
   it('an answer that says the endpoint is gone disables the channel, with an operator event to the others', async () => {
     const { w, app, fake, gone } = await setup(c);
     fake.respond(() => gone);
-    app.notifier.publish(siteEvent('g', 1));
+    await app.notifier.publish(siteEvent('g', 1));
     await app.worker.drain(2_000);
     expect(fake.arrivals).toHaveLength(1);
     const [state] = rows<{ disabled_reason: string }>(w, "SELECT disabled_reason FROM channel_state WHERE channel = 'chat' AND disabled_at IS NOT NULL");
@@ -162,7 +162,7 @@ describe.each(CASES)('the $type channel', (c) => {
   it('a body the provider refuses is dead-lettered with its words, and the channel stays enabled', async () => {
     const { w, app, fake, refused } = await setup(c);
     fake.respond((a) => (a.n === 1 ? refused : undefined));
-    app.notifier.publish(siteEvent('r', 1));
+    await app.notifier.publish(siteEvent('r', 1));
     await app.worker.deliverDue();
     const [row] = rows<{ state: string; last_error: string }>(w, "SELECT state, last_error FROM outbox WHERE channel = 'chat'");
     expect(row!.state).toBe('dead');
@@ -173,13 +173,13 @@ describe.each(CASES)('the $type channel', (c) => {
   it('a 429 is retried after the provider\'s wait, and later messages to the endpoint wait too instead of being refused', async () => {
     const { w, app, fake, limited, limitedMs, clock } = await setup(c);
     fake.respond((a) => (a.n === 1 ? limited : undefined));
-    app.notifier.publish(siteEvent('l1', 1));
+    await app.notifier.publish(siteEvent('l1', 1));
     await app.worker.deliverDue();
     const [row] = rows<{ state: string; next_attempt_at: number }>(w, "SELECT state, next_attempt_at FROM outbox WHERE channel = 'chat'");
     expect(row).toMatchObject({ state: 'pending', next_attempt_at: clock.t + limitedMs });
     // Another message meanwhile is not sent into the limit: it goes back to the outbox with the wait.
     clock.advance(1_000);
-    app.notifier.publish(siteEvent('l2', 2));
+    await app.notifier.publish(siteEvent('l2', 2));
     await app.worker.deliverDue();
     expect(fake.arrivals).toHaveLength(1);
     clock.t = row!.next_attempt_at;
@@ -190,7 +190,7 @@ describe.each(CASES)('the $type channel', (c) => {
 
   it(`paces messages to one endpoint (${c.interval} ms apart)`, async () => {
     const { app, fake, sleeps } = await setup(c, { routes: [{ channels: ['chat'], group_wait: '0s', group_by: ['site_id'] }] });
-    for (let site = 1; site <= 3; site++) app.notifier.publish(siteEvent(`p${site}`, site));
+    for (let site = 1; site <= 3; site++) await app.notifier.publish(siteEvent(`p${site}`, site));
     await app.worker.deliverDue();
     expect(fake.accepted()).toHaveLength(3);
     expect(sleeps).toEqual([c.interval, c.interval]);

@@ -71,12 +71,12 @@ beforeAll(async () => {
     ...providerChannels({ teams, discord, pd, og, tg, ntfy, pdKey: PD_KEY, ogKey: OG_KEY, chat: CHAT }),
     { name: 'console', type: 'console' },
   ];
-  const app = w.app(
+  const app = await w.app(
     { channels, routes: everyChannel(channels) },
     { consoleWrite: (l) => void consoleLines.push(l) },
   );
   event = siteEvent('hostile', 7, { name: 'reputation.poor_review', severity: 'warning', summary: HOSTILE, domain: DOMAIN });
-  app.notifier.publish(event);
+  await app.notifier.publish(event);
   expect(await app.worker.drain(10_000)).toBe(0);
 });
 

@@ -31,7 +31,7 @@ describe('the Opsgenie channel', () => {
     const og = await opsgenie();
     const w = await startWorld();
     cleanups.push(() => w.close());
-    const app = w.app({ channels: [channel(og)] });
+    const app = await w.app({ channels: [channel(og)] });
     await app.runOnce();
     w.sim.world.setHealth(3, { status: 'offline' });
     await app.runOnce();
@@ -77,7 +77,7 @@ describe('the Opsgenie channel', () => {
     const wrong = '00000000-1111-2222-3333-444455556666';
     const { w, app } = await channelWorld([channel(og, wrong)]);
     cleanups.push(() => w.close());
-    app.notifier.publish(siteEvent('k', 1, { status: 'firing' }));
+    await app.notifier.publish(siteEvent('k', 1, { status: 'firing' }));
     await app.worker.drain(2_000);
     expect(og.arrivals.map((a) => a.status)).toEqual([401]);
     expect(rows<{ disabled_reason: string }>(w, "SELECT disabled_reason FROM channel_state WHERE channel = 'genie'")).toEqual([
@@ -97,9 +97,9 @@ describe('the Opsgenie channel', () => {
           ? { status: 429, headers: { 'x-ratelimit-state': 'THROTTLED', 'x-ratelimit-period-in-sec': '60' }, body: { message: 'You are making too many requests! To avoid errors, we recommend you limit requests.', took: 0, requestId: 'r2' } }
           : undefined,
     );
-    app.notifier.publish(siteEvent('a', 1));
+    await app.notifier.publish(siteEvent('a', 1));
     await app.worker.deliverDue();
-    app.notifier.publish(siteEvent('b', 1));
+    await app.notifier.publish(siteEvent('b', 1));
     await app.worker.deliverDue();
     const [dead, throttled] = rows<{ state: string; last_error: string; next_attempt_at: number }>(w, 'SELECT state, last_error, next_attempt_at FROM outbox ORDER BY id');
     expect(dead).toMatchObject({ state: 'dead', last_error: 'permanent failure: Opsgenie HTTP 422: Request body is not processable. Please check the errors. (message: Message can not be empty.)' });

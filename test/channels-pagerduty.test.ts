@@ -37,14 +37,14 @@ describe('the PagerDuty channel', () => {
     const pd = await pagerduty();
     const w = await startWorld();
     cleanups.push(() => w.close());
-    const first = w.app({ channels: [channel(pd)] });
+    const first = await w.app({ channels: [channel(pd)] });
     await first.runOnce();
     w.sim.world.setHealth(2, { status: 'offline' });
     await first.runOnce();
     await first.stop();
     // A new process on the same database sees the site come back.
     w.sim.world.setHealth(2, { status: 'online' });
-    const second = w.app({ channels: [channel(pd)] });
+    const second = await w.app({ channels: [channel(pd)] });
     await second.runOnce();
     expect(names(w.events)).toEqual(['site.offline:firing', 'site.offline:resolved']);
     const [fired] = w.events;
@@ -61,8 +61,8 @@ describe('the PagerDuty channel', () => {
     const pd = await pagerduty();
     const w = await startWorld();
     cleanups.push(() => w.close());
-    const a = w.app({ channels: [channel(pd)] });
-    const b = w.app({ channels: [channel(pd)], storage: { path: join(w.dir, 'second.db') } });
+    const a = await w.app({ channels: [channel(pd)] });
+    const b = await w.app({ channels: [channel(pd)], storage: { path: join(w.dir, 'second.db') } });
     await a.runOnce();
     await b.runOnce();
     w.sim.world.setHealth(1, { status: 'offline' });
@@ -83,7 +83,7 @@ describe('the PagerDuty channel', () => {
     pd.respond((a) =>
       a.n === 1 ? { status: 500, body: 'Internal Server Error' } : a.n === 2 ? { status: 429, headers: { 'retry-after': '30' }, body: { status: 'throttle event', message: 'Request Limit Exceeded' } } : undefined,
     );
-    app.notifier.publish(siteEvent('r1', 1, { name: 'site.offline', severity: 'critical', status: 'firing' }));
+    await app.notifier.publish(siteEvent('r1', 1, { name: 'site.offline', severity: 'critical', status: 'firing' }));
     await app.worker.deliverDue();
     expect(rows<{ state: string; last_error: string }>(w, 'SELECT state, last_error FROM outbox')).toEqual([{ state: 'pending', last_error: 'PagerDuty HTTP 500: Internal Server Error' }]);
     clock.advance(6_000);
@@ -117,7 +117,7 @@ describe('the PagerDuty channel', () => {
     const { w, app } = await channelWorld([channel(pd, wrong), { name: 'log', type: 'console' }]);
     cleanups.push(() => w.close());
     pd.respond(() => ({ status: 400, body: { status: 'invalid event', message: 'Event object is invalid', errors: [`Invalid routing key ${wrong}`] } }));
-    app.notifier.publish(siteEvent('k1', 1, { status: 'firing' }));
+    await app.notifier.publish(siteEvent('k1', 1, { status: 'firing' }));
     await app.worker.drain(2_000);
     expect(pd.arrivals).toHaveLength(1);
     expect(rows<{ disabled_reason: string }>(w, "SELECT disabled_reason FROM channel_state WHERE channel = 'pager'")).toEqual([
@@ -132,8 +132,8 @@ describe('the PagerDuty channel', () => {
     const { w, app } = await channelWorld([channel(pd)]);
     cleanups.push(() => w.close());
     pd.respond((a) => (a.n === 1 ? { status: 400, body: { status: 'invalid event', message: 'Event object is invalid', errors: ["'payload.summary' is missing"] } } : undefined));
-    app.notifier.publish(siteEvent('d1', 1));
-    app.notifier.publish(siteEvent('d2', 1));
+    await app.notifier.publish(siteEvent('d1', 1));
+    await app.notifier.publish(siteEvent('d2', 1));
     await app.worker.drain(2_000);
     expect(rows<{ state: string; last_error: string | null }>(w, 'SELECT state, last_error FROM outbox ORDER BY id')).toEqual([
       { state: 'dead', last_error: "permanent failure: PagerDuty HTTP 400: Event object is invalid: 'payload.summary' is missing" },
@@ -146,7 +146,7 @@ describe('the PagerDuty channel', () => {
     const pd = await pagerduty();
     const { w, app, sleeps } = await channelWorld([channel(pd)]);
     cleanups.push(() => w.close());
-    for (let i = 0; i < 3; i++) app.notifier.publish(siteEvent(`p${i}`, i + 1));
+    for (let i = 0; i < 3; i++) await app.notifier.publish(siteEvent(`p${i}`, i + 1));
     await app.worker.deliverDue();
     expect(pd.accepted()).toHaveLength(3);
     expect(sleeps).toEqual([500, 500]);

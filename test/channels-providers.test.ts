@@ -24,8 +24,8 @@ describe('Discord', () => {
     const discord = await fakeDiscord({ limit: 1, windowMs: 1_500 });
     const { w, app } = await channelWorld([{ name: 'chat', type: 'discord', url: discord.url }], { config: bySite, realTime: true });
     cleanups.push(() => w.close(), () => discord.close());
-    app.notifier.publish(siteEvent('a', 1));
-    app.notifier.publish(siteEvent('b', 2));
+    await app.notifier.publish(siteEvent('a', 1));
+    await app.notifier.publish(siteEvent('b', 2));
     const started = Date.now();
     await app.worker.deliverDue();
     expect(discord.accepted()).toHaveLength(2);
@@ -37,7 +37,7 @@ describe('Discord', () => {
     const discord = await fakeDiscord();
     const { w, app } = await channelWorld([{ name: 'chat', type: 'discord', url: discord.url }]);
     cleanups.push(() => w.close(), () => discord.close());
-    app.notifier.publish(siteEvent('a', 1, { status: 'resolved' }));
+    await app.notifier.publish(siteEvent('a', 1, { status: 'resolved' }));
     await app.worker.drain(2_000);
     const [a] = discord.arrivals;
     expect(a!.query.get('wait')).toBe('true');
@@ -50,7 +50,7 @@ describe('Discord', () => {
     const url = discord.url.replace(/\/[^/]+$/, '/bm90LXRoZS1yaWdodC10b2tlbi1hdC1hbGwtcmVhbGx5');
     const { w, app } = await channelWorld([{ name: 'chat', type: 'discord', url }]);
     cleanups.push(() => w.close(), () => discord.close());
-    app.notifier.publish(siteEvent('a', 1));
+    await app.notifier.publish(siteEvent('a', 1));
     await app.worker.drain(2_000);
     expect(rows(w, "SELECT disabled_reason FROM channel_state WHERE channel = 'chat'")).toEqual([
       { disabled_reason: 'Discord HTTP 401: Invalid Webhook Token (code 50027) (the channel is misconfigured or gone)' },
@@ -71,11 +71,11 @@ describe('Telegram', () => {
 
   it('sends to a forum topic and to a public channel by name', async () => {
     const { tg, app } = await telegram(CHAT, { message_thread_id: 42 });
-    app.notifier.publish(siteEvent('t', 1));
+    await app.notifier.publish(siteEvent('t', 1));
     await app.worker.drain(2_000);
     expect(tg.arrivals[0]!.json).toMatchObject({ chat_id: CHAT, message_thread_id: 42, parse_mode: 'HTML' });
     const byName = await telegram('@hostwatch_alerts');
-    byName.app.notifier.publish(siteEvent('n', 1));
+    await byName.app.notifier.publish(siteEvent('n', 1));
     await byName.app.worker.drain(2_000);
     expect(byName.tg.accepted().map((a) => (a.json as { chat_id: unknown }).chat_id)).toEqual(['@hostwatch_alerts']);
   });
@@ -83,7 +83,7 @@ describe('Telegram', () => {
   it('a group that became a supergroup disables the channel and names the new chat id', async () => {
     const { tg, w, app } = await telegram();
     tg.respond(() => ({ status: 400, body: { ok: false, error_code: 400, description: 'Bad Request: group chat was upgraded to a supergroup chat', parameters: { migrate_to_chat_id: -1009998887776 } } }));
-    app.notifier.publish(siteEvent('m', 1));
+    await app.notifier.publish(siteEvent('m', 1));
     await app.worker.drain(2_000);
     expect(rows(w, "SELECT disabled_reason FROM channel_state WHERE channel = 'chat'")).toEqual([
       { disabled_reason: 'Telegram HTTP 400: Bad Request: group chat was upgraded to a supergroup chat; set chat_id to -1009998887776 (the channel is misconfigured or gone)' },
@@ -92,7 +92,7 @@ describe('Telegram', () => {
 
   it('a chat the bot cannot find, or a wrong token, disables the channel; the token (part of the URL) is stored nowhere', async () => {
     const unknown = await telegram(-100555);
-    unknown.app.notifier.publish(siteEvent('u', 1));
+    await unknown.app.notifier.publish(siteEvent('u', 1));
     await unknown.app.worker.drain(2_000);
     expect(rows(unknown.w, "SELECT disabled_reason FROM channel_state WHERE channel = 'chat'")).toEqual([
       { disabled_reason: 'Telegram HTTP 400: Bad Request: chat not found (the channel is misconfigured or gone)' },
@@ -101,7 +101,7 @@ describe('Telegram', () => {
     const wrongToken = '7012345678:AAwrongwrongwrongwrongwrongwrong00';
     const bad = await channelWorld([{ name: 'chat', type: 'telegram', bot_token: wrongToken, chat_id: CHAT, api_url: tg.url }]);
     cleanups.push(() => bad.w.close(), () => tg.close());
-    bad.app.notifier.publish(siteEvent('w', 1));
+    await bad.app.notifier.publish(siteEvent('w', 1));
     await bad.app.worker.drain(2_000);
     expect(rows(bad.w, "SELECT disabled_reason FROM channel_state WHERE channel = 'chat'")).toEqual([
       { disabled_reason: 'Telegram HTTP 401: Unauthorized (the channel is misconfigured or gone)' },
@@ -115,9 +115,9 @@ describe('ntfy', () => {
     const ntfy = await fakeNtfy();
     const { w, app } = await channelWorld([{ name: 'chat', type: 'ntfy', url: ntfy.url, token: ntfy.token }], { config: bySite });
     cleanups.push(() => w.close(), () => ntfy.close());
-    app.notifier.publish(siteEvent('c', 1, { severity: 'critical', status: 'firing' }));
-    app.notifier.publish(siteEvent('r', 2, { severity: 'critical', status: 'resolved' }));
-    app.notifier.publish(siteEvent('w', 3, { severity: 'warning' }));
+    await app.notifier.publish(siteEvent('c', 1, { severity: 'critical', status: 'firing' }));
+    await app.notifier.publish(siteEvent('r', 2, { severity: 'critical', status: 'resolved' }));
+    await app.notifier.publish(siteEvent('w', 3, { severity: 'warning' }));
     await app.worker.drain(2_000);
     expect(ntfy.accepted().map((a) => a.json as { priority: number; tags: string[]; topic: string })).toEqual([
       expect.objectContaining({ priority: 5, tags: ['rotating_light', 'hostwatch'], topic: ntfy.topic }),
@@ -131,7 +131,7 @@ describe('ntfy', () => {
     const ntfy = await fakeNtfy({ token: null, path: '/push/' });
     const { w, app } = await channelWorld([{ name: 'chat', type: 'ntfy', url: ntfy.url }]);
     cleanups.push(() => w.close(), () => ntfy.close());
-    app.notifier.publish(siteEvent('s', 1));
+    await app.notifier.publish(siteEvent('s', 1));
     await app.worker.drain(2_000);
     expect(ntfy.accepted().map((a) => [a.path, a.headers['authorization']])).toEqual([['/push/', undefined]]);
   });
@@ -140,7 +140,7 @@ describe('ntfy', () => {
     const ntfy = await fakeNtfy();
     const { w, app } = await channelWorld([{ name: 'chat', type: 'ntfy', url: ntfy.url }]);
     cleanups.push(() => w.close(), () => ntfy.close());
-    app.notifier.publish(siteEvent('s', 1));
+    await app.notifier.publish(siteEvent('s', 1));
     await app.worker.drain(2_000);
     expect(rows(w, "SELECT disabled_reason FROM channel_state WHERE channel = 'chat'")).toEqual([
       { disabled_reason: 'ntfy HTTP 401: unauthorized (code 40101) (the channel is misconfigured or gone)' },
@@ -153,8 +153,8 @@ describe('Teams', () => {
     const teams = await fakeTeams();
     const { w, app } = await channelWorld([{ name: 'chat', type: 'teams', url: teams.url }], { config: { routes: [{ channels: ['chat'], group_wait: '0s' }] } });
     cleanups.push(() => w.close(), () => teams.close());
-    app.notifier.publish(siteEvent('c', 1, { severity: 'critical', status: 'firing' }));
-    app.notifier.publish(siteEvent('r', 2, { severity: 'critical', status: 'resolved' }));
+    await app.notifier.publish(siteEvent('c', 1, { severity: 'critical', status: 'firing' }));
+    await app.notifier.publish(siteEvent('r', 2, { severity: 'critical', status: 'resolved' }));
     await app.worker.drain(2_000);
     const body = teams.accepted()[0]!.json as { attachments: Array<{ contentType: string; content: { version: string; body: Array<{ type: string; style?: string }> } }> };
     expect(body.attachments[0]!.contentType).toBe('application/vnd.microsoft.card.adaptive');
@@ -166,7 +166,7 @@ describe('Teams', () => {
     const teams = await fakeTeams();
     const { w, app } = await channelWorld([{ name: 'chat', type: 'teams', url: teams.url.replace(teams.sig, 'AAAAbadsignaturebadsignaturebadsig000000000') }]);
     cleanups.push(() => w.close(), () => teams.close());
-    app.notifier.publish(siteEvent('s', 1));
+    await app.notifier.publish(siteEvent('s', 1));
     await app.worker.drain(2_000);
     expect(rows(w, "SELECT disabled_reason FROM channel_state WHERE channel = 'chat'")).toEqual([
       { disabled_reason: 'Teams HTTP 401: AuthorizationFailed: The authentication credentials are not valid. (the channel is misconfigured or gone)' },

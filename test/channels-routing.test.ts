@@ -4,7 +4,6 @@
  * one message after group_wait and hold info events for their digest; pagers (PagerDuty)
  * take each event at once, one incident per alert; held events reach neither.
  */
-import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SilencesRepo } from '../src/store/silences-repo.js';
 import { testClock } from './clock.js';
@@ -26,7 +25,7 @@ async function setup(extra: Record<string, unknown> = {}, start = '2026-11-21T10
   const w = await startWorld();
   cleanups.push(() => w.close(), () => tg.close(), () => pd.close(), () => ntfy.close());
   const clock = testClock(start);
-  const app = w.app(
+  const app = await w.app(
     {
       channels: [
         { name: 'chat', type: 'telegram', bot_token: tg.token, chat_id: CHAT, api_url: tg.url },
@@ -48,9 +47,9 @@ const sentTo = (tg: Awaited<ReturnType<typeof fakeTelegram>>) => tg.shown.map((m
 describe('the new channels behind routing', () => {
   it('group per route and group_by after group_wait in chat channels, while a pager takes each event at once', async () => {
     const { app, clock, tg, pd } = await setup();
-    app.notifier.publish(siteEvent('a', 1));
-    app.notifier.publish(siteEvent('b', 1));
-    app.notifier.publish(siteEvent('c', 2));
+    await app.notifier.publish(siteEvent('a', 1));
+    await app.notifier.publish(siteEvent('b', 1));
+    await app.notifier.publish(siteEvent('c', 2));
     await app.worker.deliverDue();
     expect(pd.accepted()).toHaveLength(3);
     expect(tg.arrivals).toHaveLength(0);
@@ -61,9 +60,9 @@ describe('the new channels behind routing', () => {
 
   it('hold info events for the channel\'s daily digest and send warnings at once', async () => {
     const { app, clock, ntfy } = await setup({}, '2026-11-21T05:00:00Z'); // 06:00 in Paris
-    app.notifier.publish(siteEvent('i1', 1, { severity: 'info', name: 'report.created' }));
-    app.notifier.publish(siteEvent('i2', 2, { severity: 'info', name: 'report.created' }));
-    app.notifier.publish(siteEvent('w1', 3, { severity: 'warning' }));
+    await app.notifier.publish(siteEvent('i1', 1, { severity: 'info', name: 'report.created' }));
+    await app.notifier.publish(siteEvent('i2', 2, { severity: 'info', name: 'report.created' }));
+    await app.notifier.publish(siteEvent('w1', 3, { severity: 'warning' }));
     clock.advance(30_000);
     await app.worker.deliverDue();
     expect(ntfy.accepted().map((a) => sites((a.json as { message: string }).message))).toEqual([[3]]);
@@ -75,10 +74,8 @@ describe('the new channels behind routing', () => {
 
   it('send nothing that a silence or a maintenance window covers', async () => {
     const { w, app, clock, tg, pd, ntfy } = await setup({ maintenance: [{ name: 'upgrades', schedule: '0 10 * * *', duration: '1h', sites: [2] }] });
-    const db = new BetterSqlite3(w.dbPath);
-    new SilencesRepo(db).add({ id: 's1', match: 'site_id == 3', starts_at: clock.t, ends_at: clock.t + 3_600_000, comment: 'known', created_by: 'ops', created_at: clock.t, expired_at: null });
-    db.close();
-    for (const site of [1, 2, 3]) app.notifier.publish(siteEvent(`e${site}`, site));
+    await new SilencesRepo(app.store).add({ id: 's1', match: 'site_id == 3', starts_at: clock.t, ends_at: clock.t + 3_600_000, comment: 'known', created_by: 'ops', created_at: clock.t, expired_at: null });
+    for (const site of [1, 2, 3]) await app.notifier.publish(siteEvent(`e${site}`, site));
     clock.advance(30_000);
     await app.worker.deliverDue();
     expect(sentTo(tg)).toEqual([[1]]);
@@ -93,14 +90,14 @@ describe('the new channels behind routing', () => {
       e.data['alert_id'] = 'offline-4-firing-1';
       return e;
     };
-    app.notifier.publish(offline('firing'));
+    await app.notifier.publish(offline('firing'));
     // An alert of the same site is held (a change would pass at once: it may be the cause).
-    app.notifier.publish(siteEvent('held', 4, { name: 'usage.disk_high', rule: 'usage-disk-high', status: 'firing', subject: 'sites/4/usage' }));
+    await app.notifier.publish(siteEvent('held', 4, { name: 'usage.disk_high', rule: 'usage-disk-high', status: 'firing', subject: 'sites/4/usage' }));
     clock.advance(30_000);
     await app.worker.deliverDue();
     expect(pd.accepted().map((a) => (a.json as { event_action: string; dedup_key: string }).event_action)).toEqual(['trigger']);
     expect(tg.shown.map((m) => m.text.includes('usage.disk_high'))).toEqual([false]);
-    app.notifier.publish(offline('resolved'));
+    await app.notifier.publish(offline('resolved'));
     clock.advance(5 * 60_000);
     await app.worker.deliverDue();
     expect(pd.accepted().map((a) => (a.json as { event_action: string }).event_action)).toEqual(['trigger', 'resolve', 'trigger']);

@@ -39,7 +39,7 @@ beforeAll(async () => {
   fakes = [teams, discord, pd, og, tg, ntfy];
   w = await startWorld();
   const channels = [...providerChannels({ teams, discord, pd, og, tg, ntfy, pdKey: PD_KEY, ogKey: OG_KEY, chat: CHAT }), { name: 'console', type: 'console' }];
-  app = w.app(
+  app = await w.app(
     {
       channels,
       routes: everyChannel(channels),
@@ -51,7 +51,7 @@ beforeAll(async () => {
   // First every provider fails with a retryable error that repeats the request, then with a
   // permanent one that does too (which disables the channel, with an operator event).
   for (const fake of fakes) fake.respond((a) => ({ status: a.n === 1 ? 500 : 401, body: { message: echo(a), error: { code: 'Echo', message: echo(a) }, description: echo(a), errors: [echo(a)] } }));
-  app.notifier.publish(siteEvent('s1', 1, { status: 'firing' }));
+  await app.notifier.publish(siteEvent('s1', 1, { status: 'firing' }));
   await app.worker.drain(5_000);
 });
 
@@ -122,10 +122,10 @@ describe('a provider error cut to length', () => {
     const pd = await fakePagerDuty(PD_KEY);
     const world = await startWorld();
     try {
-      const a = world.app({ channels: [{ name: 'pager', type: 'pagerduty', routing_key: PD_KEY, api_url: pd.url }], delivery: { retry_schedule: ['1h'] } });
+      const a = await world.app({ channels: [{ name: 'pager', type: 'pagerduty', routing_key: PD_KEY, api_url: pd.url }], delivery: { retry_schedule: ['1h'] } });
       // 290 characters, then the key: a cut at 300 would keep its first 9 characters.
       pd.respond(() => ({ status: 500, body: `${'x'.repeat(290)}${PD_KEY}` }));
-      a.notifier.publish(siteEvent('cut', 1));
+      await a.notifier.publish(siteEvent('cut', 1));
       await a.worker.deliverDue();
       const [row] = rows<{ last_error: string }>(world, 'SELECT last_error FROM outbox');
       expect(row!.last_error.length).toBeLessThan(340);

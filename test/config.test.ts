@@ -62,7 +62,7 @@ describe('valid configs', () => {
         max_pages: 200,
         max_reply_bytes: 16 * 1024 * 1024,
       },
-      storage: { path: '/srv/hostwatch/state/hostwatch.db' },
+      storage: { engine: 'sqlite', path: '/srv/hostwatch/state/hostwatch.db' },
       sites: [12, 40, 7],
       sites_max: 10_000,
       sources: {
@@ -92,7 +92,8 @@ describe('valid configs', () => {
       maintenance: [],
       inhibit: [{ source: 'site.offline', target: null }],
       delivery: { retry_schedule_ms: [1_000, 90_000, 3_600_000], drain_timeout_ms: 60_000, concurrency: 16, disable_after_ms: 432_000_000 },
-      server: { listen: '127.0.0.1:8080', token: 'token-from-env', not_ready_after_ms: 1_800_000 },
+      server: { listen: '127.0.0.1:8080', token: 'token-from-env', not_ready_after_ms: 1_800_000, allowed_hosts: ['hostwatch.example.net', '.internal.example'] },
+      silences: { max_duration_ms: 14 * 86_400_000 },
       degraded: { after_failures: 3, after_ms: 600_000 },
       log: { level: 'debug', pretty: true },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
@@ -130,7 +131,7 @@ describe('valid configs', () => {
         max_pages: 50,
         max_reply_bytes: 16 * 1024 * 1024,
       },
-      storage: { path: '/srv/hostwatch/data/hostwatch.db' },
+      storage: { engine: 'sqlite', path: '/srv/hostwatch/data/hostwatch.db' },
       sites: 'all',
       sites_max: 10_000,
       sources: {},
@@ -145,7 +146,8 @@ describe('valid configs', () => {
         concurrency: 8,
         disable_after_ms: 432_000_000,
       },
-      server: { listen: null, token: null, not_ready_after_ms: 1_800_000 },
+      server: { listen: null, token: null, not_ready_after_ms: 1_800_000, allowed_hosts: [] },
+      silences: { max_duration_ms: 30 * 86_400_000 },
       degraded: { after_failures: 3, after_ms: 600_000 },
       log: { level: 'info', pretty: false },
       history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
@@ -158,7 +160,7 @@ describe('valid configs', () => {
 
   it('reads an empty section as its defaults', () => {
     const result = parseText(`${MINIMAL}server:\nlog:\nsources:\n  rank:\n`);
-    expect(result.ok && result.config.server).toEqual({ listen: null, token: null, not_ready_after_ms: 1_800_000 });
+    expect(result.ok && result.config.server).toEqual({ listen: null, token: null, not_ready_after_ms: 1_800_000, allowed_hosts: [] });
     expect(result.ok && result.config.log).toEqual({ level: 'info', pretty: false });
     expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null, priority: null, max_events: 100 } });
   });
@@ -174,7 +176,38 @@ describe('valid configs', () => {
 
   it('keeps ":memory:" as the storage path instead of resolving it', () => {
     const result = parseText(`${MINIMAL}storage: { path: ":memory:" }\n`);
-    expect(result.ok && result.config.storage.path).toBe(':memory:');
+    expect(result.ok && result.config.storage).toEqual({ engine: 'sqlite', path: ':memory:' });
+  });
+});
+
+describe('storage: SQLite (path) or PostgreSQL (url)', () => {
+  it('selects PostgreSQL with storage.url, with ${PGPASS} taken from the environment', () => {
+    const result = parseText(`${MINIMAL}storage:\n  url: postgres://hostwatch:\${PGPASS}@db.example.net:5432/hostwatch\n`, { PGPASS: 's3cret-pw' });
+    expect(result.ok && result.config.storage).toEqual({ engine: 'postgres', url: 'postgres://hostwatch:s3cret-pw@db.example.net:5432/hostwatch' });
+  });
+
+  it('keeps SQLite, the embedded default, without a storage section', () => {
+    const result = parseText(MINIMAL);
+    expect(result.ok && result.config.storage).toEqual({ engine: 'sqlite', path: '/srv/hostwatch/data/hostwatch.db' });
+  });
+
+  it('refuses path and url together, naming the file, line and key', () => {
+    const result = parseText(`${MINIMAL}storage:\n  path: ./data/h.db\n  url: postgres://u:pw@db/h\n`);
+    expect(result.ok).toBe(false);
+    const lines = formatConfigErrors(result.ok ? [] : result.errors).split('\n');
+    expect(lines).toEqual([
+      'inline.yaml:6:8: storage.url: cannot be combined with storage.path: give path (SQLite) or url (PostgreSQL), not both (got "[redacted]")',
+    ]);
+  });
+
+  it('refuses a url that is not a PostgreSQL URL, without showing it (it carries a password)', () => {
+    const result = parseText(`${MINIMAL}storage:\n  url: mysql://root:hunter22@db/h\n`);
+    expect(result.ok).toBe(false);
+    const text = formatConfigErrors(result.ok ? [] : result.errors);
+    expect(text).toBe(
+      'inline.yaml:5:8: storage.url: must be a PostgreSQL URL like postgres://hostwatch:${PGPASS}@db.example.net:5432/hostwatch (got "[redacted]")',
+    );
+    expect(text).not.toContain('hunter22');
   });
 });
 
@@ -204,6 +237,15 @@ describe('config.example.yaml', () => {
     expect(new Set(types)).toEqual(new Set(['teams', 'discord', 'pagerduty', 'opsgenie', 'telegram', 'ntfy', 'webhook']));
   });
 
+  it('shows a PostgreSQL storage.url that hostwatch accepts once it replaces path', () => {
+    const lines = example.split('\n');
+    const url = lines.findIndex((l) => /^  # url: postgres:/.test(l));
+    expect(url).toBeGreaterThan(0);
+    const text = lines.filter((l) => !/^  path: /.test(l)).map((l) => (/^  # url: postgres:/.test(l) ? l.replace('# ', '') : l)).join('\n');
+    const result = parseConfig(text, 'config.example.yaml (postgres)', { ...ENV, PGPASS: 'pw-from-env' }, { sourceNames: SOURCES.map((x) => x.name), baseDir: REPO });
+    expect(result.ok ? result.config.storage : formatConfigErrors(result.errors)).toEqual({ engine: 'postgres', url: 'postgres://hostwatch:pw-from-env@db.example.net:5432/hostwatch' });
+  });
+
   it('documents every key with a comment on its line or just above it', () => {
     const lines = example.split('\n');
     const undocumented = lines.filter((line, index) => {
@@ -226,7 +268,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an unknown top-level key is an error that suggests the near miss',
       fixture: 'unknown-top-level-key.yaml',
       errors: [
-        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history, site_labels, heartbeat, watchdog, incidents',
+        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, silences, degraded, log, history, site_labels, heartbeat, watchdog, incidents',
       ],
     },
     {
@@ -375,7 +417,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'a file that is a list, not a map, lists the top-level keys',
       fixture: 'not-a-map.yaml',
       errors: [
-        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, degraded, log, history, site_labels, heartbeat, watchdog, incidents (got a list)',
+        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, silences, degraded, log, history, site_labels, heartbeat, watchdog, incidents (got a list)',
       ],
     },
   ];
@@ -477,6 +519,17 @@ describe('secrets', () => {
   });
 });
 
+describe('server.allowed_hosts and silences.max_duration', () => {
+  it('names the entry and what is allowed when a host carries a port or a scheme, and a silence cap below a minute', () => {
+    const result = parseText(`${MINIMAL}server:\n  allowed_hosts: [ok.example.net, "hostwatch.example.net:8080", "https://x.example"]\nsilences:\n  max_duration: 10s\n`);
+    expect(result.ok ? [] : formatConfigErrors(result.errors).split('\n')).toEqual([
+      'inline.yaml:5:35: server.allowed_hosts[1]: must be a host name like hostwatch.example.net, a leading dot for every name under a domain (.example.net), or * for any name (got "hostwatch.example.net:8080")',
+      'inline.yaml:5:65: server.allowed_hosts[2]: must be a host name like hostwatch.example.net, a leading dot for every name under a domain (.example.net), or * for any name (got "https://x.example")',
+      'inline.yaml:7:17: silences.max_duration: must be a duration of at least 1m, like 30s, 5m, 6h (got "10s")',
+    ]);
+  });
+});
+
 describe('environment substitution', () => {
   const withKey = (value: string) => `api:\n  base_url: https://panel.example.com\n  key: "${value}"\n`;
   const keyOf = (result: ParseResult) => (result.ok ? result.config.api.key : formatConfigErrors(result.errors));
@@ -515,7 +568,7 @@ describe('loadConfig', () => {
     const file = join(FIXTURES, 'valid-minimal.yaml');
     const config = await loadConfig(relative(process.cwd(), file), {}, { sourceNames: SOURCE_NAMES });
     expect(config.file).toBe(file);
-    expect(config.storage.path).toBe(join(FIXTURES, 'data', 'hostwatch.db'));
+    expect(config.storage).toEqual({ engine: 'sqlite', path: join(FIXTURES, 'data', 'hostwatch.db') });
   });
 
   it('throws ConfigErrors with code config_invalid and the file as it was given', async () => {

@@ -6,131 +6,65 @@
  * the world changes call for — none lost, none invented, each under one stable id — and
  * those ids must be the ones a run that was never interrupted produces.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import BetterSqlite3 from 'better-sqlite3';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
-import type { HostwatchEvent } from '../src/events/types.js';
+import type { StorageConfig } from '../src/config/types.js';
 import { startSimulator, type HistoryEntry, type Simulator } from '../src/simulator/index.js';
-import { clockRuleNames, tempDir } from './harness.js';
+import { openReader, queryOnce } from './db-reader.js';
+import { ensureBuilt, kill, killAll, runCli, startCli, writeDaemonConfig } from './daemon-process.js';
+import { tempDir } from './harness.js';
+import { freshStorage, type Engine } from './pg.js';
 import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
+import { expectedFrom, triple, type Triple } from './truth.js';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const CLI = join(ROOT, 'dist', 'src', 'cli.js');
 const KEY = 'sim-key-crash-0123456789';
 const SITES = 6;
 /** A fixed simulator clock, so two simulators going through the same steps are identical. */
 const CLOCK = (): Date => new Date('2026-11-21T12:00:00Z');
-
-// ---- the built CLI ------------------------------------------------------------------------
-
-function newestMtime(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, entry.name);
-    newest = Math.max(newest, entry.isDirectory() ? newestMtime(p) : entry.name.endsWith('.ts') ? statSync(p).mtimeMs : 0);
-  }
-  return newest;
-}
-
-/** `npm test` builds first (pretest); a bare `npx vitest run` may find dist/ missing or stale. */
-function ensureBuilt(): void {
-  if (existsSync(CLI) && statSync(CLI).mtimeMs >= newestMtime(join(ROOT, 'src'))) return;
-  const r = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], {
-    cwd: ROOT,
-    encoding: 'utf8',
-  });
-  // tsc emits despite type errors; a type error elsewhere (bench/) is `npm run typecheck`'s to report.
-  if (!existsSync(CLI) || statSync(CLI).mtimeMs < newestMtime(join(ROOT, 'src'))) {
-    throw new Error(`build failed:\n${r.stdout}\n${r.stderr}`);
-  }
-}
-
-interface Child {
-  proc: ChildProcess;
-  output: string[];
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-const children: Child[] = [];
-
-function startCli(args: string[]): Child {
-  const proc = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...process.env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const output: string[] = [];
-  proc.stdout!.on('data', (b: Buffer) => output.push(b.toString()));
-  proc.stderr!.on('data', (b: Buffer) => output.push(b.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
-    proc.on('exit', (code, signal) => res({ code, signal })),
-  );
-  const child = { proc, output, exited };
-  children.push(child);
-  return child;
-}
-
-/** Run the CLI to completion; fail with its output if it does not exit 0 in time. */
-async function runCli(args: string[], timeoutMs = 20_000): Promise<void> {
-  const child = startCli(args);
-  const timer = setTimeout(() => child.proc.kill('SIGKILL'), timeoutMs);
-  const { code, signal } = await child.exited;
-  clearTimeout(timer);
-  if (code !== 0) throw new Error(`hostwatch ${args.join(' ')} exited ${code ?? signal}:\n${child.output.join('')}`);
-}
-
-async function kill(child: Child): Promise<void> {
-  child.proc.kill('SIGKILL');
-  const { signal } = await child.exited;
-  expect(signal).toBe('SIGKILL');
-}
 
 // ---- one scenario: a world, a receiver, a database, a config file ----------------------------
 
 interface Scenario {
   sim: Simulator;
   hook: Receiver;
-  dbPath: string;
+  storage: StorageConfig;
   configPath: string;
   /** The world's history from the end of the baseline on: the ground truth. */
   truth: HistoryEntry[];
-  cleanup: () => void;
+  cleanup: () => Promise<void>;
 }
 
 const open: Scenario[] = [];
 
-async function scenario(opts: { latencyMs?: number } = {}): Promise<Scenario> {
+async function scenario(opts: { latencyMs?: number; engine?: Engine } = {}): Promise<Scenario> {
   const sim = await startSimulator({ seed: 7, sites: SITES, keys: { [KEY]: '*' }, now: CLOCK });
   const hook = await startReceiver();
-  const { dir, cleanup } = tempDir('hostwatch-crash-');
-  const dbPath = join(dir, 'hostwatch.db');
-  const configPath = join(dir, 'hostwatch.yaml');
-  // The simulator's clock stands at CLOCK while the CLI reads the real one: to rules that
-  // read the clock, days would have passed. They are not what this test is about.
-  const quiet = join(dir, 'quiet.yaml');
-  writeFileSync(quiet, stringify({ rules: clockRuleNames().map((name) => ({ name, enabled: false })) }));
-  writeFileSync(
-    configPath,
-    stringify({
-      name: 'crash',
-      api: { base_url: sim.url, key: KEY, timeout: '5s', max_requests_per_second: 1000, max_concurrency: 2, retries: 1 },
-      storage: { path: dbPath },
-      rules: [quiet],
-      // The shortest intervals config allows, so `run` gets through a cycle in seconds.
-      sources: Object.fromEntries(['sites', 'jobs', 'health', 'usage', 'backups'].map((s) => [s, { every: '10s' }])),
+  const { dir, cleanup: removeDir } = tempDir('hostwatch-crash-');
+  const pgdb = opts.engine === 'postgres' ? await freshStorage('postgres') : null;
+  const storage: StorageConfig = pgdb?.storage ?? { engine: 'sqlite', path: join(dir, 'hostwatch.db') };
+  const cleanup = async (): Promise<void> => {
+    await pgdb?.cleanup();
+    removeDir();
+  };
+  const { configPath } = writeDaemonConfig(dir, {
+    name: 'crash',
+    simUrl: sim.url,
+    key: KEY,
+    hookUrl: hook.url,
+    storage: storage.engine === 'sqlite' ? { path: storage.path } : { url: storage.url },
+    overrides: {
       // A send timeout longer than any test, so an unanswered delivery stays in flight until the kill.
       channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET, timeout: '60s' }],
       delivery: { retry_schedule: ['100ms', '200ms', '300ms', '500ms', '1s'], drain_timeout: '10s' },
-      log: { level: 'info' },
-    }),
-  );
-  const s: Scenario = { sim, hook, dbPath, configPath, truth: [], cleanup };
+    },
+  });
+  const s: Scenario = { sim, hook, storage, configPath, truth: [], cleanup };
   open.push(s);
 
   // A backup in progress before the baseline, so its failure later also finishes a job.
   const { backup } = sim.world.startBackup(4);
   await runCli(['poll', '--once', '-c', configPath]);
-  expect(count(s, 'SELECT count(*) n FROM events')).toBe(0); // baseline: no events
+  expect(await count(s, 'SELECT count(*) n FROM events')).toBe(0); // baseline: no events
   expect(hook.requests).toEqual([]);
 
   const mark = sim.world.history.length;
@@ -150,34 +84,30 @@ async function scenario(opts: { latencyMs?: number } = {}): Promise<Scenario> {
 }
 
 async function closeAll(): Promise<void> {
-  for (const c of children.splice(0)) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
+  killAll();
   for (const s of open.splice(0)) {
     await s.hook.close();
     await s.sim.close();
-    s.cleanup();
+    await s.cleanup();
   }
 }
 afterEach(closeAll);
 afterAll(closeAll); // also after a failed beforeAll
 
-function readDb<T>(s: Scenario, fn: (db: BetterSqlite3.Database) => T): T {
-  const db = new BetterSqlite3(s.dbPath, { readonly: true, fileMustExist: true });
-  try {
-    return fn(db);
-  } finally {
-    db.close();
-  }
+/** A count read on a connection of its own (read-only on SQLite), as the daemon writes. */
+async function count(s: Scenario, sql: string): Promise<number> {
+  return (await queryOnce<{ n: number }>(s.storage, sql))[0]!.n;
 }
 
-function count(s: Scenario, sql: string): number {
-  return readDb(s, (db) => (db.prepare(sql).get() as { n: number }).n);
-}
-
-/** Poll the database (read-only, as the daemon writes it) until `cond` holds. */
+/** Poll the database until `cond` holds. */
 async function waitForDb(s: Scenario, sql: string, cond: (n: number) => boolean, what: string, timeoutMs = 10_000): Promise<number> {
-  let n = -1;
-  await waitFor(() => cond((n = count(s, sql))), what, timeoutMs, 15);
-  return n;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const n = await count(s, sql);
+    if (cond(n)) return n;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 15));
+  }
 }
 
 /** The entity (snapshot row) an event's subject belongs to: `sites/3/backups/17` → `sites/3/backups`. */
@@ -193,100 +123,48 @@ function entityOfSubject(subject: string): string {
  * which a changed snapshot is stored without the events it causes, or an event without
  * its snapshot, or an event without its outbox row.
  */
-function watchInvariant(s: Scenario, expected: readonly Triple[]): { stop: () => { reads: number; violations: string[] } } {
-  const db = new BetterSqlite3(s.dbPath, { readonly: true, fileMustExist: true });
+async function watchInvariant(s: Scenario, expected: readonly Triple[]): Promise<{ stop: () => Promise<{ reads: number; violations: string[] }> }> {
+  const db = await openReader(s.storage);
   const violations = new Set<string>();
   let reads = 0;
-  const look = db.transaction(() => {
-    const changed = new Set(
-      (db.prepare('SELECT entity FROM snapshots WHERE version >= 2').all() as Array<{ entity: string }>).map((r) => r.entity),
-    );
-    const events = db.prepare('SELECT id, type, subject, status FROM events').all() as Array<{ id: string; type: string; subject: string; status: string | null }>;
-    const queued = new Set((db.prepare('SELECT event_id FROM outbox').all() as Array<{ event_id: string }>).map((r) => r.event_id));
-    const have = new Set(events.map((e) => `${e.type} ${e.subject} ${e.status ?? '-'}`));
-    for (const t of expected) {
-      const entity = entityOfSubject(t.split(' ')[1]!);
-      if (changed.has(entity) && !have.has(t)) violations.add(`snapshot ${entity} is stored without its event ${t}`);
+  // Each look is one read transaction (REPEATABLE READ on PostgreSQL): one committed state.
+  const look = (): Promise<void> =>
+    db.snapshot(async () => {
+      const changed = new Set((await db.all<{ entity: string }>('SELECT entity FROM snapshots WHERE version >= 2')).map((r) => r.entity));
+      const events = await db.all<{ id: string; type: string; subject: string; status: string | null }>('SELECT id, type, subject, status FROM events');
+      const queued = new Set((await db.all<{ event_id: string }>('SELECT event_id FROM outbox')).map((r) => r.event_id));
+      const have = new Set(events.map((e) => `${e.type} ${e.subject} ${e.status ?? '-'}`));
+      for (const t of expected) {
+        const entity = entityOfSubject(t.split(' ')[1]!);
+        if (changed.has(entity) && !have.has(t)) violations.add(`snapshot ${entity} is stored without its event ${t}`);
+      }
+      for (const e of events) {
+        if (!changed.has(entityOfSubject(e.subject))) violations.add(`event ${e.type} ${e.subject} is stored without its snapshot`);
+        if (!queued.has(e.id)) violations.add(`event ${e.type} ${e.subject} is stored without its outbox row`);
+      }
+      reads++;
+    });
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      try {
+        await look();
+      } catch (e) {
+        // A reader may briefly be refused while a restarted daemon recovers the WAL; look again.
+        if (!/BUSY|LOCKED/.test(String((e as { code?: string }).code))) violations.add(`cannot read the database: ${String(e)}`);
+      }
+      await new Promise((r) => setTimeout(r, 5));
     }
-    for (const e of events) {
-      if (!changed.has(entityOfSubject(e.subject))) violations.add(`event ${e.type} ${e.subject} is stored without its snapshot`);
-      if (!queued.has(e.id)) violations.add(`event ${e.type} ${e.subject} is stored without its outbox row`);
-    }
-    reads++;
-  });
-  const timer = setInterval(() => {
-    try {
-      look();
-    } catch (e) {
-      // A reader may briefly be refused while a restarted daemon recovers the WAL; look again.
-      if (!/BUSY|LOCKED/.test(String((e as { code?: string }).code))) violations.add(`cannot read the database: ${String(e)}`);
-    }
-  }, 5);
+  })();
   return {
-    stop() {
-      clearInterval(timer);
-      look();
-      db.close();
+    async stop() {
+      running = false;
+      await loop;
+      await look();
+      await db.close();
       return { reads, violations: [...violations] };
     },
   };
-}
-
-// ---- ground truth -------------------------------------------------------------------------
-
-/** "type subject status" — what identifies an event to a person, independent of its id. */
-type Triple = string;
-const triple = (e: Pick<HostwatchEvent, 'type' | 'subject'> & { data: { status?: string } }): Triple =>
-  `${e.type} ${e.subject} ${e.data.status ?? '-'}`;
-
-/**
- * The events PRODUCT.md's catalog calls for, read off the simulator's history alone (not
- * from hostwatch): for each record, its state at the baseline against its state at the
- * next poll. Condition alerts fire when their condition starts to hold; change events when
- * a backup or job reaches a final state.
- */
-function expectedFrom(history: readonly HistoryEntry[]): Triple[] {
-  const first = new Map<string, unknown>();
-  const last = new Map<string, unknown>();
-  const note = (key: string, before: unknown, after: unknown): void => {
-    if (!first.has(key)) first.set(key, before);
-    last.set(key, after);
-  };
-  for (const h of history) {
-    const d = h.detail as Record<string, any>;
-    if (h.kind === 'health_changed') note(`health ${h.site_id}`, d.before, d.after);
-    else if (h.kind === 'usage_changed') note(`usage ${h.site_id}`, d.before, d.after);
-    else if (h.kind === 'backup_added') note(`backup ${h.site_id} ${d.backup.id}`, null, d.backup.state);
-    else if (h.kind === 'backup_state') note(`backup ${h.site_id} ${d.backup_id}`, d.before, d.after);
-    else if (h.kind === 'job_added') note(`job ${d.job.id}`, null, d.job.state);
-    else if (h.kind === 'job_state') note(`job ${d.job_id}`, d.before, d.after);
-  }
-  const out: Triple[] = [];
-  const alert = (name: string, subject: string, was: boolean, is: boolean): void => {
-    if (was !== is) out.push(`hostwatch.${name} ${subject} ${is ? 'firing' : 'resolved'}`);
-  };
-  for (const [key, after] of last) {
-    const before = first.get(key);
-    const [kind, a, b] = key.split(' ');
-    if (kind === 'health') {
-      const [x, y] = [before as any, after as any];
-      alert('site.offline', `sites/${a}/health`, x.status === 'offline', y.status === 'offline');
-      alert('site.slow', `sites/${a}/health`, x.status === 'slow', y.status === 'slow');
-      alert('site.integrity_problems', `sites/${a}/health`, x.problems > 0, y.problems > 0);
-    } else if (kind === 'usage') {
-      const [x, y] = [before as any, after as any];
-      alert('site.frozen', `sites/${a}/usage`, x.frozen, y.frozen);
-      alert('usage.over_limit', `sites/${a}/usage`, x.over.length > 0, y.over.length > 0);
-      alert('usage.disk_high', `sites/${a}/usage`, x.percent >= 90, y.percent >= 90);
-    } else if (kind === 'backup') {
-      const finals: Record<string, string> = { Ok: 'backup.completed', Error: 'backup.failed' };
-      if (finals[after as string] && before !== after) out.push(`hostwatch.${finals[after as string]} sites/${a}/backups/${b} -`);
-    } else if (kind === 'job') {
-      const cls = (s: unknown): string | null => (['done', 'completed', 'succeeded', 'ok'].includes(s as string) ? 'job.completed' : ['failed', 'error'].includes(s as string) ? 'job.failed' : null);
-      if (cls(after) && cls(before) !== cls(after)) out.push(`hostwatch.${cls(after)} jobs/${a} -`);
-    }
-  }
-  return out.sort();
 }
 
 /** What arrived at the receiver, checked request by request, as distinct events. */
@@ -308,7 +186,7 @@ function arrivals(hook: Receiver): Map<string, { triple: Triple; body: string }>
  * The checks every scenario ends with: exactly the expected events arrived (one id each,
  * every one acknowledged), and the database holds exactly those events, all delivered.
  */
-function assertExact(s: Scenario, expected: Triple[]): Set<string> {
+async function assertExact(s: Scenario, expected: Triple[]): Promise<Set<string>> {
   const byId = arrivals(s.hook);
   const got = [...byId.values()].map((v) => v.triple).sort();
   // The multiset: nothing lost, nothing invented, no event under two ids.
@@ -316,13 +194,11 @@ function assertExact(s: Scenario, expected: Triple[]): Set<string> {
   // Every event was acknowledged at least once.
   expect(s.hook.acceptedIds()).toEqual(new Set(byId.keys()));
   const ids = new Set(byId.keys());
-  readDb(s, (db) => {
-    const rows = db.prepare('SELECT id, type, subject, status FROM events').all() as Array<{ id: string; type: string; subject: string; status: string | null }>;
-    expect(new Set(rows.map((r) => r.id))).toEqual(ids);
-    expect(rows.map((r) => `${r.type} ${r.subject} ${r.status ?? '-'}`).sort()).toEqual(expected);
-    const states = db.prepare('SELECT state, count(*) n FROM outbox GROUP BY state').all();
-    expect(states).toEqual([{ state: 'delivered', n: expected.length }]);
-  });
+  const rows = await queryOnce<{ id: string; type: string; subject: string; status: string | null }>(s.storage, 'SELECT id, type, subject, status FROM events');
+  expect(new Set(rows.map((r) => r.id))).toEqual(ids);
+  expect(rows.map((r) => `${r.type} ${r.subject} ${r.status ?? '-'}`).sort()).toEqual(expected);
+  const states = await queryOnce(s.storage, 'SELECT state, count(*) n FROM outbox GROUP BY state');
+  expect(states).toEqual([{ state: 'delivered', n: expected.length }]);
   return ids;
 }
 
@@ -336,7 +212,7 @@ beforeAll(async () => {
   const s = await scenario();
   const expected = expectedFrom(s.truth);
   await runCli(['poll', '--once', '-c', s.configPath]);
-  const ids = assertExact(s, expected);
+  const ids = await assertExact(s, expected);
   reference = { expected, ids };
   await closeAll();
 }, 60_000);
@@ -365,22 +241,22 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
 
   it('`poll --once` killed right after its first event is committed, long before the cycle ends; then run again', async () => {
     const s = await scenario({ latencyMs: 250 });
-    const watch = watchInvariant(s, reference.expected);
+    const watch = await watchInvariant(s, reference.expected);
     const child = startCli(['poll', '--once', '-c', s.configPath]);
     const committed = await waitForDb(s, 'SELECT count(*) n FROM events', (n) => n >= 1, 'the first committed event');
     await kill(child);
     // The kill landed mid-cycle: some events committed, not all, nothing delivered yet.
-    const after = count(s, 'SELECT count(*) n FROM events');
+    const after = await count(s, 'SELECT count(*) n FROM events');
     expect(after).toBeGreaterThanOrEqual(committed);
     expect(after).toBeLessThan(reference.expected.length);
     expect(s.hook.requests).toEqual([]);
 
     s.sim.faults.clear();
     await runCli(['poll', '--once', '-c', s.configPath]);
-    const seen = watch.stop();
+    const seen = await watch.stop();
     expect(seen.violations).toEqual([]);
     expect(seen.reads).toBeGreaterThan(20);
-    const ids = assertExact(s, reference.expected);
+    const ids = await assertExact(s, reference.expected);
     expect(ids).toEqual(reference.ids);
     // Nothing was attempted twice: the only attempts are the ones after the restart.
     expect(s.hook.requests).toHaveLength(reference.expected.length);
@@ -394,11 +270,11 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
     const total = reference.expected.length;
     await waitFor(() => new Set(s.hook.requests.map((r) => r.id)).size === total, 'every event to be sent once', 15_000);
     await waitForDb(s, "SELECT count(*) n FROM outbox WHERE state = 'delivered'", (n) => n === total - 3, 'the answered deliveries to be recorded', 8_000);
-    expect(count(s, "SELECT count(*) n FROM outbox WHERE state = 'pending'")).toBe(3);
+    expect(await count(s, "SELECT count(*) n FROM outbox WHERE state = 'pending'")).toBe(3);
     const inFlight = new Set(s.hook.requests.filter((r) => r.answer === 'hold').map((r) => r.id));
     expect(inFlight.size).toBe(3);
     await kill(child);
-    expect(count(s, "SELECT count(*) n FROM outbox WHERE state = 'pending'")).toBe(3);
+    expect(await count(s, "SELECT count(*) n FROM outbox WHERE state = 'pending'")).toBe(3);
 
     s.hook.respond(() => ({ status: 200 }));
     const before = s.hook.requests.length;
@@ -406,34 +282,44 @@ describe('the daemon killed with SIGKILL in the middle of a cycle, then restarte
     // At least once: exactly the unanswered ones are delivered again, with their ids.
     expect(new Set(s.hook.requests.slice(before).map((r) => r.id))).toEqual(inFlight);
     expect(s.hook.requests.length - before).toBe(3);
-    const ids = assertExact(s, reference.expected);
+    const ids = await assertExact(s, reference.expected);
     expect(ids).toEqual(reference.ids);
   }, 60_000);
 
-  it('`run` killed after a few deliveries while per-site polls are still due; then run again until everything arrived and stopped with SIGTERM', async () => {
-    const s = await scenario({ latencyMs: 100 });
-    const watch = watchInvariant(s, reference.expected);
-    const daemon = startCli(['run', '-c', s.configPath]);
-    await waitFor(() => s.hook.acceptedIds().size >= 3, 'three accepted deliveries', 15_000);
-    await kill(daemon);
-    const committed = count(s, 'SELECT count(*) n FROM events');
-    expect(committed, 'events committed when killed').toBeLessThan(reference.expected.length);
-    expect(s.hook.acceptedIds().size).toBeLessThan(reference.expected.length);
-
-    s.sim.faults.clear();
-    const again = startCli(['run', '-c', s.configPath]);
-    await waitFor(
-      () => new Set([...arrivals(s.hook).values()].map((v) => v.triple)).size >= reference.expected.length && s.hook.acceptedIds().size >= reference.expected.length,
-      'every expected event to arrive after the restart',
-      20_000,
-    );
-    again.proc.kill('SIGTERM');
-    const { code } = await again.exited;
-    expect(code, again.output.join('')).toBe(0);
-    const seen = watch.stop();
-    expect(seen.violations).toEqual([]);
-    expect(seen.reads).toBeGreaterThan(20);
-    const ids = assertExact(s, reference.expected);
-    expect(ids).toEqual(reference.ids);
-  }, 60_000);
+  it('`run` killed after a few deliveries while per-site polls are still due; then run again until everything arrived and stopped with SIGTERM', () => runKilled('sqlite'), 60_000);
 });
+
+describe('on PostgreSQL, the same crash', () => {
+  it('`run` killed after a few deliveries, then run again: every event arrives, under the ids an uninterrupted SQLite run gives', () => runKilled('postgres'), 60_000);
+});
+
+/**
+ * `run` killed after a few deliveries while per-site polls are still due, then run again
+ * until everything arrived and stopped with SIGTERM; on either engine.
+ */
+async function runKilled(engine: Engine): Promise<void> {
+  const s = await scenario({ latencyMs: 100, engine });
+  const watch = await watchInvariant(s, reference.expected);
+  const daemon = startCli(['run', '-c', s.configPath]);
+  await waitFor(() => s.hook.acceptedIds().size >= 3, 'three accepted deliveries', 15_000);
+  await kill(daemon);
+  const committed = await count(s, 'SELECT count(*) n FROM events');
+  expect(committed, 'events committed when killed').toBeLessThan(reference.expected.length);
+  expect(s.hook.acceptedIds().size).toBeLessThan(reference.expected.length);
+
+  s.sim.faults.clear();
+  const again = startCli(['run', '-c', s.configPath]);
+  await waitFor(
+    () => new Set([...arrivals(s.hook).values()].map((v) => v.triple)).size >= reference.expected.length && s.hook.acceptedIds().size >= reference.expected.length,
+    'every expected event to arrive after the restart',
+    20_000,
+  );
+  again.proc.kill('SIGTERM');
+  const { code } = await again.exited;
+  expect(code, again.output.join('')).toBe(0);
+  const seen = await watch.stop();
+  expect(seen.violations).toEqual([]);
+  expect(seen.reads).toBeGreaterThan(20);
+  const ids = await assertExact(s, reference.expected);
+  expect(ids).toEqual(reference.ids);
+}

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runDemo, type Demo } from '../src/demo.js';
 import { packageRoot } from '../src/paths.js';
 import { launchBrowser } from './browser.js';
-import { startWorld, tempDir, type World } from './harness.js';
+import { sqliteOf, startWorld, tempDir, type World } from './harness.js';
 
 const ARTIFACTS = join(packageRoot(), 'test-artifacts');
 const HOSTILE = '<img src=x onerror=alert(1)>';
@@ -116,7 +116,7 @@ describe('the dashboard', () => {
     const silencedRow = page.locator('#events tbody tr', { hasText: sim.world.getSite(3)!.domain }).filter({ hasText: 'site.offline' });
     await silencedRow.first().waitFor();
     await silencedRow.locator('.badge.silenced').first().waitFor();
-    const held = app.store.sqlite
+    const held = sqliteOf(app.store)
       .prepare(
         `SELECT e.silenced_by, (SELECT count(*) FROM outbox o WHERE o.event_id = e.id) AS outbox
          FROM events e WHERE e.subject = 'sites/3/health' AND e.type = 'hostwatch.site.offline' AND e.status = 'firing'`,
@@ -148,7 +148,7 @@ describe('the dashboard', () => {
   it('at 1280×800, summarises the sources (healthy count, failing ones by name) so the events start on the first screen; the full table is one click away, and idle sources are never red', async () => {
     world = await startWorld({ sim: { sites: 2 }, config: { server: { listen: '127.0.0.1:0' }, sources: { rank: { enabled: false } }, degraded: { after_failures: 1 } } });
     world.sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     await app.runOnce();
     world.sim.world.setHealth(1, { status: 'offline' });
@@ -191,7 +191,7 @@ describe('the dashboard', () => {
 
   it('takes a token from the fragment, keeps it for the tab, and uses it for the API and the stream', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token: 'dash-token-0123456789' } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     const url = app.serverUrl!;
 
@@ -216,7 +216,7 @@ describe('the dashboard', () => {
     // 200 sites at 2 requests a second: the per-site sources need more than that, so all but
     // the critical ones stretch, and the catch-up takes long enough to be seen.
     world = await startWorld({ sim: { sites: 200 }, config: { server: { listen: '127.0.0.1:0' }, api: { max_requests_per_second: 2, max_concurrency: 1 } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     const url = app.serverUrl!;
     const { page, problems } = await openPage(`${url}/`);

@@ -37,7 +37,7 @@ async function setup(answers: Record<string, () => Answer>): Promise<{ w: World;
 
 /** A daemon's baseline poll, then one that sees `site` offline; stopped after. */
 async function siteGoesOffline(w: World, overrides: Record<string, unknown>, site: number): Promise<void> {
-  const app = w.app(overrides);
+  const app = await w.app(overrides);
   await app.runOnce();
   w.sim.world.setHealth(site, { status: 'offline' });
   await app.runOnce();
@@ -74,7 +74,7 @@ describe('hostwatch deliveries and redeliver', () => {
     expect(rows(w, "SELECT state, attempts FROM outbox WHERE channel = 'picky'")).toEqual([{ state: 'pending', attempts: 0 }]);
 
     refuse = false;
-    const back = w.app(overrides);
+    const back = await w.app(overrides);
     expect(await back.worker.drain(3_000)).toBe(0);
     expect(hooks['picky']!.requests.map((r) => r.id)).toEqual([id, id]);
     expect(hooks['picky']!.accepted().map((r) => r.id)).toEqual([id]);
@@ -88,7 +88,7 @@ describe('hostwatch deliveries and redeliver', () => {
     // One event on one channel, by event id.
     const one = await hostwatch(['redeliver', id, '--channel', 'ok', '-c', config], env);
     expect(one.stdout).toContain('1 delivery queued again');
-    const third = w.app(overrides);
+    const third = await w.app(overrides);
     expect(await third.worker.drain(3_000)).toBe(0);
     expect(hooks['ok']!.accepted().map((r) => r.id)).toEqual([id, id]);
     const unknown = await hostwatch(['redeliver', 'no-such-event', '-c', config], env);
@@ -106,7 +106,7 @@ describe('hostwatch deliveries and redeliver', () => {
     const re = await hostwatch(['redeliver', '--dead', '--channel', 'hook', '-c', config], env);
     expect(re.stdout).toContain('channel hook enabled again');
     expect(re.stdout).toContain('2 deliveries queued again'); // the event and the channel.disabled operator event
-    const back = w.app(overrides);
+    const back = await w.app(overrides);
     expect(await back.worker.drain(3_000)).toBe(0);
     expect(hooks['hook']!.accepted().map((r) => r.event!.data.name).sort()).toEqual(['channel.disabled', 'site.offline']);
   }, SLOW);
@@ -115,7 +115,7 @@ describe('hostwatch deliveries and redeliver', () => {
 describe('hostwatch silence', () => {
   it('adds a silence that holds back delivery but not storage, lists it with what it held back, and expires it', async () => {
     const { w, hooks, overrides, config, env } = await setup({ hook: () => ({ status: 200 }) });
-    const app = w.app(overrides);
+    const app = await w.app(overrides);
     await app.runOnce();
     await app.stop();
 
@@ -125,13 +125,18 @@ describe('hostwatch silence', () => {
       'hostwatch silence add: --match: CEL error: unknown variable "site_idd"; a match can use type, name, severity, status, subject, site_id, domain, rule, labels',
       'hostwatch silence add: --for: a positive duration like 30m, 2h or 1d12h (got "2 hours")',
     ]);
+    const long = await hostwatch(['silence', 'add', '--match', 'true', '--for', '3650d', '--comment', 'x', '-c', config], env);
+    expect(long.code).toBe(2);
+    expect(lines(long.stderr)).toEqual([
+      'hostwatch silence add: --for: a silence lasts at most 30d (silences.max_duration; got 3650d); for planned quiet periods use maintenance windows in the config',
+    ]);
 
     const add = await hostwatch(['silence', 'add', '--match', 'site_id == 1', '--for', '2h', '--comment', 'moving to a new server', '--by', 'ana', '-c', config], env);
     expect(add.code).toBe(0);
     const id = add.stdout.split(' ')[0]!;
     expect(add.stdout).toMatch(/^[0-9a-f-]{36}  active   until .*Z  \(ends in 2h\)  site_id == 1  — moving to a new server \(ana; 0 held back\)\n$/);
 
-    const daemon = w.app(overrides);
+    const daemon = await w.app(overrides);
     w.sim.world.setHealth(1, { status: 'offline' });
     w.sim.world.setHealth(2, { status: 'offline' });
     await daemon.runOnce();
@@ -156,7 +161,7 @@ describe('hostwatch silence', () => {
 
   it('takes amtool matchers, says which CEL it read them as, and names $USER as the author', async () => {
     const { w, overrides, config, env } = await setup({ hook: () => ({ status: 200 }) });
-    const app = w.app(overrides);
+    const app = await w.app(overrides);
     await app.runOnce();
     await app.stop();
     const r = await hostwatch(['silence', 'add', '--match', 'alertname="site.offline", site_id=2', '--for', '1h', '--comment', 'amtool habits', '-c', config], { ...env, USER: 'bea' });
@@ -164,7 +169,7 @@ describe('hostwatch silence', () => {
     expect(r.stdout).toMatch(/  name == "site\.offline" && site_id == 2  — amtool habits \(bea; 0 held back\)\n$/);
     expect(r.stderr).toBe('(read the amtool matchers alertname="site.offline", site_id=2 as the CEL: name == "site.offline" && site_id == 2)\n');
     // The silence holds what the matchers meant: site 2 offline, not site 1.
-    const daemon = w.app(overrides);
+    const daemon = await w.app(overrides);
     w.sim.world.setHealth(1, { status: 'offline' });
     w.sim.world.setHealth(2, { status: 'offline' });
     await daemon.runOnce();
@@ -186,7 +191,7 @@ describe('hostwatch redeliver', () => {
     const id = w.events[0]!.id;
     const idle = await hostwatch(['redeliver', id, '-c', config], env);
     expect(idle.stdout).toBe('1 delivery queued again; no daemon is running on this database: `hostwatch run` sends it when it starts, or `hostwatch poll --once` now\n');
-    const daemon = w.app(overrides);
+    const daemon = await w.app(overrides);
     await daemon.start();
     const busy = await hostwatch(['redeliver', id, '-c', config], env);
     expect(busy.stdout).toBe(`1 delivery queued again; the daemon running on this database (pid ${process.pid} on ${hostname()}) sends it within a second\n`);

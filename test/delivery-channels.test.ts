@@ -34,13 +34,13 @@ describe('webhook channel', () => {
     const w = await world();
     const gone = await receiver({ answer: () => ({ status: 410, body: 'endpoint deleted' }) });
     const ok = await receiver();
-    const app = w.app({
+    const app = await w.app({
       channels: [
         { name: 'gone', type: 'webhook', url: gone.url, secret: TEST_SECRET },
         { name: 'ok', type: 'webhook', url: ok.url, secret: TEST_SECRET },
       ],
     });
-    app.notifier.publish(siteEvent('g1', 2));
+    await app.notifier.publish(siteEvent('g1', 2));
     await app.worker.drain(3_000);
     expect(gone.requests).toHaveLength(1);
     expect(rows(w, 'SELECT channel, disabled_reason FROM channel_state WHERE disabled_at IS NOT NULL')).toEqual([
@@ -48,7 +48,7 @@ describe('webhook channel', () => {
     ]);
     const op = ok.accepted().map((r) => r.event!).find((e) => e.type === 'hostwatch.channel.disabled');
     expect(op?.data).toMatchObject({ name: 'channel.disabled', channel: 'gone', reason: 'HTTP 410: endpoint deleted', summary: 'channel gone is disabled: HTTP 410: endpoint deleted' });
-    app.notifier.publish(siteEvent('g2', 2));
+    await app.notifier.publish(siteEvent('g2', 2));
     await app.worker.drain(3_000);
     expect(gone.requests).toHaveLength(1);
     expect(ok.accepted()).toHaveLength(3);
@@ -61,8 +61,8 @@ describe('webhook channel', () => {
     const w = await world();
     const hook = await receiver({ answer: (r) => (r.n === 1 ? { status: 503, headers: { 'retry-after': '90' }, body: 'busy' } : { status: 200 }) });
     const t0 = Date.now();
-    const app = w.app({ channels: [{ name: 'h', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
-    app.notifier.publish(siteEvent('ra', 2));
+    const app = await w.app({ channels: [{ name: 'h', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    await app.notifier.publish(siteEvent('ra', 2));
     await app.worker.deliverDue();
     const [row] = rows<{ state: string; next_attempt_at: number }>(w, 'SELECT state, next_attempt_at FROM outbox');
     expect(row!.state).toBe('pending');
@@ -74,13 +74,13 @@ describe('webhook channel', () => {
     const w = await world();
     const onOld = await receiver({ secret: TEST_SECRET });
     const onNew = await receiver({ secret: NEW_SECRET });
-    const app = w.app({
+    const app = await w.app({
       channels: [
         { name: 'a', type: 'webhook', url: onOld.url, secret: [NEW_SECRET, TEST_SECRET] },
         { name: 'b', type: 'webhook', url: onNew.url, secret: [NEW_SECRET, TEST_SECRET] },
       ],
     });
-    app.notifier.publish(siteEvent('rot', 2));
+    await app.notifier.publish(siteEvent('rot', 2));
     expect(await app.worker.drain(3_000)).toBe(0);
     for (const r of [...onOld.requests, ...onNew.requests]) {
       expect(r.signatureError).toBeNull();
@@ -90,8 +90,9 @@ describe('webhook channel', () => {
     expect(onNew.accepted()).toHaveLength(1);
     // A receiver that knows neither secret still rejects it.
     const stranger = await receiver({ secret: `whsec_${Buffer.from('somebody-else-entirely-32-bytes!').toString('base64')}` });
-    const app2 = w.app({ channels: [{ name: 'c', type: 'webhook', url: stranger.url, secret: [NEW_SECRET, TEST_SECRET] }] });
-    app2.notifier.publish(siteEvent('rot2', 2));
+    await app.stop(); // one daemon per database file
+    const app2 = await w.app({ channels: [{ name: 'c', type: 'webhook', url: stranger.url, secret: [NEW_SECRET, TEST_SECRET] }] });
+    await app2.notifier.publish(siteEvent('rot2', 2));
     await app2.worker.deliverDue();
     expect(stranger.requests[0]!.signatureError).not.toBeNull();
   });
@@ -107,9 +108,9 @@ describe('webhook channel', () => {
   it('in binary mode sends data as the body and the attributes as ce-* headers: a valid CloudEvent, signed over the body sent', async () => {
     const w = await world();
     const hook = await receiver();
-    const app = w.app({ channels: [{ name: 'bin', type: 'webhook', url: hook.url, secret: TEST_SECRET, mode: 'binary' }] });
+    const app = await w.app({ channels: [{ name: 'bin', type: 'webhook', url: hook.url, secret: TEST_SECRET, mode: 'binary' }] });
     const e = siteEvent('bin', 2, { summary: 'binary mode' });
-    app.notifier.publish(e);
+    await app.notifier.publish(e);
     expect(await app.worker.drain(3_000)).toBe(0);
     const r = hook.requests[0]!;
     expect(r.signatureError).toBeNull();

@@ -25,14 +25,14 @@ afterEach(async () => {
 const MIN = 60_000;
 const HOUR = 60 * MIN;
 
-async function setup(down: { value: boolean }, config: Record<string, unknown> = {}): Promise<{ w: World; hook: Receiver; clock: TestClock; app: () => App }> {
+async function setup(down: { value: boolean }, config: Record<string, unknown> = {}): Promise<{ w: World; hook: Receiver; clock: TestClock; app: () => Promise<App> }> {
   const hook = await startReceiver({ answer: () => (down.value ? { status: 503, body: 'maintenance' } : { status: 204 }) });
   const w = await startWorld();
   cleanups.push(() => w.close(), () => hook.close());
   const clock = testClock(new Date().toISOString());
   const cfg: WebhookChannelConfig = { name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET, secrets: [TEST_SECRET], timeout_ms: 2_000, mode: 'structured', template: null };
   const random = mulberry32(7);
-  const app = (): App =>
+  const app = (): Promise<App> =>
     w.app(
       { channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }], ...config },
       { now: clock.now, random, channels: [new WebhookChannel(cfg, Date.now)] },
@@ -48,7 +48,7 @@ describe('a receiver that is down for a long time', () => {
   it('down for a simulated day, it gets every event afterwards: each id at least once, none missing, none dead-lettered', async () => {
     const down = { value: true };
     const { w, hook, clock, app: makeApp } = await setup(down);
-    const app = makeApp();
+    const app = await makeApp();
     await app.scheduler.runAll(); // baseline
     w.sim.world.setHealth(1, { status: 'offline' });
     await app.scheduler.runAll(); // a real poll's event, too
@@ -58,7 +58,7 @@ describe('a receiver that is down for a long time', () => {
         for (const k of [0, 1]) {
           // Sites 2 and 3: site 1 is offline, which holds its other events back (inhibition).
           const e = siteEvent(`day-${step}-${k}`, 2 + k, { at: clock.t });
-          app.notifier.publish(e);
+          await app.notifier.publish(e);
           published.push(e);
         }
       }
@@ -94,9 +94,9 @@ describe('a receiver that is down for a long time', () => {
   it('a restart in the middle of the retry schedule resumes it: the next attempt waits for its time, and counts on', async () => {
     const down = { value: true };
     const { w, hook, clock, app: makeApp } = await setup(down);
-    const first = makeApp();
+    const first = await makeApp();
     const e = siteEvent('restart', 3, { at: clock.t });
-    first.notifier.publish(e);
+    await first.notifier.publish(e);
     await first.worker.deliverDue(); // attempt 1
     clock.advance(6_100);
     await first.worker.deliverDue(); // attempt 2 (5 s)
@@ -112,7 +112,7 @@ describe('a receiver that is down for a long time', () => {
     expect(wait).toBeLessThanOrEqual(1.2 * 30 * MIN);
 
     down.value = false;
-    const second = makeApp();
+    const second = await makeApp();
     clock.advance(wait - 1_000);
     await second.worker.deliverDue();
     expect(hook.requests).toHaveLength(3); // not yet due
@@ -134,9 +134,9 @@ describe('a receiver that is down for a long time', () => {
       channels: [{ name: 'hooks', type: 'webhook', url: 'http://127.0.0.1:9/unused', secret: TEST_SECRET }, { name: 'log', type: 'console' }],
       delivery: { disable_after: '1d' },
     });
-    const app = makeApp();
+    const app = await makeApp();
     const e = siteEvent('dis', 1, { at: clock.t });
-    app.notifier.publish(e);
+    await app.notifier.publish(e);
     // Attempts at 0, 5 s, 5 m, 30 m, 2 h, 5 h, 10 h (17.6 h in), then 14 h later: past the day.
     for (let i = 0; i < 40 * 6; i++) {
       await app.worker.deliverDue();

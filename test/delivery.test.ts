@@ -35,7 +35,7 @@ async function receiver(answer?: (r: Received) => Answer, port?: number): Promis
 }
 
 /** An app of `w` whose only channel is a webhook (or several) at `urls`. */
-function hookApp(w: World, urls: Record<string, string>, opts: AppOptions = {}, retrySchedule: string[] = SCHEDULE): App {
+function hookApp(w: World, urls: Record<string, string>, opts: AppOptions = {}, retrySchedule: string[] = SCHEDULE): Promise<App> {
   return w.app(
     {
       channels: Object.entries(urls).map(([name, url]) => ({ name, type: 'webhook', url, secret: TEST_SECRET, timeout: '2s' })),
@@ -94,7 +94,7 @@ describe('what a webhook receiver gets', () => {
   it('every delivered event verifies and validates as CloudEvents 1.0, with webhook-id equal to the event id, type hostwatch.<name>, source hostwatch://test, and data exactly as PRODUCT.md describes', async () => {
     const w = await world();
     const hook = await receiver();
-    const app = hookApp(w, { hooks: hook.url });
+    const app = await hookApp(w, { hooks: hook.url });
     await app.runOnce(); // baseline
     expect(hook.requests).toHaveLength(0);
 
@@ -194,7 +194,7 @@ describe('a receiver that is down for a while', () => {
     let down = true;
     const failures = [503, 429, 408, 500];
     const hook = await receiver((r) => (down ? { status: failures[r.n % failures.length]!, body: 'not now' } : { status: 204 }));
-    const app = hookApp(w, { hooks: hook.url });
+    const app = await hookApp(w, { hooks: hook.url });
     await app.scheduler.runAll(); // baseline: nothing to deliver
 
     w.sim.world.setHealth(1, { status: 'offline' });
@@ -235,7 +235,7 @@ describe('a receiver that is down for a while', () => {
     const w = await world();
     const port = await freePort();
     const tried: Array<{ id: string; ok: boolean; statusCode: number | null; error: string | null }> = [];
-    const app = hookApp(
+    const app = await hookApp(
       w,
       { hooks: `http://127.0.0.1:${port}/hook` },
       { onAttempt: (a) => tried.push({ id: a.event.id, ok: a.result.ok, statusCode: a.result.statusCode, error: a.result.ok ? null : a.result.error }) },
@@ -288,7 +288,7 @@ describe('failures that retrying cannot fix', () => {
       urls[`c${status}`] = r.url;
     }
     // A retry far away, so the retryable rows cannot be retried while the test looks.
-    const app = hookApp(w, urls, {}, ['1m']);
+    const app = await hookApp(w, urls, {}, ['1m']);
     await app.scheduler.runAll(); // baseline
     w.sim.world.setHealth(1, { status: 'offline' });
     await app.scheduler.runAll();
@@ -332,7 +332,7 @@ describe('failures that retrying cannot fix', () => {
       hooks.set(status, r);
       urls[`r${status}`] = r.url;
     }
-    const app = hookApp(w, urls);
+    const app = await hookApp(w, urls);
     await app.scheduler.runAll(); // baseline
     w.sim.world.setHealth(2, { status: 'offline' });
     await app.scheduler.runAll();
@@ -354,7 +354,7 @@ describe('failures that retrying cannot fix', () => {
   it('when the retry schedule runs out the row is dead after exactly schedule.length + 1 attempts, each one sent', async () => {
     const w = await world();
     const hook = await receiver(() => ({ status: 503, body: 'try later' }));
-    const app = hookApp(w, { hooks: hook.url });
+    const app = await hookApp(w, { hooks: hook.url });
     await app.runOnce(); // baseline
     w.sim.world.setHealth(3, { status: 'offline' });
     expect(await app.runOnce()).toMatchObject({ pending: 0, failed: 0 });
@@ -406,15 +406,17 @@ describe('idempotent commits', () => {
   it('the same event is never inserted twice into the outbox when the same poll result is committed twice, and its id is stable', async () => {
     const w = await world();
     const hook = await receiver();
-    const a = hookApp(w, { hooks: hook.url });
-    const b = hookApp(w, { hooks: hook.url });
+    const a = await hookApp(w, { hooks: hook.url });
+    // Not as daemons: the one-daemon lock would stop b (and c). This is what a second process
+    // that commits the same results would do, which group commit and a cluster must survive.
+    const b = await hookApp(w, { hooks: hook.url }, { daemon: false });
     await a.scheduler.runAll(); // baseline
     disturb(w);
 
     // Two daemons on one database poll the same changed world at the same time, then again.
     await Promise.all([a.scheduler.runAll(), b.scheduler.runAll()]);
     await b.scheduler.runAll();
-    const c = hookApp(w, { hooks: hook.url }); // and a restart
+    const c = await hookApp(w, { hooks: hook.url }, { daemon: false }); // and a restart
     await c.scheduler.runAll();
 
     const rows = eventRows(w);
@@ -426,14 +428,14 @@ describe('idempotent commits', () => {
     expect([...countBy(box, (o) => `${o.event_id}/${o.channel}`).values()].every((n) => n === 1)).toBe(true);
 
     // Committing the stored events again (a replayed transaction) inserts nothing.
-    const repo = new EventsRepo(a.store.sqlite);
     for (const row of rows) {
       const e = JSON.parse(row.body) as HostwatchEvent;
-      const again = a.store.sqlite.transaction(() => {
-        const inserted = repo.addEvent(toEventRow(e, row.body));
-        repo.enqueue({ event_id: e.id, channel: 'hooks', state: 'pending', attempts: 0, next_attempt_at: 0, last_error: null, created_at: 0, updated_at: 0 });
+      const again = await a.store.transaction(async (tx) => {
+        const repo = new EventsRepo(tx);
+        const inserted = await repo.addEvent(toEventRow(e, row.body));
+        await repo.enqueue({ event_id: e.id, channel: 'hooks', state: 'pending', attempts: 0, next_attempt_at: 0, last_error: null, created_at: 0, updated_at: 0 });
         return inserted;
-      })();
+      });
       expect(again).toBe(false);
     }
     expect(outbox(w)).toEqual(box);
@@ -446,7 +448,7 @@ describe('idempotent commits', () => {
     // The ids are a function of what happened, not of the run: a fresh database and a fresh
     // simulator going through the same steps give the same ids.
     const w2 = await world();
-    const a2 = w2.app();
+    const a2 = await w2.app();
     await a2.scheduler.runAll();
     disturb(w2);
     await a2.scheduler.runAll();

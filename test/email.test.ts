@@ -21,7 +21,7 @@ async function setup(opts: { answer?: (n: number) => SmtpReply | null; route?: R
   const w = await startWorld();
   cleanups.push(() => w.close(), () => smtp.close());
   const clock = opts.clock ?? testClock();
-  const app = w.app(
+  const app = await w.app(
     {
       channels: [{ name: 'oncall', type: 'email', to: ['ops@example.net'], from: 'hostwatch@example.net', smtp: { host: '127.0.0.1', port: smtp.port }, timeout: '5s' }],
       routes: [{ channels: ['oncall'], group_wait: '0s', ...opts.route }],
@@ -40,7 +40,7 @@ describe('the e-mail channel', () => {
       domain: 'evil"><img src=x onerror=alert(1)>.example',
       severity: 'critical',
     });
-    expect(app.notifier.publish(evil)).toBe(true);
+    expect(await app.notifier.publish(evil)).toBe(true);
     expect(await app.worker.drain(5_000)).toBe(0);
 
     expect(smtp.messages).toHaveLength(1);
@@ -59,7 +59,7 @@ describe('the e-mail channel', () => {
 
   it('dead-letters a message the server answers 550 at once, with the server\'s reason, and never tries it again', async () => {
     const { w, app, smtp, clock } = await setup({ answer: () => ({ code: 550, message: '5.1.1 <ops@example.net>: mailbox unavailable' }) });
-    app.notifier.publish(siteEvent('a', 1));
+    await app.notifier.publish(siteEvent('a', 1));
     await app.worker.deliverDue();
     expect(smtp.attempts).toBe(1);
     const [row] = rows<{ state: string; attempts: number; last_error: string }>(w, 'SELECT state, attempts, last_error FROM outbox');
@@ -76,7 +76,7 @@ describe('the e-mail channel', () => {
   it('retries a message the server answers 451 and delivers it when the server accepts', async () => {
     const { w, app, smtp, clock } = await setup({ answer: (n) => (n === 1 ? { code: 451, message: '4.7.1 greylisted, try again later' } : null) });
     const e = siteEvent('b', 2);
-    app.notifier.publish(e);
+    await app.notifier.publish(e);
     await app.worker.deliverDue();
     expect(rows<{ state: string; last_error: string }>(w, 'SELECT state, last_error FROM outbox')).toEqual([
       { state: 'pending', last_error: 'SMTP 451 4.7.1 greylisted, try again later' },
@@ -98,7 +98,7 @@ describe('the e-mail channel', () => {
     const names = ['backup.failed', 'cron.run_failed', 'job.failed', 'dns.record_changed'];
     for (let site = 1; site <= 50; site++) {
       for (const [i, name] of names.entries()) {
-        app.notifier.publish(siteEvent(`${site}-${i}`, site, { name }));
+        await app.notifier.publish(siteEvent(`${site}-${i}`, site, { name }));
         clock.advance(10); // they arrive over two seconds, from many polls
       }
     }
@@ -122,7 +122,7 @@ describe('the e-mail channel', () => {
     expect(rows<{ state: string; n: number }>(w, 'SELECT state, count(*) AS n FROM outbox GROUP BY state')).toEqual([{ state: 'delivered', n: 200 }]);
 
     // A new event for site 1 soon after: it waits for group_interval from the last message.
-    app.notifier.publish(siteEvent('late', 1));
+    await app.notifier.publish(siteEvent('late', 1));
     clock.advance(60_000);
     await app.worker.deliverDue();
     expect(smtp.messages).toHaveLength(50);
@@ -137,7 +137,7 @@ describe('the e-mail channel', () => {
     const w = await startWorld();
     cleanups.push(() => w.close(), () => smtp.close());
     const clock = testClock('2026-11-21T05:00:00Z'); // 06:00 in Paris
-    const app = w.app(
+    const app = await w.app(
       {
         channels: [
           { name: 'oncall', type: 'email', to: ['ops@example.net'], from: 'hostwatch@example.net', smtp: { host: '127.0.0.1', port: smtp.port }, digest: 'daily at 08:00 Europe/Paris' },
@@ -146,9 +146,9 @@ describe('the e-mail channel', () => {
       },
       { now: clock.now },
     );
-    app.notifier.publish(siteEvent('i1', 1, { severity: 'info', name: 'report.created' }));
-    app.notifier.publish(siteEvent('i2', 2, { severity: 'info', name: 'report.created' }));
-    app.notifier.publish(siteEvent('w1', 3, { severity: 'warning' }));
+    await app.notifier.publish(siteEvent('i1', 1, { severity: 'info', name: 'report.created' }));
+    await app.notifier.publish(siteEvent('i2', 2, { severity: 'info', name: 'report.created' }));
+    await app.notifier.publish(siteEvent('w1', 3, { severity: 'warning' }));
     await app.worker.deliverDue();
     expect(smtp.messages).toHaveLength(1); // the warning, not the digest
     clock.advance(2 * 3_600_000 - 60_000); // 07:59 Paris

@@ -25,7 +25,7 @@ const lines = (text: string): string[] => text.split('\n').filter(Boolean);
 
 beforeAll(async () => {
   w = await startWorld({ sim: { sites: 3 } });
-  const app = w.app();
+  const app = await w.app();
   await app.runOnce();
   w.sim.world.setHealth(1, { status: 'offline' });
   w.sim.world.setHealth(2, { status: 'slow' });
@@ -119,6 +119,6 @@ describe('hostwatch events', () => {
     writeFileSync(missing, w.yaml({ storage: { path: join(w.dir, 'nowhere', 'none.db') } }));
     const r = await hostwatch(['events', '-c', missing]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^hostwatch events: cannot open the database .*none\.db: /);
+    expect(r.stderr).toMatch(/^hostwatch: no database at .*none\.db \(storage\.path\); `hostwatch run` creates it/);
   });
 });

@@ -4,11 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../src/main.js';
 import { explainWhyNot, type ExplainDeps } from '../src/rules/explain.js';
 import { healthSource } from '../src/sources/registry.js';
-import { AlertsRepo } from '../src/store/alerts-repo.js';
-import { EventsRepo } from '../src/store/events-repo.js';
-import { HistoryRepo } from '../src/store/history-repo.js';
+import { repos } from '../src/store/repos.js';
 import { SilencesRepo } from '../src/store/silences-repo.js';
-import { SnapshotsRepo } from '../src/store/snapshots-repo.js';
 import { startWorld, TEST_KEY, type World } from './harness.js';
 import { hostwatch } from './run-cli.js';
 
@@ -50,8 +47,8 @@ beforeAll(async () => {
   configPath = join(world.dir, 'config.yaml');
   writeFileSync(configPath, world.yaml(overrides));
   env = { SIM_URL: world.sim.url, API_KEY: TEST_KEY, DB: world.dbPath };
-  app = world.app(overrides, { now: () => t, consoleWrite: () => {} });
-  new SilencesRepo(app.store.sqlite).add({
+  app = await world.app(overrides, { now: () => t, consoleWrite: () => {} });
+  await new SilencesRepo(app.store).add({
     id: 'sil-1',
     match: "name == 'usage.over_limit'",
     starts_at: t - MIN,
@@ -87,15 +84,7 @@ afterAll(async () => {
 });
 
 function deps(): ExplainDeps {
-  const sqlite = app.store.sqlite;
-  return {
-    history: new HistoryRepo(sqlite),
-    alerts: new AlertsRepo(sqlite),
-    snapshots: new SnapshotsRepo(sqlite),
-    events: new EventsRepo(sqlite),
-    rules: app.rules,
-    now: t,
-  };
+  return { ...repos(app.store), rules: app.rules, now: t };
 }
 
 describe('hostwatch explain EVENT_ID', () => {
@@ -127,54 +116,54 @@ describe('hostwatch explain EVENT_ID', () => {
   it('says when an event is unknown, exit 1', async () => {
     const r = await hostwatch(['explain', '00000000-0000-8000-8000-000000000000', '-c', configPath], { env });
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe(`hostwatch explain: no event with id 00000000-0000-8000-8000-000000000000 in ${world.dbPath}\n`);
+    expect(r.stderr).toBe(`hostwatch explain: no event with id 00000000-0000-8000-8000-000000000000 in the SQLite database ${world.dbPath}\n`);
   });
 });
 
 describe('hostwatch explain --subject S --rule R says why an event did not arrive', () => {
-  it('delivered: it did arrive', () => {
-    expect(explainWhyNot(deps(), 'sites/1/health', 'site-offline').reason).toBe('delivered');
+  it('delivered: it did arrive', async () => {
+    expect((await explainWhyNot(deps(), 'sites/1/health', 'site-offline')).reason).toBe('delivered');
   });
 
-  it('condition false, with the values it saw', () => {
-    const w = explainWhyNot(deps(), 'sites/1/health', 'site-slow');
+  it('condition false, with the values it saw', async () => {
+    const w = (await explainWhyNot(deps(), 'sites/1/health', 'site-slow'));
     expect(w.reason).toBe('condition_false');
     expect(w.lines).toContain('  after.online.status = "offline"');
   });
 
-  it('pending for part of its `for`, and when it will fire', () => {
-    const w = explainWhyNot(deps(), 'sites/3/health', 'slow-long');
+  it('pending for part of its `for`, and when it will fire', async () => {
+    const w = (await explainWhyNot(deps(), 'sites/3/health', 'slow-long'));
     expect(w.reason).toBe('pending');
     expect(w.lines).toContain("when: after.online.status == 'slow' is true; pending since 2026-11-21T10:00:00.000Z (240s of for: 600s)");
     expect(w.lines).toContain('it fires at the first poll after 2026-11-21T10:10:00.000Z if it still holds');
   });
 
-  it('deduplicated: the same dedup key was sent before', () => {
-    const w = explainWhyNot(deps(), 'sites/2/health', 'went-offline');
+  it('deduplicated: the same dedup key was sent before', async () => {
+    const w = (await explainWhyNot(deps(), 'sites/2/health', 'went-offline'));
     expect(w.reason).toBe('deduplicated');
     expect(w.lines.at(-1)).toMatch(/^the last change made event \S+ again \(dedup_key after\.online\.status\); it was first stored at 2026-11-21T10:01:00\.000Z and is not sent twice$/);
   });
 
-  it('shadow: stored, never delivered', () => {
-    expect(explainWhyNot(deps(), 'sites/3/usage', 'site-frozen').reason).toBe('shadow');
+  it('shadow: stored, never delivered', async () => {
+    expect((await explainWhyNot(deps(), 'sites/3/usage', 'site-frozen')).reason).toBe('shadow');
   });
 
-  it('silenced, naming the silence', () => {
-    const w = explainWhyNot(deps(), 'sites/2/usage', 'usage-over-limit');
+  it('silenced, naming the silence', async () => {
+    const w = (await explainWhyNot(deps(), 'sites/2/usage', 'usage-over-limit'));
     expect(w.reason).toBe('silenced');
     expect(w.lines).toContain('silenced by sil-1: stored, not delivered');
   });
 
-  it('inhibited: held back while site.offline fires for the same site', () => {
-    const w = explainWhyNot(deps(), 'sites/4/health', 'site-integrity-problems');
+  it('inhibited: held back while site.offline fires for the same site', async () => {
+    const w = (await explainWhyNot(deps(), 'sites/4/health', 'site-integrity-problems'));
     expect(w.reason).toBe('inhibited');
     expect(w.lines.at(-1)).toBe('inhibited while site.offline fires for site 4; held until that alert resolves: stored, not delivered');
   });
 
-  it('disabled, no data, and only a baseline', () => {
-    expect(explainWhyNot(deps(), 'jobs/1', 'job-failed').reason).toBe('disabled');
-    expect(explainWhyNot(deps(), 'sites/99/health', 'site-offline').reason).toBe('no_data');
-    expect(explainWhyNot(deps(), 'sites/1/backups/1', 'backup-failed').reason).toBe('baseline_only');
+  it('disabled, no data, and only a baseline', async () => {
+    expect((await explainWhyNot(deps(), 'jobs/1', 'job-failed')).reason).toBe('disabled');
+    expect((await explainWhyNot(deps(), 'sites/99/health', 'site-offline')).reason).toBe('no_data');
+    expect((await explainWhyNot(deps(), 'sites/1/backups/1', 'backup-failed')).reason).toBe('baseline_only');
   });
 
   it('prints the same through the CLI', async () => {

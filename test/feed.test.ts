@@ -12,9 +12,7 @@ import { apiRoutes } from '../src/server/routes/api.js';
 import { feedRoutes } from '../src/server/routes/feed.js';
 import { startServer } from '../src/server/server.js';
 import { SOURCES } from '../src/sources/registry.js';
-import { AlertsRepo } from '../src/store/alerts-repo.js';
-import { EventsRepo } from '../src/store/events-repo.js';
-import { SnapshotsRepo } from '../src/store/snapshots-repo.js';
+import { repos } from '../src/store/repos.js';
 import { startWorld, type World } from './harness.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 
@@ -38,9 +36,7 @@ async function serve(app: App): Promise<{ url: string; close: () => Promise<void
   const ctx: ServerContext = {
     config: app.config,
     store: app.store,
-    events: new EventsRepo(app.store.sqlite),
-    alerts: new AlertsRepo(app.store.sqlite),
-    snapshots: new SnapshotsRepo(app.store.sqlite),
+    ...repos(app.store),
     scheduler: app.scheduler,
     sources: [],
     metrics: app.metrics,
@@ -107,7 +103,7 @@ async function readAll(base: string, query: string, after: string | null, limit:
 describe('GET /api/events', () => {
   it('returns every event exactly once, in order, across pages and across a restart', async () => {
     const w = await world({ sim: { sites: 5 } });
-    let app = w.app();
+    let app = await w.app();
     await app.runOnce(); // baseline
     await churn(w, app, 6);
     expect(w.events.length).toBeGreaterThanOrEqual(25);
@@ -128,7 +124,7 @@ describe('GET /api/events', () => {
     await srv.close();
     await app.stop();
     const before = w.events.length;
-    app = w.app();
+    app = await w.app();
     srv = await serve(app);
     await churn(w, app, 2, 6);
     const fresh = w.events.slice(before);
@@ -142,7 +138,7 @@ describe('GET /api/events', () => {
 
   it('filters by type (CloudEvents type or short name) and by site, and pages within the filter', async () => {
     const w = await world({ sim: { sites: 4 } });
-    const app = w.app();
+    const app = await w.app();
     await app.runOnce();
     await churn(w, app, 4);
     const srv = await serve(app);
@@ -165,7 +161,7 @@ describe('GET /api/events', () => {
 
   it('with last=N returns the newest N events, oldest first, and a cursor to follow on from', async () => {
     const w = await world({ sim: { sites: 4 } });
-    const app = w.app();
+    const app = await w.app();
     await app.runOnce();
     await churn(w, app, 4);
     const srv = await serve(app);
@@ -185,7 +181,7 @@ describe('GET /api/events', () => {
 
   it('answers a bad parameter with 400, naming the parameter and what is allowed', async () => {
     const w = await world();
-    const srv = await serve(w.app());
+    const srv = await serve(await w.app());
     const cases: Array<[string, string]> = [
       ['limit=0', 'limit: expected a whole number from 1 to 1000 (got "0")'],
       ['limit=1001', 'limit: expected a whole number from 1 to 1000 (got "1001")'],
@@ -288,7 +284,7 @@ function parseBlock(client: SseClient, block: string): void {
 describe('GET /api/events/stream', () => {
   it('resumes from Last-Event-ID without gaps or repeats', async () => {
     const w = await world({ sim: { sites: 4 } });
-    const app = w.app();
+    const app = await w.app();
     await app.runOnce();
     await churn(w, app, 3);
     const srv = await serve(app);
@@ -326,7 +322,7 @@ describe('GET /api/events/stream', () => {
   it('delivers an event committed while connected within a second', async () => {
     const w = await world();
     let committedAt = 0;
-    const app = w.app({}, { onEvents: () => (committedAt = Date.now()) });
+    const app = await w.app({}, { onEvents: () => (committedAt = Date.now()) });
     await app.runOnce();
     const srv = await serve(app);
     const sse = await connect(`${srv.url}/api/events/stream?after=${logged(w).at(-1)?.seq ?? 0}`);
@@ -344,7 +340,7 @@ describe('GET /api/events/stream', () => {
 
   it('streams only the events that match its filters', async () => {
     const w = await world({ sim: { sites: 3 } });
-    const app = w.app();
+    const app = await w.app();
     await app.runOnce();
     const srv = await serve(app);
     const sse = await connect(`${srv.url}/api/events/stream?type=site.slow&site_id=1`);
@@ -378,7 +374,7 @@ describe('GET /api/sources', () => {
   it('reports every source, a failing one with its error code, and when each runs next', async () => {
     const w = await world({ config: { server: { listen: '127.0.0.1:0' }, sources: { usage: { enabled: false }, health: { every: '7m' } } } });
     w.sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
-    const app = w.app();
+    const app = await w.app();
     // The whole daemon this time: start() runs every source once; wait for the jobs cycle.
     const jobsDone = new Promise<void>((resolve) => app.scheduler.on('cycle:end', (s) => s.source === 'jobs' && resolve()));
     const startedAt = Date.now();
@@ -418,7 +414,7 @@ describe('GET /api/sources', () => {
 describe('GET /api/alerts', () => {
   it('lists a firing alert with the event of its firing, and drops it once resolved', async () => {
     const w = await world();
-    const app = w.app();
+    const app = await w.app();
     await app.runOnce();
     const srv = await serve(app);
     expect((await getJson(`${srv.url}/api/alerts`)).body).toEqual({ data: [] });
@@ -444,7 +440,7 @@ describe('GET /api/deliveries', () => {
     cleanups.push(() => gone.close(), () => ok.close());
     const w = await world();
     const hook = (name: string, r: Receiver): Record<string, unknown> => ({ name, type: 'webhook', url: r.url, secret: TEST_SECRET, timeout: '2s' });
-    const app = w.app({ channels: [hook('gone', gone), hook('ok', ok)] });
+    const app = await w.app({ channels: [hook('gone', gone), hook('ok', ok)] });
     await app.runOnce();
     w.sim.world.setHealth(1, { status: 'offline' });
     await app.runOnce();

@@ -24,7 +24,7 @@ describe('a newest-first list', () => {
     await new Control(world.sim).still();
     // 2,000 reports are 80 pages of 25: past max_pages (50), where reading every page failed.
     for (let i = 0; i < 2_000; i++) world.sim.world.resources.act('reports', null, 'create', { client_id: 1 });
-    const app = world.app();
+    const app = await world.app();
     world.sim.clearRequests();
     await app.runOnce();
     expect(world.sim.requests.filter((r) => r.path === REPORTS)).toHaveLength(1);
@@ -41,7 +41,7 @@ describe('a newest-first list', () => {
 
   it('reads on past the first page while a job it holds is still running, so the job\'s end is seen', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     const running = world.sim.world.addJob({ type: 'backup', state: 'running' });
     await app.runOnce();
     // 250 newer jobs push it to page 2 (200 a page).
@@ -76,7 +76,7 @@ describe('cron jobs', () => {
     world = await startWorld({ sim: { sites: 9 } });
     const c = new Control(world.sim);
     await c.still();
-    const app = world.app();
+    const app = await world.app();
     const perSite = /^\/api\/v1\/sites\/(\d+)\/cron-jobs$/;
     const { jobs } = await c.state<{ jobs: { id: number; site_id: number }[] }>('cron');
     const withJobs = [...new Set(jobs.map((j) => j.site_id))].sort();
@@ -108,7 +108,7 @@ describe('a reply over api.max_reply_bytes', () => {
   it('fails only its entity, as a clear too_large, and degrades only that source', async () => {
     world = await startWorld({ sim: { sites: 3 }, config: { api: { max_reply_bytes: '1MB', retries: 0 } } });
     await new Control(world.sim).still();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     // One reply says its size up front, the other only shows it while being read.
     world.sim.faults.add({ path: '^/sites/2/dns$', kind: 'oversize', bytes: 3 * 1024 * 1024 });

@@ -11,6 +11,11 @@ import { CONFIG_SOURCES, createApp, SOURCE_NAMES, type App, type AppOptions } fr
 import { loadRules } from '../src/rules/parse.js';
 import { packageRoot } from '../src/paths.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/index.js';
+import type { StorageConfig } from '../src/config/types.js';
+import type { Store } from '../src/store/db.js';
+import { queryOnce } from './db-reader.js';
+import { freshStorage, type Engine } from './pg.js';
+import { SqliteStore } from '../src/store/sqlite.js';
 
 /** A temporary folder removed by the returned cleanup. */
 export function tempDir(prefix = 'hostwatch-test-'): { dir: string; cleanup: () => void } {
@@ -40,7 +45,12 @@ export class LogCollector extends Writable {
 export interface World {
   sim: Simulator;
   dir: string;
+  /** The SQLite file (of a SQLite world; see `storage`). */
   dbPath: string;
+  /** Where this world's apps store: a SQLite file, or a fresh PostgreSQL database. */
+  storage: StorageConfig;
+  /** Rows of a query (valid on the world's engine) on a connection of its own. */
+  query<T>(sql: string, params?: unknown[]): Promise<T[]>;
   logs: LogCollector;
   /** Events handed to the outbox, in commit order. */
   events: HostwatchEvent[];
@@ -51,7 +61,7 @@ export interface World {
    * is deep-merged into the base config (arrays replace), then written as YAML and parsed
    * like a user's file.
    */
-  app(overrides?: Record<string, unknown>, opts?: AppOptions): App;
+  app(overrides?: Record<string, unknown>, opts?: AppOptions): Promise<App>;
   /** The YAML text an app with these overrides would be built from. */
   yaml(overrides?: Record<string, unknown>): string;
   close(): Promise<void>;
@@ -78,11 +88,18 @@ function isPlain(v: unknown): v is Record<string, unknown> {
  * parts under test are real; nothing is mocked.
  */
 export async function startWorld(
-  opts: { sim?: SimulatorOptions; config?: Record<string, unknown>; env?: Record<string, string> } = {},
+  opts: { sim?: SimulatorOptions; config?: Record<string, unknown>; env?: Record<string, string>; engine?: Engine } = {},
 ): Promise<World> {
   const sim = await startSimulator({ sites: 3, keys: { [TEST_KEY]: '*' }, ...opts.sim });
   const { dir, cleanup } = tempDir();
   const dbPath = join(dir, 'hostwatch.db');
+  // A PostgreSQL world writes its password as ${PGPASS}, as a user's config would.
+  const pgdb = opts.engine === 'postgres' ? await freshStorage('postgres') : null;
+  const pgUrl = pgdb && pgdb.storage.engine === 'postgres' ? new URL(pgdb.storage.url) : null;
+  const pgPass = pgUrl ? decodeURIComponent(pgUrl.password) : '';
+  if (pgUrl) pgUrl.password = 'PGPASS_HERE';
+  const storageText = pgUrl ? { url: pgUrl.toString().replace('PGPASS_HERE', '${PGPASS}') } : { path: '${DB}' };
+  const storage: StorageConfig = pgdb ? pgdb.storage : { engine: 'sqlite', path: dbPath };
   const logs = new LogCollector();
   const events: HostwatchEvent[] = [];
   const apps: App[] = [];
@@ -90,24 +107,26 @@ export async function startWorld(
     {
       name: 'test',
       api: { base_url: '${SIM_URL}', key: '${API_KEY}', timeout: '2s', max_requests_per_second: 1000, retries: 1 },
-      storage: { path: '${DB}' },
+      storage: storageText,
       delivery: { drain_timeout: '5s' },
       log: { level: 'debug' },
     },
     opts.config ?? {},
   );
-  const env = { SIM_URL: sim.url, API_KEY: TEST_KEY, DB: dbPath, ...opts.env };
+  const env = { SIM_URL: sim.url, API_KEY: TEST_KEY, DB: dbPath, PGPASS: pgPass, ...opts.env };
   const world: World = {
     sim,
     dir,
     dbPath,
+    storage,
+    query: (sql, params) => queryOnce(storage, sql, params),
     logs,
     events,
     base,
     yaml: (overrides = {}) => stringify(merge(base, overrides)),
-    app(overrides = {}, appOpts = {}) {
+    async app(overrides = {}, appOpts = {}) {
       const config = configFrom(world.yaml(overrides), env, dir);
-      const app = createApp(config, {
+      const app = await createApp(config, {
         logDestination: logs,
         random: () => 0.5,
         ...appOpts,
@@ -122,6 +141,7 @@ export async function startWorld(
     async close() {
       await Promise.allSettled(apps.map((a) => a.stop()));
       await sim.close();
+      await pgdb?.cleanup();
       cleanup();
     },
   };
@@ -141,6 +161,12 @@ export function rows<T>(w: { dbPath: string }, sql: string): T[] {
   } finally {
     db.close();
   }
+}
+
+/** The better-sqlite3 connection of a SQLite store (for tests that read SQLite's own counters). */
+export function sqliteOf(store: Store): BetterSqlite3.Database {
+  if (!(store instanceof SqliteStore)) throw new Error(`expected a SQLite store, got ${store.description}`);
+  return store.sqlite;
 }
 
 /** Names of the built-in rules that read the clock (`now`, absence): quiet them where a test's clocks disagree. */

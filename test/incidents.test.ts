@@ -14,10 +14,7 @@ import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 import { startSmtp, type SmtpReceiver } from './smtp.js';
 import { siteEvent } from './events-fixture.js';
 import { explainEvent, explainWhyNot } from '../src/rules/explain.js';
-import { AlertsRepo } from '../src/store/alerts-repo.js';
-import { EventsRepo } from '../src/store/events-repo.js';
-import { HistoryRepo } from '../src/store/history-repo.js';
-import { SnapshotsRepo } from '../src/store/snapshots-repo.js';
+import { repos } from '../src/store/repos.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -63,7 +60,7 @@ const count = (list: string[], name: string): number => list.filter((n) => n ===
 describe('a platform incident', () => {
   it('a 25-site outage gives one platform.incident on Slack and e-mail, and 25 site.offline on the webhook', async () => {
     const { w, slack, smtp, hook, channels } = await outageWorld(25);
-    const app = w.app({ channels });
+    const app = await w.app({ channels });
     await app.runOnce(); // baseline
     for (let id = 1; id <= 25; id++) w.sim.world.setHealth(id, { status: 'offline' });
     await app.runOnce();
@@ -84,24 +81,23 @@ describe('a platform incident', () => {
     expect(mailIds(smtp)).toEqual([[incident.id]]);
 
     // The per-site alerts are stored and marked as held by the incident, not lost.
-    const held = app.store.sqlite.prepare("SELECT count(*) n FROM events WHERE held_by = 'incident:site.offline' AND held_outcome IS NULL").get() as { n: number };
-    expect(held.n).toBe(25);
+    const [held] = await w.query<{ n: number }>("SELECT count(*) n FROM events WHERE held_by = 'incident:site.offline' AND held_outcome IS NULL");
+    expect(held!.n).toBe(25);
 
     // explain says so: held for people, delivered to the webhook.
-    const sqlite = app.store.sqlite;
-    const deps = { history: new HistoryRepo(sqlite), alerts: new AlertsRepo(sqlite), snapshots: new SnapshotsRepo(sqlite), events: new EventsRepo(sqlite), rules: app.rules, now: Date.now() };
+    const deps = { ...repos(app.store), rules: app.rules, now: Date.now() };
     const offline3 = hook.accepted().map((r) => r.event!).find((e) => e.data.name === 'site.offline' && e.data.site_id === 3)!;
-    expect(explainEvent(deps, offline3.id)!.slice(-2)).toEqual([
+    expect((await explainEvent(deps, offline3.id))!.slice(-2)).toEqual([
       'delivery: held for human channels by the platform incident about site.offline (machine channels got it):',
       '  hooks: delivered after 1 attempt(s)',
     ]);
-    const why = explainWhyNot(deps, 'sites/3/health', 'site-offline');
+    const why = await explainWhyNot(deps, 'sites/3/health', 'site-offline');
     expect(why.reason).toBe('incident');
   });
 
   it('resolves when fewer than N sites remain; the alerts still firing then reach people, those over meanwhile do not', async () => {
     const { w, slack, smtp, hook, channels } = await outageWorld(8);
-    const app = w.app({ channels });
+    const app = await w.app({ channels });
     await app.runOnce();
     for (let id = 1; id <= 8; id++) w.sim.world.setHealth(id, { status: 'offline' });
     await app.runOnce();
@@ -124,9 +120,7 @@ describe('a platform incident', () => {
     expect(second).not.toContain('back online');
     expect(smtp.messages).toHaveLength(2);
     expect(mailIds(smtp)[1]).toHaveLength(4);
-    const outcomes = app.store.sqlite
-      .prepare("SELECT status, held_outcome, count(*) n FROM events WHERE held_by = 'incident:site.offline' GROUP BY status, held_outcome ORDER BY status, held_outcome")
-      .all();
+    const outcomes = await w.query("SELECT status, held_outcome, count(*) n FROM events WHERE held_by = 'incident:site.offline' GROUP BY status, held_outcome ORDER BY status, held_outcome");
     expect(outcomes).toEqual([
       { status: 'firing', held_outcome: 'dropped', n: 5 },
       { status: 'firing', held_outcome: 'released', n: 3 },
@@ -136,7 +130,7 @@ describe('a platform incident', () => {
 
   it('below the threshold nothing is held: four sites offline page four times', async () => {
     const { w, slack, hook, channels } = await outageWorld(6);
-    const app = w.app({ channels, routes: [{ channels: ['ops', 'hooks'], group_by: ['site_id'] }] });
+    const app = await w.app({ channels, routes: [{ channels: ['ops', 'hooks'], group_by: ['site_id'] }] });
     await app.runOnce();
     for (let id = 1; id <= 4; id++) w.sim.world.setHealth(id, { status: 'offline' });
     await app.runOnce();
@@ -146,7 +140,7 @@ describe('a platform incident', () => {
 
   it('min_sites can be a share of the watched sites, and incidents can be turned off', async () => {
     const { w, slack, hook, channels } = await outageWorld(10);
-    const app = w.app({ channels, incidents: { min_sites: '30%' } });
+    const app = await w.app({ channels, incidents: { min_sites: '30%' } });
     await app.runOnce();
     for (let id = 1; id <= 3; id++) w.sim.world.setHealth(id, { status: 'offline' });
     await app.runOnce();
@@ -155,7 +149,7 @@ describe('a platform incident', () => {
     expect(slack.posts).toHaveLength(1);
 
     const off = await outageWorld(10);
-    const app2 = off.w.app({ channels: off.channels, incidents: { enabled: false } });
+    const app2 = await off.w.app({ channels: off.channels, incidents: { enabled: false } });
     await app2.runOnce();
     for (let id = 1; id <= 6; id++) off.w.sim.world.setHealth(id, { status: 'offline' });
     await app2.runOnce();

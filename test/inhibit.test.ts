@@ -33,7 +33,7 @@ async function worldWithHook(): Promise<{ w: World; hook: Receiver; channels: Ar
 describe('inhibition', () => {
   it('an event released by an inhibition into a silence is not sent, and is not called released', async () => {
     const { w, hook, channels } = await worldWithHook();
-    const app = w.app({ channels });
+    const app = await w.app({ channels });
     const sim = w.sim.world;
     await app.runOnce(); // baseline
     sim.setHealth(1, { status: 'offline' });
@@ -41,7 +41,7 @@ describe('inhibition', () => {
     sim.setUsage(1, { diskUsedMib: sim.getUsage(1)!.disk.limit_mib + 100 });
     await app.runOnce(); // usage.disk_high and usage.over_limit held by the inhibition
     const now = Date.now();
-    new SilencesRepo(app.store.sqlite).add({
+    await new SilencesRepo(app.store).add({
       id: 'sil-usage', match: "name.startsWith('usage.')", starts_at: now - 1000, ends_at: now + 3_600_000,
       comment: 'disk is being moved', created_by: 'test', created_at: now, expired_at: null,
     });
@@ -56,7 +56,7 @@ describe('inhibition', () => {
 
   it('a site.offline already firing when the daemon starts with inhibition configured holds back that site\'s other events', async () => {
     const { w, hook, channels } = await worldWithHook();
-    const before = w.app({ channels, inhibit: [] });
+    const before = await w.app({ channels, inhibit: [] });
     const sim = w.sim.world;
     await before.runOnce(); // baseline
     sim.setHealth(1, { status: 'offline' });
@@ -64,7 +64,7 @@ describe('inhibition', () => {
     await before.stop();
     expect(rows(w, 'SELECT * FROM inhibitions')).toEqual([]);
 
-    const after = w.app({ channels }); // the default: site.offline inhibits
+    const after = await w.app({ channels }); // the default: site.offline inhibits
     sim.setUsage(1, { diskUsedMib: sim.getUsage(1)!.disk.limit_mib + 100 });
     await after.runOnce();
     expect(delivered(hook)).toEqual(['1:site.offline:firing']);
@@ -76,7 +76,7 @@ describe('inhibition', () => {
 
   it('holds a site\'s other alerts while site.offline fires, lets a change through at once, releases what it held when it resolves, and drops an alert that fired and resolved meanwhile', async () => {
     const { w, hook, channels } = await worldWithHook();
-    const app = w.app({ channels });
+    const app = await w.app({ channels });
     const sim = w.sim.world;
     await app.runOnce(); // baseline
 
@@ -137,7 +137,7 @@ describe('inhibition', () => {
     const c = new Control(w.sim);
     await c.still();
     const record = (await c.state<{ records: { id: number; type: string }[] }>('dns', 2)).records.find((r) => r.type === 'A')!.id;
-    const app = w.app({ channels });
+    const app = await w.app({ channels });
     await app.runOnce();
     w.sim.world.setHealth(2, { status: 'offline' });
     await app.runOnce();
@@ -149,7 +149,7 @@ describe('inhibition', () => {
     const { w: w2, hook: hook2, channels: channels2 } = await worldWithHook();
     const c2 = new Control(w2.sim);
     await c2.still();
-    const app2 = w2.app({ channels: channels2, inhibit: [{ source: 'site.offline', target: "name == 'dns.record_changed'" }] });
+    const app2 = await w2.app({ channels: channels2, inhibit: [{ source: 'site.offline', target: "name == 'dns.record_changed'" }] });
     await app2.runOnce();
     w2.sim.world.setHealth(2, { status: 'offline' });
     await app2.runOnce();
@@ -163,7 +163,7 @@ describe('inhibition', () => {
 
   it('releases an alert still firing when the inhibition ends, and can be turned off with inhibit: []', async () => {
     const { w, hook, channels } = await worldWithHook();
-    const app = w.app({ channels });
+    const app = await w.app({ channels });
     const sim = w.sim.world;
     await app.runOnce();
     sim.setHealth(3, { status: 'offline' });
@@ -176,7 +176,7 @@ describe('inhibition', () => {
     expect(delivered(hook).sort()).toEqual(['3:site.offline:firing', '3:site.offline:resolved', '3:usage.disk_high:firing', '3:usage.over_limit:firing'].sort());
 
     const { w: w2, hook: hook2, channels: channels2 } = await worldWithHook();
-    const app2 = w2.app({ channels: channels2, inhibit: [] });
+    const app2 = await w2.app({ channels: channels2, inhibit: [] });
     await app2.runOnce();
     w2.sim.world.setHealth(3, { status: 'offline' });
     await app2.runOnce();

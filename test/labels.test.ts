@@ -30,7 +30,7 @@ describe('site labels route events', () => {
     const w: World = await startWorld();
     cleanups.push(() => w.close(), () => acme.close(), () => rest.close());
     const domain1 = w.sim.world.getSite(1)!.domain;
-    const app = w.app({
+    const app = await w.app({
       site_labels: [
         { match: `glob(domain, '${domain1.replace(/^[^.]+/, '*')}') && id == 1`, labels: { client: 'acme', tier: 'gold', category: 'site-label-loses' } },
         { match: 'id == 2', labels: { client: 'globex' } },

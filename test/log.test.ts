@@ -79,7 +79,7 @@ describe('secrets of the delivery channels', () => {
     slackUrl = `http://127.0.0.1:${(slack.address() as { port: number }).port}/services/T9/B9/sl4ck-t0ken-secret`;
     const w = await startWorld();
     try {
-      const app = w.app({
+      const app = await w.app({
         channels: [
           { name: 'ops', type: 'slack', url: slackUrl },
           { name: 'mail', type: 'email', to: 'ops@example.net', from: 'hw@example.net', smtp: { host: '127.0.0.1', port: smtp.port, user: 'hostwatch', pass } },
@@ -87,7 +87,7 @@ describe('secrets of the delivery channels', () => {
         ],
         routes: [{ channels: ['ops', 'mail', 'log'], group_wait: '0s' }],
       }, { consoleWrite: () => undefined });
-      app.notifier.publish(siteEvent('leak', 2));
+      await app.notifier.publish(siteEvent('leak', 2));
       await app.worker.drain(1_500);
       await app.stop();
       expect(smtp.logins.map((l) => l.pass)).toContain(pass); // the server really saw it

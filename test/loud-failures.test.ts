@@ -23,7 +23,7 @@ const only = (w: World, name: string): string[] => names(w.events).filter((n) =>
 describe('a refused key or an unreachable panel', () => {
   it('fires api.unauthorized once, in the first cycle whose every request is refused, and resolves it with the next success', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     expect(only(world, 'api.')).toEqual([]);
     world.sim.api.deleteKey(TEST_KEY);
@@ -47,7 +47,7 @@ describe('a refused key or an unreachable panel', () => {
 
   it('fires api.unreachable when no request of a cycle reaches the panel, and not for a failure of one source', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     world.sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
     await app.runOnce();
@@ -90,7 +90,7 @@ describe('/readyz', () => {
   it('turns 503 once no poll has succeeded for server.not_ready_after, and ready again after one does', async () => {
     world = await startWorld({ sim: { sites: 1 }, config: { server: { listen: '127.0.0.1:0', not_ready_after: '1m' } } });
     let skew = 0;
-    const app = world.app({}, { now: () => Date.now() + skew });
+    const app = await world.app({}, { now: () => Date.now() + skew });
     const cycled = new Promise((r) => app.scheduler.once('cycle:end', r));
     await app.start();
     await cycled;
@@ -112,7 +112,7 @@ describe('source.degraded', () => {
   it('fires on time as well as on a count: two failed polls a minute apart are enough when degraded.after is 1m', async () => {
     world = await startWorld({ config: { degraded: { after_failures: 5, after: '1m' } } });
     let skew = 0;
-    const app = world.app({}, { now: () => Date.now() + skew });
+    const app = await world.app({}, { now: () => Date.now() + skew });
     world.sim.faults.add({ path: '^/sites/3/health$', kind: 'status', status: 500 });
     await app.runOnce();
     await app.runOnce();
@@ -134,13 +134,13 @@ describe('source.degraded', () => {
 describe('a mass change', () => {
   it('emits at most max_events change events per poll, then one source.mass_change; the whole list is in the snapshot and the change log', async () => {
     world = await startWorld({ sim: { sites: 5 }, config: { sources: { sites: { max_events: 20 } } } });
-    const app = world.app();
+    const app = await world.app();
     const ref = entityOf(sitesSource, null);
     const site = (id: number): Record<string, unknown> => ({ id, domain: `site-${id}.example.com`, state: 'Ready' });
     const five = [1, 2, 3, 4, 5].map(site);
-    app.poller.ingest(ref, five, 0);
+    await app.poller.ingest(ref, five, 0);
     const grown = [...five, ...Array.from({ length: 995 }, (_, i) => site(6 + i))];
-    app.poller.ingest(ref, grown, 0);
+    await app.poller.ingest(ref, grown, 0);
     const added = world.events.filter((e) => e.data.name === 'site.added');
     expect(added).toHaveLength(20);
     expect(added.map((e) => e.data.site_id)).toEqual(Array.from({ length: 20 }, (_, i) => 6 + i));
@@ -160,13 +160,13 @@ describe('a mass change', () => {
     // Evidence only for the events that were stored.
     expect(rows<{ n: number }>(world, 'SELECT count(*) n FROM event_evidence WHERE event_id NOT IN (SELECT id FROM events)')).toEqual([{ n: 0 }]);
     // The same poll again (a retry) gives the same summary id: stored once.
-    app.poller.ingest(ref, grown, 0);
+    await app.poller.ingest(ref, grown, 0);
     expect(world.events.filter((e) => e.data.name === 'source.mass_change')).toHaveLength(1);
   });
 
   it('refuses a site list longer than sites.max as a failed poll that keeps the previous list', async () => {
     world = await startWorld({ sim: { sites: 3 }, config: { sites: { max: 10 } } });
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     for (let i = 0; i < 8; i++) world.sim.world.addSite({});
     await app.runOnce();
@@ -182,7 +182,7 @@ describe('a secret the API echoes back', () => {
   it('is in no snapshot, change-log row, event or delivery: the reply is scrubbed before it is stored', async () => {
     const secret = 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ=';
     world = await startWorld({ sim: { sites: 2 }, config: { channels: [{ name: 'hook', type: 'webhook', url: 'http://127.0.0.1:9/hook', secret, timeout: '1s' }] } });
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     // A hostile (or careless) panel: a new site whose name carries the key and the webhook secret.
     world.sim.world.addSite({ domain: `leak-${TEST_KEY}.example.com`, name: `by ${secret.slice('whsec_'.length)}` });

@@ -2,7 +2,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { entityOf, sitesSource, sourceByName } from '../src/sources/registry.js';
 import { enabledSources } from '../src/sources/select.js';
-import { configFrom, names, startWorld, TEST_KEY, type World } from './harness.js';
+import { configFrom, names, sqliteOf, startWorld, TEST_KEY, type World } from './harness.js';
 
 /** A config with every default, for asking which sources and scopes it enables. */
 function configOf() {
@@ -39,7 +39,7 @@ function count(w: World, sql: string, ...args: unknown[]): number {
 describe('the first poll', () => {
   it('is a baseline: no change events, even though every backup and site is new', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     expect(world.events).toEqual([]);
     // sites, jobs, 3 × (health, usage, backups); the other sources have their own tests.
@@ -49,7 +49,7 @@ describe('the first poll', () => {
   it('evaluates alert conditions, so a site already offline fires once', async () => {
     world = await startWorld();
     world.sim.world.setHealth(2, { status: 'offline' });
-    await world.app().runOnce();
+    await (await world.app()).runOnce();
     expect(names(world.events)).toEqual(['site.offline:firing']);
     expect(world.events[0]!.subject).toBe('sites/2/health');
     expect(world.events[0]!.data.site_id).toBe(2);
@@ -59,7 +59,7 @@ describe('the first poll', () => {
 describe('changes after the baseline', () => {
   it('emit exactly the change events the simulator caused, with subjects and data', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const { backup } = world.sim.world.startBackup(1);
     world.sim.world.setBackupState(1, backup.id, 'Error');
@@ -79,7 +79,7 @@ describe('changes after the baseline', () => {
 
   it('report a state transition of a known record with its before and after values', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     const { backup } = world.sim.world.startBackup(2);
     await app.runOnce(); // baseline sees the backup Pending
     world.sim.world.setBackupState(2, backup.id, 'Ok');
@@ -92,7 +92,7 @@ describe('changes after the baseline', () => {
 
   it('a reordered list with the same records is not a change', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const before = count(world, 'SELECT sum(version) n FROM snapshots');
     // Same backups, listed in another order: the simulator lists newest first, so adding
@@ -107,11 +107,11 @@ describe('changes after the baseline', () => {
 describe('an unchanged poll', () => {
   it('writes no snapshot row and no per-site poll state: one state row per source, whatever the number of sites', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const d = db(world);
     // total_changes() on the daemon's own connection: every row it inserted, updated or deleted.
-    const changes = (): number => (app.store.sqlite.prepare('SELECT total_changes() n').get() as { n: number }).n;
+    const changes = (): number => (sqliteOf(app.store).prepare('SELECT total_changes() n').get() as { n: number }).n;
     const snap = d.prepare('SELECT source, entity, version, changed_at FROM snapshots ORDER BY 1, 2').all();
     const state = d.prepare("SELECT * FROM poll_state WHERE entity != '' ORDER BY 1, 2").all();
     const c0 = changes();
@@ -139,7 +139,7 @@ describe('a failed fetch', () => {
   for (const f of faults) {
     it(`(${f.label}) emits no change event and keeps the previous snapshot`, async () => {
       world = await startWorld({ config: { api: { timeout: '500ms' } } });
-      const app = world.app();
+      const app = await world.app();
       await app.runOnce();
       const snapBefore = count(world, "SELECT version n FROM snapshots WHERE entity = 'sites/1/backups'");
       world.sim.faults.add({ path: '^/sites/1/backups$', ...f.spec });
@@ -166,7 +166,7 @@ describe('a failed fetch', () => {
 
   it('on the second page of a paged list is not a removal of the records on it', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     const known = Array.from({ length: 5 }, () => world.sim.world.addJob({ type: 'backup', state: 'running' }));
     await app.runOnce();
     // 205 newer jobs: page 1 (200 records) holds none of the known ones, so reading goes on to page 2.
@@ -185,7 +185,7 @@ describe('a failed fetch', () => {
 
   it('with bad data (a record without id) is logged with the endpoint and changes nothing', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     world.sim.faults.add({ path: '^/sites$', kind: 'truncated' });
     await app.runOnce();
@@ -198,7 +198,7 @@ describe('a failed fetch', () => {
 describe('an alert', () => {
   it('fires once, stays quiet while the condition holds, and resolves once', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     world.sim.world.setHealth(1, { status: 'offline' });
     await app.runOnce();
@@ -215,7 +215,7 @@ describe('an alert', () => {
 
   it('that fires a second time gets new ids', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     for (const status of ['offline', 'online', 'offline', 'online']) {
       world.sim.world.setHealth(1, { status });
@@ -233,17 +233,17 @@ describe('an alert', () => {
   it('is not re-sent after a restart while its condition still holds', async () => {
     world = await startWorld();
     world.sim.world.setHealth(1, { status: 'offline' });
-    const first = world.app();
+    const first = await world.app();
     await first.runOnce();
     await first.stop();
-    const second = world.app();
+    const second = await world.app();
     await second.runOnce();
     expect(names(world.events)).toEqual(['site.offline:firing']);
   });
 
   it('resolves when its site disappears from the site list', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     world.sim.world.setHealth(3, { status: 'offline' });
     await app.runOnce();
     world.sim.world.removeSite(3);
@@ -256,7 +256,7 @@ describe('an alert', () => {
     world = await startWorld();
     const file = `${world.dir}/overrides.yaml`;
     writeFileSync(file, 'rules:\n  - name: usage-disk-high\n    params: { threshold: 50 }\n');
-    const app = world.app({ rules: [file] });
+    const app = await world.app({ rules: [file] });
     await app.runOnce();
     const usage = world.sim.world.getUsage(1)!;
     world.sim.world.setUsage(1, { diskUsedMib: Math.round(usage.disk.limit_mib * 0.6) });
@@ -269,7 +269,7 @@ describe('an alert', () => {
 describe('the site list', () => {
   it('forgets a removed site, so its failed polls do not keep source.degraded firing', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     world.sim.faults.add({ path: '^/sites/3/health$', kind: 'status', status: 500 });
     for (let i = 0; i < 3; i++) await app.runOnce();
     expect(names(world.events)).toEqual(['source.degraded:firing']);
@@ -283,7 +283,7 @@ describe('the site list', () => {
 
   it('a site that leaves the list and comes back goes on with its version numbers, so a later change is a new event, not a stored id', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const site3 = app.poller.sites().find((s) => s.id === 3)!;
     const hourly = sourceByName('hourly_backups')!;
@@ -291,13 +291,13 @@ describe('the site list', () => {
     const reply = (lastError: string): Record<string, unknown> => ({ enabled: true, last_run_at: '2026-11-21T10:00:00Z', last_error: lastError });
     const sitesRef = entityOf(sitesSource, null);
     const siteList = [...world.sim.world.sites];
-    app.poller.ingest(ref, reply(''), 0); // version 2 (after the cycle's baseline)
-    app.poller.ingest(ref, reply('disk full'), 0); // version 3: hourly_backup.failed
-    app.poller.ingest(sitesRef, siteList.filter((s) => s.id !== 3), 0); // site 3 leaves: its snapshots go
-    app.poller.ingest(sitesRef, siteList, 0); // and comes back
-    app.poller.ingest(ref, reply(''), 0); // a new baseline
-    app.poller.ingest(ref, reply('quota'), 0); // another failure
-    app.poller.ingest(ref, reply('disk full'), 0); // the first failure again, as many changes later
+    await app.poller.ingest(ref, reply(''), 0); // version 2 (after the cycle's baseline)
+    await app.poller.ingest(ref, reply('disk full'), 0); // version 3: hourly_backup.failed
+    await app.poller.ingest(sitesRef, siteList.filter((s) => s.id !== 3), 0); // site 3 leaves: its snapshots go
+    await app.poller.ingest(sitesRef, siteList, 0); // and comes back
+    await app.poller.ingest(ref, reply(''), 0); // a new baseline
+    await app.poller.ingest(ref, reply('quota'), 0); // another failure
+    await app.poller.ingest(ref, reply('disk full'), 0); // the first failure again, as many changes later
     const failed = world.events.filter((e) => e.data.name === 'hourly_backup.failed');
     expect(failed.map((e) => e.data.summary)).toEqual([
       'Hourly backup of site-3.example.com failed: disk full',
@@ -309,7 +309,7 @@ describe('the site list', () => {
 
   it('with `sites: [ids]` only those sites are polled, and events about others are not sent', async () => {
     world = await startWorld({ sim: { sites: 4 }, config: { sites: [1, 2] } });
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     world.sim.world.addSite();
     world.sim.world.setHealth(2, { status: 'offline' });
@@ -326,7 +326,7 @@ describe('the site list', () => {
 describe('source state', () => {
   it('is recorded once per cycle with the last success and the last error', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     world.sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
     await app.runOnce();
@@ -353,7 +353,7 @@ describe('a key without a scope', () => {
       env: { API_KEY: key },
       config: { api: { max_concurrency: 2 } },
     });
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     await app.runOnce();
     world.sim.world.setHealth(1, { status: 'offline' });
@@ -376,7 +376,7 @@ describe('secrets', () => {
     const secretBytes = secret.slice('whsec_'.length);
     world = await startWorld({ sim: { keys: { [TEST_KEY]: ['sites:read'] } }, env: { HOOK_SECRET: secret } });
     // A receiver that is not there: delivery errors get logged and stored.
-    const app = world.app({
+    const app = await world.app({
       channels: [{ name: 'hook', type: 'webhook', url: 'http://127.0.0.1:9/hook', secret: '${HOOK_SECRET}' }],
       delivery: { retry_schedule: ['100ms'], drain_timeout: '1s' },
     });
@@ -405,7 +405,7 @@ describe('secrets', () => {
 describe('polling', () => {
   it('only ever sends GET requests', async () => {
     world = await startWorld();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     world.sim.world.setHealth(1, { status: 'offline' });
     await app.runOnce();

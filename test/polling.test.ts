@@ -42,7 +42,7 @@ describe('a full cycle', () => {
     world = await startWorld({ config: FILES });
     const c = new Control(world.sim);
     await c.cdnCms(1);
-    const app = world.app();
+    const app = await world.app();
     world.sim.clearRequests();
     await app.runOnce();
     await c.act('cron', 'run', {}).catch(() => undefined);
@@ -67,7 +67,7 @@ describe('the file watch', () => {
   it('reads the paths of every site plus each site\'s own, one files/stat each', async () => {
     world = await startWorld({ config: { sources: { files: { paths: ['.htaccess'], site_paths: { 2: ['wp-config.php'] } } } } });
     await new Control(world.sim).still();
-    const app = world.app();
+    const app = await world.app();
     world.sim.clearRequests();
     await app.runOnce();
     const stats = world.sim.requests.filter((r) => r.path.endsWith('/files/stat')).map((r) => `${r.path.split('/')[4]} ${r.query['path']}`);
@@ -79,7 +79,7 @@ describe('conditional requests', () => {
   it('send back the ETag, and a 304 is "unchanged": nothing written, no event', async () => {
     world = await startWorld();
     await new Control(world.sim).still();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const versions = snapshotVersions(world);
     expect(await repliesWithStatus(app, 304)).toBe(0);
@@ -103,7 +103,7 @@ describe('detail endpoints', () => {
     world = await startWorld();
     const c = new Control(world.sim);
     await c.still();
-    const app = world.app();
+    const app = await world.app();
     const runsPath = /^\/api\/v1\/sites\/\d+\/cron-jobs\/(\d+)\/runs$/;
     await app.runOnce();
     const firstRuns = world.sim.requests.filter((r) => runsPath.test(r.path)).length;
@@ -129,7 +129,7 @@ describe('cron runs', () => {
     const { jobs } = await c.state<{ jobs: { id: number; site_id: number; enabled: boolean }[] }>('cron');
     const job = jobs.find((j) => j.site_id <= 3 && j.enabled)!;
     await c.act('cron', 'run', { job_id: job.id, status: 'ok', count: 20 });
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const base = world.events.length;
     const made = await c.act<{ runs: { id: number }[] }>('cron', 'run', { job_id: job.id, status: 'timeout', count: 2 });
@@ -149,7 +149,7 @@ describe('cron runs', () => {
     world = await startWorld();
     const c = new Control(world.sim);
     await c.still();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const base = world.events.length;
     const res = await fetch(`${world.sim.url}/api/v1/sites/2/cron-jobs`, {
@@ -171,7 +171,7 @@ describe('a site not on the CDN', () => {
     const c = new Control(world.sim);
     await c.still();
     for (const site of [1, 2, 3]) await c.offCdn(site);
-    const app = world.app();
+    const app = await world.app();
     const outcomes: string[] = [];
     for (let i = 0; i < 4; i++) {
       const cycles = await app.scheduler.runAll();
@@ -188,7 +188,7 @@ describe('the site list', () => {
     world = await startWorld();
     const c = new Control(world.sim);
     await c.still();
-    const app = world.app();
+    const app = await world.app();
     await app.runOnce();
     const added = (await c.call('POST', '/sites', { domain: 'fresh.example.org' })) as { id: number };
     world.sim.clearRequests();
@@ -208,7 +208,7 @@ describe('a list of sites in config', () => {
     world = await startWorld();
     const c = new Control(world.sim);
     await c.still();
-    const app = world.app({ sites: [2, 4] });
+    const app = await world.app({ sites: [2, 4] });
     await app.runOnce();
     expect(world.sim.requests.some((r) => r.path.startsWith('/api/v1/sites/4/'))).toBe(false);
     expect(world.sim.requests.some((r) => r.path.startsWith('/api/v1/sites/1/'))).toBe(false);
@@ -225,7 +225,7 @@ describe('adaptive jobs polling', () => {
   async function nextJobsPoll(running: boolean): Promise<number> {
     world = await startWorld();
     if (running) await new Control(world.sim).call('POST', '/jobs', { type: 'backup', state: 'running', site_id: 1 });
-    const app = world.app();
+    const app = await world.app();
     const scheduler = new Scheduler({
       poller: app.poller,
       sources: enabledSources(app.config).filter((s) => ['sites', 'jobs'].includes(s.def.name)),
@@ -260,7 +260,7 @@ describe('a failed fetch in any source', () => {
     await c.cdnCms(1);
     // A clock that can jump ahead, so every detail endpoint is due (its slow schedule).
     let skew = 0;
-    const app = world.app({}, { now: () => Date.now() + skew });
+    const app = await world.app({}, { now: () => Date.now() + skew });
     await app.runOnce();
     await app.runOnce(); // from here nothing moves
     const versions = snapshotVersions(world);

@@ -13,8 +13,8 @@ import type { HostwatchEvent } from '../src/events/types.js';
 /** A Standard Webhooks secret: `whsec_` + base64 of 32 bytes. */
 export const TEST_SECRET = `whsec_${Buffer.from('hostwatch-test-secret-32-bytes!!').toString('base64')}`;
 
-/** What the receiver answers. `hold` keeps the request open until the receiver closes. */
-export type Answer = { status: number; headers?: Record<string, string>; body?: string } | 'hold';
+/** What the receiver answers (after `delayMs`: a slow receiver). `hold` keeps the request open until the receiver closes. */
+export type Answer = { status: number; headers?: Record<string, string>; body?: string; delayMs?: number } | 'hold';
 
 /** One request as received. */
 export interface Received {
@@ -116,9 +116,19 @@ export async function startReceiver(opts: { secret?: string; port?: number; answ
         res.on('close', () => held.delete(res));
         return;
       }
-      r.answer = a.status;
-      res.writeHead(a.status, { 'content-type': 'text/plain', ...a.headers });
-      res.end(a.body ?? '');
+      const reply = (): void => {
+        r.answer = a.status;
+        res.writeHead(a.status, { 'content-type': 'text/plain', ...a.headers });
+        res.end(a.body ?? '');
+      };
+      if (!a.delayMs) return reply();
+      r.answer = 'hold';
+      held.add(res);
+      const timer = setTimeout(reply, a.delayMs);
+      res.on('close', () => {
+        clearTimeout(timer);
+        held.delete(res);
+      });
     });
   });
   await new Promise<void>((resolve, reject) => {

@@ -111,7 +111,7 @@ describe('maintenance windows', () => {
     const w = await startWorld();
     worlds.push(w);
     const clock = testClock('2026-11-22T01:30:00Z'); // Sunday 02:30 in Paris
-    const app = w.app(
+    const app = await w.app(
       {
         channels: [{ name: 'log', type: 'console' }],
         maintenance: [
@@ -123,11 +123,11 @@ describe('maintenance windows', () => {
     );
     const inside = siteEvent('m2', 2);
     const otherSite = siteEvent('m1', 1);
-    app.notifier.publish(inside);
-    app.notifier.publish(otherSite);
+    await app.notifier.publish(inside);
+    await app.notifier.publish(otherSite);
     clock.advance(2 * 3_600_000); // 04:30 Paris: the window (02:00–04:00) is over
     const after = siteEvent('m2-after', 2);
-    app.notifier.publish(after);
+    await app.notifier.publish(after);
 
     const db = new BetterSqlite3(w.dbPath, { readonly: true });
     try {

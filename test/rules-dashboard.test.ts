@@ -20,7 +20,7 @@ describe('the dashboard and shadow rules', () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
     const rules = join(world.dir, 'shadow.yaml');
     writeFileSync(rules, 'rules:\n  - { name: site-offline, mode: shadow }\n');
-    const app = world.app({ rules: [rules] });
+    const app = await world.app({ rules: [rules] });
     await app.start();
     const page = await browser.newPage();
     const problems: string[] = [];

@@ -10,8 +10,8 @@ afterEach(async () => {
 });
 
 /** A scheduler on a real app's poller, with intervals short enough for a test; its staggered waits are recorded. */
-function schedulerFor(w: World, everyMs: number, spreadFraction = 0.5, concurrency = 4): { scheduler: Scheduler; cycles: CycleSummary[]; waits: number[] } {
-  const app = w.app();
+async function schedulerFor(w: World, everyMs: number, spreadFraction = 0.5, concurrency = 4): Promise<{ scheduler: Scheduler; cycles: CycleSummary[]; waits: number[] }> {
+  const app = await w.app();
   const waits: number[] = [];
   const scheduler = new Scheduler({
     poller: app.poller,
@@ -45,7 +45,7 @@ function waitFor(cond: () => boolean, ms = 8000): Promise<void> {
 describe('the scheduler', () => {
   it('runs the site list first and catches up at once after a start, then spreads later cycles across the interval', async () => {
     world = await startWorld({ sim: { sites: 6 } });
-    const { scheduler, cycles, waits } = schedulerFor(world, 2_000);
+    const { scheduler, cycles, waits } = await schedulerFor(world, 2_000);
     const order: string[] = [];
     scheduler.on('cycle:start', (c) => order.push(c.source));
     scheduler.start();
@@ -67,7 +67,7 @@ describe('the scheduler', () => {
   it('never holds the other sites for one slow site, and never polls one site twice at once', async () => {
     world = await startWorld({ sim: { sites: 3 } });
     world.sim.faults.add({ path: '^/sites/2/health$', kind: 'latency', ms: 2_500 });
-    const { scheduler, cycles } = schedulerFor(world, 1_000, 0);
+    const { scheduler, cycles } = await schedulerFor(world, 1_000, 0);
     scheduler.start();
     await waitFor(() => cycles.filter((c) => c.source === 'health').length >= 3, 10_000);
     await scheduler.stop();
@@ -84,7 +84,7 @@ describe('the scheduler', () => {
     world = await startWorld({ sim: { sites: 4 } });
     world.sim.faults.add({ path: '^/sites/\\d+/health$', kind: 'latency', ms: 400 });
     // One poll at a time: a cycle of 4 sites takes about 1.6 s against an interval of 1 s.
-    const { scheduler, cycles } = schedulerFor(world, 1_000, 0, 1);
+    const { scheduler, cycles } = await schedulerFor(world, 1_000, 0, 1);
     const late: number[] = [];
     scheduler.on('cycle:late', (c) => c.source === 'health' && late.push(c.lateMs));
     scheduler.start();
@@ -99,7 +99,7 @@ describe('the scheduler', () => {
   it('on stop, waits for polls in flight and starts no new ones', async () => {
     world = await startWorld({ sim: { sites: 4 } });
     world.sim.faults.add({ path: '^/sites/\\d+/health$', kind: 'latency', ms: 400 });
-    const { scheduler, cycles } = schedulerFor(world, 4_000, 0.5, 1);
+    const { scheduler, cycles } = await schedulerFor(world, 4_000, 0.5, 1);
     scheduler.start();
     await waitFor(() => world.sim.requests.some((r) => r.path.endsWith('/health')));
     await scheduler.stop();
@@ -116,7 +116,7 @@ describe('the scheduler', () => {
 
   it('turns missed heartbeats (a blocked event loop) into one log line, never raw node-cron text on stdout', async () => {
     world = await startWorld({ sim: { sites: 1 } });
-    const { scheduler } = schedulerFor(world, 60_000);
+    const { scheduler } = await schedulerFor(world, 60_000);
     const printed: string[] = [];
     const writeOut = process.stdout.write.bind(process.stdout);
     const warn = console.warn;
@@ -147,7 +147,7 @@ describe('the scheduler', () => {
 
   it('polls only the entities its work claims take (the seam a cluster fills), and asks once per due cycle', async () => {
     world = await startWorld({ sim: { sites: 6 } });
-    const app = world.app();
+    const app = await world.app();
     const asked: Array<{ source: string; entities: number }> = [];
     const scheduler = new Scheduler({
       poller: app.poller,

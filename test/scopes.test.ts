@@ -69,7 +69,7 @@ describe('a key with exactly the printed scopes', () => {
     const { dir, cleanup } = tempDir();
     try {
       const config = configFrom(`api: { base_url: ${sim.url}, key: scoped-key, max_requests_per_second: 1000, retries: 0 }\nstorage: { path: ${join(dir, 'db.sqlite')} }\n`, {}, dir);
-      const app = createApp(config, { logDestination: { write: () => true } as unknown as NodeJS.WritableStream });
+      const app = await createApp(config, { logDestination: { write: () => true } as unknown as NodeJS.WritableStream });
       const cycles = await app.scheduler.runAll();
       await app.stop();
       const missing = cycles.flatMap((c) => c.outcomes).filter((o) => o.error?.code === 'scope_missing');

@@ -50,7 +50,7 @@ describe('the heartbeat', () => {
   it('pings (GET) after cycles that succeed, stops while every poll fails, and pings again once they succeed', async () => {
     const ping = await pingServer();
     const w = await world();
-    const app = w.app({ heartbeat: { url: ping.url, every: '1m' } });
+    const app = await w.app({ heartbeat: { url: ping.url, every: '1m' } });
     await app.runOnce();
     expect(ping.pings).toEqual([`/ping/${TOKEN}`]);
     expect(ping.methods).toEqual(['GET']);
@@ -71,7 +71,7 @@ describe('the heartbeat', () => {
     const ping = await pingServer();
     const w = await world();
     const clock = testClock();
-    const app = w.app({ heartbeat: { url: ping.url, every: '1m' } }, { now: clock.now });
+    const app = await w.app({ heartbeat: { url: ping.url, every: '1m' } }, { now: clock.now });
     await app.runOnce();
     expect(ping.pings).toHaveLength(1);
     // The quickest enabled source polls every 5 minutes: stale after 2 × 5 minutes.
@@ -85,7 +85,7 @@ describe('the heartbeat', () => {
     const ping = await pingServer();
     const dead = ping.url.replace(/:\d+\//, ':9/'); // port 9 (discard): nothing listens
     const w = await world();
-    const app = w.app({ heartbeat: { url: `${dead}?key=${TOKEN}-query`, every: '1m' } });
+    const app = await w.app({ heartbeat: { url: `${dead}?key=${TOKEN}-query`, every: '1m' } });
     await app.runOnce();
     expect(await app.heartbeat!.beat()).toBe('failed');
     expect(w.logs.text).toContain('heartbeat ping failed');
@@ -120,16 +120,16 @@ describe('the watchdog', () => {
     // Webhook receivers refuse a signature timestamp more than 5 minutes off their clock.
     const clock = testClock(new Date().toISOString());
     const config = { watchdog: { every: '1m' }, channels: [{ name: 'deadman', type: 'webhook', url: hook.url, secret: TEST_SECRET }] };
-    const app = w.app(config, { now: clock.now });
+    const app = await w.app(config, { now: clock.now });
     await app.runOnce();
     clock.advance(30_000);
-    app.timekeeper.tick();
+    await app.timekeeper.tick();
     clock.advance(31_000);
-    app.timekeeper.tick();
+    await app.timekeeper.tick();
     await app.worker.drain(5_000);
     await app.stop();
 
-    const again = w.app(config, { now: clock.now });
+    const again = await w.app(config, { now: clock.now });
     clock.advance(61_000);
     await again.runOnce();
     const dogs = hook.accepted().map((r) => r.event!).filter((e) => e.data.name === 'hostwatch.watchdog');
@@ -142,7 +142,7 @@ describe('the watchdog', () => {
 
   it('is off without the config key', async () => {
     const w = await world();
-    const app = w.app();
+    const app = await w.app();
     await app.runOnce();
     expect(w.events.filter((e) => e.data.name === 'hostwatch.watchdog')).toEqual([]);
   });

@@ -3,8 +3,10 @@ import { join } from 'node:path';
 import { packageRoot } from '../src/paths.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { healthRoutes } from '../src/server/routes/health.js';
-import { isLoopback, parseListen, startServer } from '../src/server/server.js';
-import { startWorld, type World } from './harness.js';
+import { connect } from 'node:net';
+import { json, readJson, type Route } from '../src/server/http.js';
+import { isLoopback, parseListen, REQUEST_TIMEOUT_MS, startServer } from '../src/server/server.js';
+import { sqliteOf, startWorld, type World } from './harness.js';
 
 let world: World | undefined;
 afterEach(async () => {
@@ -15,14 +17,14 @@ afterEach(async () => {
 describe('the health endpoints', () => {
   it('answer /livez, and /readyz turns 503 when the database is unavailable', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     const live = await fetch(`${app.serverUrl}/livez`);
     expect(live.status).toBe(200);
     const ready = await fetch(`${app.serverUrl}/readyz`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ status: 'ready', database: true, scheduler: true, polling: true });
-    app.store.sqlite.close();
+    sqliteOf(app.store).close();
     const notReady = await fetch(`${app.serverUrl}/readyz`);
     expect(notReady.status).toBe(503);
     expect(await notReady.json()).toMatchObject({ status: 'not ready', database: false });
@@ -34,7 +36,7 @@ describe('the health endpoints', () => {
 
   it('report not ready once the scheduler has stopped', async () => {
     let stopped = false;
-    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: healthRoutes({ databaseReady: () => true, schedulerRunning: () => !stopped }) });
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: healthRoutes({ databaseReady: async () => true, schedulerRunning: () => !stopped }) });
     expect((await fetch(`${srv.url}/readyz`)).status).toBe(200);
     stopped = true;
     expect((await fetch(`${srv.url}/readyz`)).status).toBe(503);
@@ -56,10 +58,89 @@ describe('the server', () => {
   });
 });
 
+describe('a request that never finishes arriving', () => {
+  /** Open a raw connection, send `head`, drip `drip` one byte at a time, and say what came back and when the server closed. */
+  function slowClient(url: string, head: string, drip = ''): Promise<{ reply: string; closedAfterMs: number }> {
+    const { hostname, port } = new URL(url);
+    return new Promise((resolve, reject) => {
+      const started = Date.now();
+      const socket = connect(Number(port), hostname, () => socket.write(head));
+      let reply = '';
+      let i = 0;
+      const dripper = setInterval(() => i < drip.length && socket.write(drip[i++]!), 100);
+      socket.setEncoding('utf8');
+      socket.on('data', (c: string) => (reply += c));
+      socket.on('error', () => {});
+      socket.on('close', () => {
+        clearInterval(dripper);
+        resolve({ reply, closedAfterMs: Date.now() - started });
+      });
+      // The test's own bound: without a request timeout Node would hold it for 300 s.
+      setTimeout(() => {
+        socket.destroy();
+        reject(new Error(`the server still held the connection after 5 s; it had answered: ${JSON.stringify(reply)}`));
+      }, 5_000).unref();
+    });
+  }
+
+  const echo: Route = { method: 'POST', path: '/echo', handler: async (req, res) => json(res, 200, await readJson(req.raw)) };
+  const held: Route = {
+    method: 'GET',
+    path: '/held',
+    handler: (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+    },
+  };
+
+  it('is answered 408 and closed: a body that never comes, a body sent a byte at a time, headers that never end', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [echo], requestTimeoutMs: 500 });
+    try {
+      const head = 'POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n';
+      const never = await slowClient(srv.url, head + '{');
+      expect(never.reply).toMatch(/^HTTP\/1\.1 408 /);
+      const drip = await slowClient(srv.url, head, '{"a":"' + 'x'.repeat(200));
+      expect(drip.reply).toMatch(/^HTTP\/1\.1 408 /);
+      const headers = await slowClient(srv.url, 'POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\n', 'X-Slow: ' + 'y'.repeat(200));
+      expect(headers.reply).toMatch(/^HTTP\/1\.1 408 /);
+      // A whole request in time is answered as usual.
+      const ok = await fetch(`${srv.url}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' });
+      expect(await ok.json()).toEqual({ a: 1 });
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('leaves a stream open past the request timeout: only receiving the request is timed', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [held], requestTimeoutMs: 300 });
+    try {
+      const { hostname, port } = new URL(srv.url);
+      const socket = connect(Number(port), hostname, () => socket.write('GET /held HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'));
+      let closed = false;
+      socket.on('close', () => (closed = true));
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(closed).toBe(false);
+      socket.destroy();
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('is timed out after 10 s by default, headers included', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [] });
+    try {
+      expect([srv.server.requestTimeout, srv.server.headersTimeout]).toEqual([REQUEST_TIMEOUT_MS, REQUEST_TIMEOUT_MS]);
+      expect(REQUEST_TIMEOUT_MS).toBe(10_000);
+    } finally {
+      await srv.close();
+    }
+  });
+});
+
 describe('/metrics', () => {
   it('parses as Prometheus text and counts polls, API requests, events and deliveries without site ids or URLs', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0' }, channels: [{ name: 'out', type: 'console' }] } });
-    const app = world.app({}, { consoleWrite: () => {} });
+    const app = await world.app({}, { consoleWrite: () => {} });
     await app.start();
     await app.runOnce();
     world.sim.world.setHealth(1, { status: 'offline' });
@@ -101,7 +182,7 @@ describe('/metrics', () => {
 describe('a server with a token', () => {
   it('answers 401 to a wrong or missing token, and 200 to the right one; health checks stay open', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token: 'the-right-token-123' } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     expect((await fetch(`${app.serverUrl}/metrics`)).status).toBe(401);
     expect((await fetch(`${app.serverUrl}/metrics`, { headers: { authorization: 'Bearer wrong-token' } })).status).toBe(401);
@@ -114,7 +195,7 @@ describe('a server with a token', () => {
 
   it('may listen beyond loopback', async () => {
     world = await startWorld({ config: { server: { listen: '0.0.0.0:0', token: 'the-right-token-123' } } });
-    const app = world.app();
+    const app = await world.app();
     await app.start();
     expect(app.serverUrl).toMatch(/^http:\/\/0\.0\.0\.0:\d+$/);
   });

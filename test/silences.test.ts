@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
 import { compileSilenceMatch, parseSilenceRequest, SilenceMatcher, silenceState, type Silence } from '../src/notify/silences.js';
+import { openStore } from '../src/store/db.js';
 import { SilencesRepo } from '../src/store/silences-repo.js';
 import { startWorld, type World } from './harness.js';
 
@@ -23,7 +24,7 @@ interface Running {
 async function running(): Promise<Running> {
   world = await startWorld({ config: { server: { listen: '127.0.0.1:0' }, channels: [{ name: 'out', type: 'console' }] } });
   const delivered: string[] = [];
-  const app = world.app({}, { consoleWrite: (l) => delivered.push(l) });
+  const app = await world.app({}, { consoleWrite: (l) => delivered.push(l) });
   await app.start();
   await app.runOnce();
   return { app, url: app.serverUrl!, delivered };
@@ -117,9 +118,9 @@ describe('a silence created through the API', () => {
 
   it('applies when another process (the CLI) wrote it to the database', async () => {
     const { app } = await running();
-    const other = new BetterSqlite3(world!.dbPath);
+    const other = await openStore({ engine: 'sqlite', path: world!.dbPath }, { now: Date.now });
     const now = Date.now();
-    new SilencesRepo(other).add({
+    await new SilencesRepo(other).add({
       id: 'cli-silence',
       match: 'site_id == 2',
       starts_at: now,
@@ -129,7 +130,7 @@ describe('a silence created through the API', () => {
       created_at: now,
       expired_at: null,
     });
-    other.close();
+    await other.close();
     world!.sim.world.setHealth(2, { status: 'offline' });
     await app.runOnce();
     expect(stored(world!).find((e) => e.subject === 'sites/2/health')).toMatchObject({ silenced_by: 'cli-silence', outbox: 0 });
@@ -187,6 +188,26 @@ describe('creating a silence', () => {
     }
     const notObject = await post(`${url}/api/silences`, ['site_id == 1']);
     expect(notObject.body.error.message).toBe('body: expected a JSON object with match, duration (or ends_at) and comment');
+  });
+
+  it('refuses a silence longer than silences.max_duration (30 days by default), by duration or by end time', async () => {
+    const { url } = await running();
+    const tenYears = await post(`${url}/api/silences`, { match: 'true', duration: '3650d', comment: 'quiet' });
+    expect(tenYears.status).toBe(400);
+    expect(tenYears.body.error.message).toBe(
+      'duration: a silence lasts at most 30d (silences.max_duration; got 3650d); for planned quiet periods use maintenance windows in the config',
+    );
+    const later = await post(`${url}/api/silences`, { match: 'true', ends_at: new Date(Date.now() + 40 * 86_400_000 + 90_000).toISOString(), comment: 'quiet' });
+    expect(later.status).toBe(400);
+    expect(later.body.error.message).toMatch(/^ends_at: a silence lasts at most 30d \(silences\.max_duration; got 40d1m/);
+    expect((await post(`${url}/api/silences`, { match: 'true', duration: '30d', comment: 'a month' })).status).toBe(201);
+    const list = await get(`${url}/api/silences`);
+    expect(list.body.data.map((s: { comment: string }) => s.comment)).toEqual(['a month']);
+  });
+
+  it('takes its cap from silences.max_duration in the API and in the CLI parser alike', () => {
+    const r = parseSilenceRequest({ match: 'true', duration: '3h', comment: 'x' }, 0, { createdBy: 'cli', maxDurationMs: 2 * 3_600_000 });
+    expect(r).toEqual({ ok: false, errors: [{ field: 'duration', message: expect.stringContaining('at most 2h (silences.max_duration; got 3h)') }] });
   });
 
   it('accepts an end time and a later start instead of a duration', async () => {
@@ -264,7 +285,7 @@ describe('silence matching (pure)', () => {
   });
 
   it('reads a CLI-style request (match, duration, comment) the same way', () => {
-    const r = parseSilenceRequest({ match: 'site_id == 12', duration: '2h', comment: 'maintenance' }, 1_000, { createdBy: 'cli' });
+    const r = parseSilenceRequest({ match: 'site_id == 12', duration: '2h', comment: 'maintenance' }, 1_000, { createdBy: 'cli', maxDurationMs: 86_400_000 });
     expect(r).toEqual({
       ok: true,
       silence: { match: 'site_id == 12', starts_at: 1_000, ends_at: 1_000 + 7_200_000, comment: 'maintenance', created_by: 'cli', created_at: 1_000, expired_at: null },

@@ -265,6 +265,19 @@ describe('faults', () => {
     expect(() => JSON.parse(text)).toThrow();
   });
 
+  it('answers a hostile reply: arrays nested 100,000 deep inside the real data, or any text as it is', async () => {
+    const sim = await start();
+    sim.faults.add({ path: '^/sites/1/health$', kind: 'nested', depth: 100_000, times: 1 });
+    const text = await (await fetch(`${sim.url}/api/v1/sites/1/health`, { headers: { authorization: `Bearer ${KEY}` } })).text();
+    expect(text).toContain(`"nested":${'['.repeat(100_000)}${']'.repeat(100_000)}`);
+    const parsed = JSON.parse(text) as { data: { online: unknown } };
+    expect(parsed.data.online).toBeDefined();
+    sim.faults.add({ path: '^/jobs$', kind: 'body', body: '<html>502 Bad Gateway</html>', status: 200 });
+    const res = await fetch(`${sim.url}/api/v1/jobs`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect([res.status, await res.text()]).toEqual([200, '<html>502 Bad Gateway</html>']);
+    expect(() => sim.faults.add({ path: '.*', kind: 'body', body: 42 as unknown as string })).toThrow('body must be a string');
+  });
+
   it('resets the connection', async () => {
     const sim = await start();
     sim.faults.add({ path: '^/jobs$', kind: 'reset' });

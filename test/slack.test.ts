@@ -26,7 +26,7 @@ async function setup(
   cleanups.push(() => w.close(), () => slack.close());
   const clock = testClock();
   const sleeps: number[] = [];
-  const app = w.app(
+  const app = await w.app(
     {
       channels: [
         { name: 'ops', type: 'slack', url: slack.url, timeout: opts.timeout ?? '5s' },
@@ -44,7 +44,7 @@ describe('the Slack channel', () => {
   it('shows <!channel>, <http://x|y> and <@U123> from a review text literally: escaped, so they ping and link nobody', async () => {
     const { app, slack } = await setup();
     const review = 'Terrible! <!channel> <!here> go to <http://evil.example|your bank> & tell <@U123>';
-    app.notifier.publish(siteEvent('r', 4, { name: 'reputation.poor_review', summary: review, domain: '<!everyone>.example' }));
+    await app.notifier.publish(siteEvent('r', 4, { name: 'reputation.poor_review', summary: review, domain: '<!everyone>.example' }));
     expect(await app.worker.drain(5_000)).toBe(0);
     expect(slack.posts).toHaveLength(1);
     const post = slack.posts[0]!;
@@ -89,7 +89,7 @@ describe('the Slack channel', () => {
 
   it('sends one message per group, paced to one a second per webhook', async () => {
     const { app, slack, sleeps } = await setup(undefined, { route: { group_by: ['site_id'] } });
-    for (let site = 1; site <= 3; site++) for (let i = 0; i < 3; i++) app.notifier.publish(siteEvent(`p${site}-${i}`, site));
+    for (let site = 1; site <= 3; site++) for (let i = 0; i < 3; i++) await app.notifier.publish(siteEvent(`p${site}-${i}`, site));
     await app.worker.deliverDue();
     expect(slack.posts).toHaveLength(3);
     for (const p of slack.posts) expect(p.json.blocks.filter((b) => b.type === 'section')).toHaveLength(4); // heading + 3 events
@@ -99,7 +99,7 @@ describe('the Slack channel', () => {
 
   it('honours a 429\'s Retry-After: the retry waits for it, then the message goes', async () => {
     const { w, app, slack, clock } = await setup((n) => (n === 1 ? { status: 429, body: 'rate_limited', headers: { 'retry-after': '120' } } : { status: 200, body: 'ok' }));
-    app.notifier.publish(siteEvent('rl', 1));
+    await app.notifier.publish(siteEvent('rl', 1));
     await app.worker.deliverDue();
     const [row] = rows<{ state: string; next_attempt_at: number; last_error: string }>(w, "SELECT state, next_attempt_at, last_error FROM outbox WHERE channel = 'ops'");
     expect(row).toMatchObject({ state: 'pending', last_error: 'Slack HTTP 429: rate_limited' });
@@ -115,7 +115,7 @@ describe('the Slack channel', () => {
 
   it('a named permanent error (channel_is_archived) marks the channel misconfigured: disabled, an operator event, no more requests', async () => {
     const { w, app, slack } = await setup(() => ({ status: 410, body: 'channel_is_archived' }));
-    app.notifier.publish(siteEvent('arch', 1));
+    await app.notifier.publish(siteEvent('arch', 1));
     await app.worker.deliverDue();
     expect(slack.posts).toHaveLength(1);
     const state = rows<{ channel: string; disabled_reason: string }>(w, 'SELECT channel, disabled_reason FROM channel_state WHERE disabled_at IS NOT NULL');
@@ -126,7 +126,7 @@ describe('the Slack channel', () => {
     expect(e.data).toMatchObject({ name: 'channel.disabled', severity: 'critical', channel: 'ops', summary: 'channel ops is disabled: Slack: channel_is_archived (the webhook or its channel is misconfigured)' });
     expect(e.subject).toBe('channels/ops');
     // The operator event reached the working channel; nothing more is posted to Slack.
-    app.notifier.publish(siteEvent('after', 2));
+    await app.notifier.publish(siteEvent('after', 2));
     await app.worker.drain(2_000);
     expect(slack.posts).toHaveLength(1);
     const ops = rows<{ state: string; last_error: string }>(w, "SELECT state, last_error FROM outbox WHERE channel = 'ops' ORDER BY id");
@@ -135,9 +135,27 @@ describe('the Slack channel', () => {
     expect(rows<{ state: string }>(w, "SELECT state FROM outbox WHERE channel = 'log'").map((r) => r.state)).toEqual(['delivered', 'delivered', 'delivered']);
   });
 
+  it('sends a group once: a row its group\'s message took is not sent again by a later attempt of the same pass', async () => {
+    const slack = await fakeSlack();
+    const w = await startWorld();
+    cleanups.push(() => w.close(), () => slack.close());
+    // One attempt at a time: the group's message is sent and recorded before the pass reaches
+    // the group's other rows, which it read before that message took them.
+    const app = await w.app(
+      { channels: [{ name: 'ops', type: 'slack', url: slack.url }], routes: [{ channels: ['ops'], group_wait: '0s' }], delivery: { concurrency: 1 } },
+      { consoleWrite: () => undefined },
+    );
+    for (let i = 0; i < 3; i++) await app.notifier.publish(siteEvent(`once-${i}`, 1));
+    await app.worker.deliverDue();
+    expect(slack.posts).toHaveLength(1);
+    expect(rows<{ state: string; attempts: number }>(w, "SELECT state, attempts FROM outbox WHERE channel = 'ops'")).toEqual(
+      Array.from({ length: 3 }, () => ({ state: 'delivered', attempts: 1 })),
+    );
+  });
+
   it('gives up on a request after the channel\'s timeout and retries later', async () => {
     const { w, app, slack } = await setup(() => 'hold', { timeout: '300ms' });
-    app.notifier.publish(siteEvent('slow', 1));
+    await app.notifier.publish(siteEvent('slow', 1));
     await app.worker.deliverDue();
     expect(slack.posts).toHaveLength(1);
     expect(rows<{ state: string; last_error: string }>(w, "SELECT state, last_error FROM outbox WHERE channel = 'ops'")).toEqual([

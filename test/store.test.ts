@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openStore } from '../src/store/db.js';
+import { openStore, type Store } from '../src/store/db.js';
 import { packageRoot } from '../src/paths.js';
-import { migrate, MigrationError, readMigrations, type Migration } from '../src/store/migrate.js';
-import { tempDir } from './harness.js';
+import { migrateSqlite as migrate, MigrationError, readMigrations, type Migration } from '../src/store/migrate.js';
+import { sqliteOf, tempDir } from './harness.js';
 
 let tmp: { dir: string; cleanup: () => void };
 beforeEach(() => {
@@ -13,41 +13,44 @@ beforeEach(() => {
 afterEach(() => tmp.cleanup());
 
 describe('opening the store', () => {
-  it('creates the file, applies every migration and sets WAL, synchronous=FULL and a busy timeout', () => {
-    const store = openStore(join(tmp.dir, 'sub/dir/h.db'));
-    expect(store.sqlite.pragma('journal_mode', { simple: true })).toBe('wal');
-    expect(store.sqlite.pragma('synchronous', { simple: true })).toBe(2);
-    expect(store.sqlite.pragma('busy_timeout', { simple: true })).toBe(5000);
-    const tables = store.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
+  const open = (path: string): Promise<Store> => openStore({ engine: 'sqlite', path }, { now: Date.now });
+
+  it('creates the file, applies every migration and sets WAL, synchronous=NORMAL (each commit is synced by WalSync) and no busy timeout in the driver (a lock is waited for on timers, sqlite-faults.test.ts)', async () => {
+    const store = await open(join(tmp.dir, 'sub/dir/h.db'));
+    const sqlite = sqliteOf(store);
+    expect(sqlite.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(sqlite.pragma('synchronous', { simple: true })).toBe(1);
+    expect(sqlite.pragma('busy_timeout', { simple: true })).toBe(0);
+    const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
     expect(tables).toEqual(expect.arrayContaining(['alerts', 'delivery_attempts', 'events', 'outbox', 'poll_state', 'schema_migrations', 'snapshots']));
-    expect(store.ready()).toBe(true);
-    store.close();
+    expect(await store.ready()).toBe(true);
+    await store.close();
   });
 
-  it('is idempotent: a second open applies nothing', () => {
-    openStore(join(tmp.dir, 'h.db')).close();
-    const store = openStore(join(tmp.dir, 'h.db'));
+  it('is idempotent: a second open applies nothing', async () => {
+    await (await open(join(tmp.dir, 'h.db'))).close();
+    const store = await open(join(tmp.dir, 'h.db'));
     const known = readMigrations(join(packageRoot(), 'migrations')).length;
-    expect(store.sqlite.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(known);
-    store.close();
+    expect(sqliteOf(store).prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(known);
+    await store.close();
   });
 
-  it('refuses a database whose applied migration was changed', () => {
+  it('refuses a database whose applied migration was changed', async () => {
     const file = join(tmp.dir, 'h.db');
-    openStore(file).close();
+    await (await open(file)).close();
     const raw = new BetterSqlite3(file);
     raw.prepare("UPDATE schema_migrations SET checksum = 'x' WHERE version = 1").run();
     raw.close();
-    expect(() => openStore(file)).toThrow(new MigrationError('corrupted migrations: 0001_init.sql was changed after it was applied (checksum differs)'));
+    await expect(open(file)).rejects.toThrow(new MigrationError('corrupted migrations: 0001_init.sql was changed after it was applied (checksum differs)'));
   });
 
-  it('refuses a database migrated by a newer hostwatch', () => {
+  it('refuses a database migrated by a newer hostwatch', async () => {
     const file = join(tmp.dir, 'h.db');
-    openStore(file).close();
+    await (await open(file)).close();
     const raw = new BetterSqlite3(file);
     raw.prepare("INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 'c', 0)").run();
     raw.close();
-    expect(() => openStore(file)).toThrow(
+    await expect(open(file)).rejects.toThrow(
       'the database was migrated by a newer hostwatch (migration 9999_future.sql); upgrade hostwatch or restore a backup',
     );
   });

@@ -7,10 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { App } from '../src/main.js';
 import { explainEvent, explainWhyNot, type ExplainDeps } from '../src/rules/explain.js';
-import { AlertsRepo } from '../src/store/alerts-repo.js';
-import { EventsRepo } from '../src/store/events-repo.js';
-import { HistoryRepo } from '../src/store/history-repo.js';
-import { SnapshotsRepo } from '../src/store/snapshots-repo.js';
+import { repos } from '../src/store/repos.js';
 import { names, startWorld, type World } from './harness.js';
 import { testClock, type TestClock } from './clock.js';
 
@@ -27,13 +24,12 @@ async function clockWorld(): Promise<{ w: World; clock: TestClock; app: App }> {
   const clock = testClock('2026-11-21T10:00:00Z');
   const w = await startWorld({ sim: { now: () => new Date(clock.t) }, config: { sites: [1] } });
   world = w;
-  const app = w.app({}, { now: clock.now });
+  const app = await w.app({}, { now: clock.now });
   return { w, clock, app };
 }
 
 function explainDeps(app: App, now: number): ExplainDeps {
-  const sqlite = app.store.sqlite;
-  return { history: new HistoryRepo(sqlite), alerts: new AlertsRepo(sqlite), snapshots: new SnapshotsRepo(sqlite), events: new EventsRepo(sqlite), rules: app.rules, now };
+  return { ...repos(app.store), rules: app.rules, now };
 }
 
 const apiRequests = (w: World): number => w.sim.requests.filter((r) => r.path.startsWith('/api/')).length;
@@ -48,15 +44,15 @@ describe('backup.stale in the daemon', () => {
     // Just before 26 h since the newest good backup: nothing.
     clock.t = newest + 26 * HOUR - 60_000;
     const before = apiRequests(w);
-    app.timekeeper.tick();
+    await app.timekeeper.tick();
     expect(names(w.events.slice(base))).toEqual([]);
 
     // A minute later it is not evaluated again: backup-stale runs every 10 minutes.
     clock.t = newest + 26 * HOUR + 60_000;
-    expect(app.timekeeper.tick().pass.rules).not.toContain('backup-stale');
+    expect((await app.timekeeper.tick()).pass.rules).not.toContain('backup-stale');
     // Its next turn, 26 h passed: the stored list is judged again and the alert fires, with no request made.
     clock.t = newest + 26 * HOUR + 10 * 60_000;
-    const tick = app.timekeeper.tick();
+    const tick = await app.timekeeper.tick();
     expect(tick.pass.rules).toContain('backup-stale');
     expect(apiRequests(w)).toBe(before);
     const fired = w.events.slice(base);
@@ -67,7 +63,7 @@ describe('backup.stale in the daemon', () => {
 
     // It keeps firing (no repeat, no second event) while nothing changes.
     clock.advance(HOUR);
-    app.timekeeper.tick();
+    await app.timekeeper.tick();
     expect(names(w.events.slice(base))).toEqual(['backup.stale:firing']);
 
     // A backup reaches Ok: the next poll sees it, the alert resolves.
@@ -95,7 +91,7 @@ describe('backup.stale in the daemon', () => {
     clock.advance(HOUR);
     await app.runOnce(); // the backups poll fails
     clock.advance(30 * HOUR);
-    app.timekeeper.tick({ force: true });
+    await app.timekeeper.tick({ force: true });
     expect(names(w.events.slice(base)).filter((n) => n.startsWith('backup.'))).toEqual([]);
   });
 
@@ -104,15 +100,15 @@ describe('backup.stale in the daemon', () => {
     await app.runOnce();
     const deps = () => explainDeps(app, clock.t);
     // Before: false now, and when it would fire.
-    const before = explainWhyNot(deps(), 'sites/1/backups', 'backup-stale');
+    const before = await explainWhyNot(deps(), 'sites/1/backups', 'backup-stale');
     expect(before.reason).toBe('condition_false');
     expect(before.lines).toContain(`  evaluated at now = ${new Date(clock.t).toISOString()}`);
     expect(before.lines.some((l) => /^it fires at \S+ if no matching record appears by then$/.test(l))).toBe(true);
 
     clock.advance(30 * HOUR);
-    app.timekeeper.tick();
+    await app.timekeeper.tick();
     const e = w.events.find((x) => x.data.name === 'backup.stale')!;
-    const lines = explainEvent(deps(), e.id)!;
+    const lines = (await explainEvent(deps(), e.id))!;
     expect(lines).toContain(`  evaluated at now = ${new Date(clock.t).toISOString()} (re-evaluated on the stored snapshot as time passed: no poll, no API request)`);
     expect(lines).toContain("  absent: no record with item.state == 'Ok' (time item.created_at) in the last 26 h");
     expect(lines.some((l) => /^ {4}absent\.last_match = "\d{4}-/.test(l))).toBe(true);
@@ -131,11 +127,11 @@ describe('hourly_backup.stale and subscription.expiring in the daemon', () => {
     await app.runOnce();
     const base = w.events.length;
     clock.advance(3 * HOUR);
-    app.timekeeper.tick();
+    await app.timekeeper.tick();
     expect(names(w.events.slice(base))).toEqual(['hourly_backup.stale:firing']);
     // 2026-12-10 is 14 days after 2026-11-26.
     clock.t = Date.parse('2026-11-26T00:00:00Z');
-    app.timekeeper.tick();
+    await app.timekeeper.tick();
     expect(names(w.events.slice(base))).toContain('subscription.expiring:firing');
     const sub = w.events.slice(base).find((e) => e.data.name === 'subscription.expiring')!;
     expect(sub.subject).toBe('rank');

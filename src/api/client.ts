@@ -1,4 +1,5 @@
 import { Agent, request } from 'undici';
+import { Semaphore } from '../semaphore.js';
 import { isRecord } from '../is-record.js';
 import { ApiError } from './errors.js';
 import { replyScrubber } from './scrub.js';
@@ -379,30 +380,4 @@ function toQueryString(q: Query): string {
     if (v !== undefined) parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
   }
   return parts.length ? `?${parts.join('&')}` : '';
-}
-
-
-/** A counting semaphore: at most `size` holders at once. */
-class Semaphore {
-  private free: number;
-  private readonly waiting: Array<() => void> = [];
-  constructor(size: number) {
-    this.free = size;
-  }
-  /** Resolve with a release function once a slot is free. */
-  async acquire(): Promise<() => void> {
-    if (this.free > 0) {
-      this.free--;
-    } else {
-      await new Promise<void>((resolve) => this.waiting.push(resolve));
-    }
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.free++;
-    };
-  }
 }

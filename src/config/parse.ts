@@ -80,6 +80,8 @@ export const DEFAULTS = {
   maxEventsPerPoll: 100,
   /** /readyz turns 503 after this long without a successful poll. */
   notReadyAfterMs: 30 * 60_000,
+  /** The longest silence the API and the CLI accept: a forgotten (or forged) silence ends. */
+  silenceMaxMs: 30 * 86_400_000,
   /** source.degraded: this many failed polls in a row, or two or more over this long. */
   degraded: { after_failures: 3, after_ms: 10 * 60_000 },
   history: { retention_ms: 90 * 86_400_000, prune_every_ms: 3_600_000 },
@@ -241,7 +243,7 @@ const PATHS_SOURCE = 'files';
 const SITE_LIST = 'sites';
 
 /**
- * Channel names are unique and routes name defined channels. These run on the written data
+ * storage names one engine, channel names are unique and routes name defined channels. These run on the written data
  * even when other keys are invalid, so one run reports everything.
  */
 function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonly<Record<string, string>>): ConfigError[] {
@@ -249,6 +251,11 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
   const record = (data !== null && typeof data === 'object' ? data : {}) as Record<string, unknown>;
   const channels = record['channels'] ?? [];
   const routes = record['routes'] ?? [];
+  const storage = record['storage'];
+  if (storage !== null && typeof storage === 'object' && 'path' in storage && 'url' in storage) {
+    // Either engine, never both: which one would hold the events is not a guess to make.
+    errors.push(valueError(['storage', 'url'], 'cannot be combined with storage.path: give path (SQLite) or url (PostgreSQL), not both', data, tree, file));
+  }
   const sources = record['sources'];
   if (sources !== null && typeof sources === 'object') {
     for (const [name, override] of Object.entries(sources as Record<string, unknown>)) {
@@ -408,7 +415,9 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
       max_pages: api.max_pages ?? DEFAULTS.api.max_pages,
       max_reply_bytes: api.max_reply_bytes ?? DEFAULTS.api.max_reply_bytes,
     },
-    storage: { path: resolvePath(written.storage?.path ?? DEFAULTS.storage.path) },
+    storage: written.storage?.url
+      ? { engine: 'postgres', url: written.storage.url }
+      : { engine: 'sqlite', path: resolvePath(written.storage?.path ?? DEFAULTS.storage.path) },
     ...normalizeSites(written.sites),
     sources,
     rules: (written.rules ?? []).map(resolvePath),
@@ -443,7 +452,9 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
       listen: written.server?.listen ?? null,
       token: written.server?.token?.trim() ? written.server.token : null,
       not_ready_after_ms: written.server?.not_ready_after ?? DEFAULTS.notReadyAfterMs,
+      allowed_hosts: (written.server?.allowed_hosts ?? []).map((h) => h.toLowerCase()),
     },
+    silences: { max_duration_ms: written.silences?.max_duration ?? DEFAULTS.silenceMaxMs },
     degraded: {
       after_failures: written.degraded?.after_failures ?? DEFAULTS.degraded.after_failures,
       after_ms: written.degraded?.after ?? DEFAULTS.degraded.after_ms,

@@ -29,6 +29,7 @@ const M = {
   secret: 'must be a Standard Webhooks secret: "whsec_" followed by base64, like whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
   rate: 'must be a number greater than 0 and at most 1000',
   path: 'must be a non-empty file path',
+  storageUrl: 'must be a PostgreSQL URL like postgres://hostwatch:${PGPASS}@db.example.net:5432/hostwatch',
   sites: 'must be "all", a non-empty list of site ids like [12, 40], or a map like { watch: all, max: 10000 }',
   sitesWatch: 'must be "all" or a non-empty list of site ids, like [12, 40]',
   siteId: 'must be a positive integer site id',
@@ -46,6 +47,8 @@ const M = {
   retrySchedule: 'must be a list of durations, like [5s, 5m, 30m]',
   listen: 'must be host:port like 127.0.0.1:8080 or [::1]:8080, with a port from 0 to 65535',
   token: 'must be a string, usually token: ${HOSTWATCH_TOKEN}; empty or left out for no token',
+  allowedHost: 'must be a host name like hostwatch.example.net, a leading dot for every name under a domain (.example.net), or * for any name',
+  allowedHosts: 'must be a list of host names the server is reached by, like [hostwatch.example.net]',
   level: `must be one of ${LOG_LEVELS.join(', ')}`,
   bool: 'must be true or false',
   secrets: 'must be a Standard Webhooks secret or a list of them (rotation: every one signs), like [whsec_new..., whsec_old...]',
@@ -73,6 +76,16 @@ const M = {
   headerName: 'must be an HTTP header name (letters, digits and !#$%&\'*+.^_`|~-), not Host, Content-Length or Transfer-Encoding',
   webhookTemplate: 'must be a map like { body: "{\"text\": {{ data.summary | json }}}", headers: { X-Kind: "{{ type }}" }, content_type: application/json }',
 } as const;
+
+/** True for `postgres://` or `postgresql://` URLs with a host (what node-postgres connects to). */
+export function isPostgresUrl(value: string): boolean {
+  try {
+    const u = new URL(value);
+    return (u.protocol === 'postgres:' || u.protocol === 'postgresql:') && u.hostname !== '';
+  } catch {
+    return false;
+  }
+}
 
 /** Event fields a route's group_by may name (`site` is site_id and domain together); `labels.<name>` too. */
 export const GROUP_FIELDS = ['site_id', 'domain', 'name', 'type', 'severity', 'rule', 'subject', 'status'] as const;
@@ -490,11 +503,19 @@ const deliverySection = section({
   disable_after: duration(60_000).optional(),
 });
 
+/** A host name (no port), `.domain` for every name under it, or `*`. */
+const ALLOWED_HOST = /^(\*|\.?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)$/;
+
 const serverSection = section({
   listen: z.string(M.listen).refine(isListenAddress, M.listen).nullable().optional(),
   // Empty is no token (`${HOSTWATCH_TOKEN:-}`): fine on loopback; parse.ts refuses it beyond.
   token: z.string(M.token).nullable().optional(),
   not_ready_after: duration(60_000).optional(),
+  allowed_hosts: z.array(z.string(M.allowedHost).regex(ALLOWED_HOST, M.allowedHost), M.allowedHosts).optional(),
+});
+
+const silencesSection = section({
+  max_duration: duration(60_000).optional(),
 });
 
 const degradedSection = section({
@@ -565,7 +586,10 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
   const shape = {
     name: z.string(M.name).regex(/^[a-z0-9._-]+$/, M.name).optional(),
     api: apiSection,
-    storage: section({ path: text(M.path).optional() }).nullish(),
+    storage: section({
+      path: text(M.path).optional(),
+      url: z.string(M.storageUrl).refine(isPostgresUrl, M.storageUrl).optional(),
+    }).nullish(),
     sites: sitesSection.optional(),
     sources: sourcesSection(sourceNames).nullish(),
     rules: z.array(text(M.path), M.rules).nullish(),
@@ -575,6 +599,7 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
     inhibit: z.array(inhibitRule, 'must be a list like [{ source: site.offline }]').nullish(),
     delivery: deliverySection.nullish(),
     server: serverSection.nullish(),
+    silences: silencesSection.nullish(),
     degraded: degradedSection.nullish(),
     log: logSection.nullish(),
     history: historySection.nullish(),
@@ -604,6 +629,8 @@ export const SECRET_HEADER = /auth|token|key|secret|signature|password|cookie/i;
  * and no channel). Null for a path that is not a secret.
  */
 export function secretPlaceholder(path: readonly (string | number)[]): string | null {
+  // The database URL is the one secret these commands use: its variable must be set.
+  if (path[0] === 'storage') return null;
   if (!isSecretPath(path, {})) return null;
   const key = path.includes('secret') ? 'secret' : String(path[path.length - 1]);
   return SECRET_PLACEHOLDERS[key] ?? 'unset-secret';
@@ -619,7 +646,8 @@ const SECRET_PLACEHOLDERS: Record<string, string> = {
 
 /**
  * True if the value at `path` is a secret, whose value must never appear in an error:
- * api.key, server.token, heartbeat.url, channels[*].secret / routing_key / api_key / bot_token / token,
+ * api.key, server.token, heartbeat.url, storage.url (it carries the database password),
+ * channels[*].secret / routing_key / api_key / bot_token / token,
  * channels[*].smtp.pass, credential-like headers of a webhook template, and
  * channels[*].url of every channel that is not a plain webhook (a Slack, Teams, Discord or
  * ntfy URL is its own credential).
@@ -627,6 +655,7 @@ const SECRET_PLACEHOLDERS: Record<string, string> = {
 export function isSecretPath(path: readonly (string | number)[], data: unknown): boolean {
   const [first, second, third, fourth, fifth] = path;
   if (first === 'api' && second === 'key') return true;
+  if (first === 'storage' && second === 'url') return true;
   // A dead man's switch URL carries its check's token (hc-ping.com/<uuid>).
   if (first === 'heartbeat' && second === 'url') return true;
   if (first === 'server' && second === 'token') return true;

@@ -1,5 +1,8 @@
 import type { Priority } from '../api/budget.js';
 
+/** Where the data lives: a SQLite file (the embedded default) or a PostgreSQL database. */
+export type StorageConfig = { engine: 'sqlite'; path: string } | { engine: 'postgres'; url: string };
+
 /**
  * The normalized configuration: what the rest of the program reads.
  * Durations are milliseconds; defaults are applied; `${VAR}` references are resolved.
@@ -11,7 +14,7 @@ export interface Config {
   /** Instance name, used in the CloudEvents `source` ("hostwatch://<name>"). */
   name: string;
   api: ApiConfig;
-  storage: { path: string };
+  storage: StorageConfig;
   /** 'all', or the ids of the sites to watch. */
   sites: 'all' | number[];
   /** The most sites a site list may hold (`sites.max`); a longer reply fails the poll. */
@@ -28,7 +31,15 @@ export interface Config {
   inhibit: InhibitConfig[];
   delivery: DeliveryConfig;
   /** `not_ready_after_ms`: /readyz answers 503 when no poll has succeeded for this long. */
-  server: { listen: string | null; token: string | null; not_ready_after_ms: number };
+  server: {
+    listen: string | null;
+    token: string | null;
+    not_ready_after_ms: number;
+    /** Names the server answers to besides localhost and IP literals (lower case; `.domain`, `*`). */
+    allowed_hosts: string[];
+  };
+  /** The longest silence the API and the CLI accept. */
+  silences: { max_duration_ms: number };
   /** When `source.degraded` fires: an entity failed this many polls in a row, or (two or more) for this long. */
   degraded: { after_failures: number; after_ms: number };
   log: { level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'; pretty: boolean };

@@ -69,6 +69,8 @@ export const CATALOG: readonly string[] = [
   'reputation.brand_term_lost',
   'backlink.lost',
   'report.overdue',
+  // Issue 15: the store itself.
+  'storage.failing',
 ];
 
 /**

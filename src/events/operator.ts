@@ -3,7 +3,7 @@ import type { HostwatchEvent, Severity } from './types.js';
 
 /**
  * hostwatch's own events, about hostwatch rather than about a site: raised by the poller,
- * the outbox worker and the delivery pipeline, not by rule files. One table, so each is
+ * the outbox worker, the delivery pipeline and the storage watch, not by rule files. One table, so each is
  * named, classed and built in one place (docs/events.md, "Operator events").
  */
 export const OPERATOR_EVENTS = {
@@ -19,6 +19,8 @@ export const OPERATOR_EVENTS = {
   'source-mass-change': { name: 'source.mass_change', kind: 'change', severity: 'warning' },
   /** A delivery channel was disabled. */
   'channel-disabled': { name: 'channel.disabled', kind: 'change', severity: 'critical' },
+  /** The database refuses writes (disk full, locked, unreachable) or is damaged. */
+  'storage-failing': { name: 'storage.failing', kind: 'alert', severity: 'critical' },
 } as const satisfies Record<string, { name: string; kind: 'alert' | 'change'; severity: Severity }>;
 
 export type OperatorRule = keyof typeof OPERATOR_EVENTS;

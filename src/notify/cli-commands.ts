@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
-import { DaemonRepo, daemonRunning } from '../store/daemon-repo.js';
+import { daemonRunning } from '../store/daemon-repo.js';
 import type { Command } from 'commander';
 import type { Config } from '../config/types.js';
 import type { Store } from '../store/db.js';
-import { DeliveryRepo, type HeldView } from '../store/delivery-repo.js';
-import { EventsRepo, type DeliveryView } from '../store/events-repo.js';
-import { SilencesRepo } from '../store/silences-repo.js';
+import type { HeldView } from '../store/delivery-repo.js';
+import type { DeliveryView } from '../store/events-repo.js';
+import { repos } from '../store/repos.js';
 import { RECENTLY_EXPIRED_MS } from '../server/routes/silences.js';
 import { parseSilenceRequest, silenceView, sortSilences, type Silence, type SilenceView } from './silences.js';
 
@@ -16,7 +16,7 @@ export interface CliHelpers {
   load(file: string | undefined, opts: { secretsOptional: boolean }): Promise<Config>;
   fail(message: string, code: number): never;
   /** Open the config's database (migrating it); exits with a clear message when it cannot, or does not exist yet. */
-  openDatabase(config: Config, mustExist: boolean): Store;
+  openDatabase(config: Config, mustExist: boolean): Promise<Store>;
   /** What `-c` says in help. */
   configHelp: string;
   duration(v: string): number;
@@ -30,12 +30,13 @@ const EXIT_ARGS = 2;
  * must exist: only `hostwatch run` (or `poll --once`) creates it and its folder. These
  * commands call no API and no channel, so they need none of the config's secrets.
  */
-async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store: Store) => T): Promise<T> {
-  const store = h.openDatabase(await h.load(file, { secretsOptional: true }), true);
+async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store: Store, config: Config) => Promise<T>): Promise<T> {
+  const config = await h.load(file, { secretsOptional: true });
+  const store = await h.openDatabase(config, true);
   try {
-    return fn(store);
+    return await fn(store, config);
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -91,16 +92,19 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .requiredOption('--comment <text>', 'why, and who is on it')
     .option('--by <name>', 'who adds it', currentUser())
     .action(async (o: { config?: string; match: string; for: string; comment: string; by: string }) => {
-      await withStore(h, o.config, (store) => {
+      await withStore(h, o.config, async (store, config) => {
         const now = Date.now();
-        const parsed = parseSilenceRequest({ match: o.match, duration: o.for, comment: o.comment, created_by: o.by }, now, { createdBy: 'cli' });
+        const parsed = parseSilenceRequest({ match: o.match, duration: o.for, comment: o.comment, created_by: o.by }, now, {
+          createdBy: 'cli',
+          maxDurationMs: config.silences.max_duration_ms,
+        });
         if (!parsed.ok) {
           // The CLI's names for the request's fields.
           const flag: Record<string, string> = { match: '--match', duration: '--for', comment: '--comment', created_by: '--by' };
           h.fail(parsed.errors.map((e) => `hostwatch silence add: ${flag[e.field] ?? e.field}: ${e.message}`).join('\n'), EXIT_ARGS);
         }
         const s: Silence = { id: randomUUID(), ...parsed.silence };
-        new SilencesRepo(store.sqlite).add(s);
+        await store.transaction((tx) => repos(tx).silences.add(s));
         out(silenceLine(silenceView(s, now, 0), now));
         if (parsed.translated) process.stderr.write(`(read the amtool matchers ${parsed.translated.from} as the CEL: ${parsed.translated.to})\n`);
       });
@@ -113,10 +117,12 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .option('--expiring <duration>', 'only active silences that end within DURATION (e.g. 1h)', h.duration)
     .option('--json', 'one JSON object per line')
     .action(async (o: { config?: string; expiring?: number; json?: boolean }) => {
-      await withStore(h, o.config, (store) => {
-        const repo = new SilencesRepo(store.sqlite);
+      await withStore(h, o.config, async (store) => {
+        const repo = repos(store).silences;
         const now = Date.now();
-        let list = sortSilences(repo.recent(now, now - RECENTLY_EXPIRED_MS), now).map((s) => silenceView(s, now, repo.suppressed(s.id)));
+        const recent = sortSilences(await repo.recent(now, now - RECENTLY_EXPIRED_MS), now);
+        let list: SilenceView[] = [];
+        for (const s of recent) list.push(silenceView(s, now, await repo.suppressed(s.id)));
         if (o.expiring !== undefined) list = list.filter((v) => v.state === 'active' && Date.parse(v.ends_at) - now <= o.expiring!);
         for (const v of list) out(o.json ? JSON.stringify(v) : silenceLine(v, now));
         if (list.length === 0 && !o.json) process.stderr.write('(no silences)\n');
@@ -129,12 +135,12 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .argument('<id>', 'the silence id (from silence list)')
     .option('-c, --config <file>', h.configHelp)
     .action(async (id: string, o: { config?: string }) => {
-      await withStore(h, o.config, (store) => {
-        const repo = new SilencesRepo(store.sqlite);
+      await withStore(h, o.config, async (store) => {
+        const repo = repos(store).silences;
         const now = Date.now();
-        if (!repo.get(id)) h.fail(`hostwatch silence expire: no silence with id "${id}" (see hostwatch silence list)`, 1);
-        const changed = repo.expire(id, now);
-        out(`${changed ? 'expired' : 'already over'}: ${silenceLine(silenceView(repo.get(id)!, now, repo.suppressed(id)), now)}`);
+        if (!(await repo.get(id))) h.fail(`hostwatch silence expire: no silence with id "${id}" (see hostwatch silence list)`, 1);
+        const changed = await store.transaction((tx) => repos(tx).silences.expire(id, now));
+        out(`${changed ? 'expired' : 'already over'}: ${silenceLine(silenceView((await repo.get(id))!, now, await repo.suppressed(id)), now)}`);
       });
     });
 
@@ -148,16 +154,17 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .option('--limit <n>', 'at most N rows', h.atLeastOne, 100)
     .option('--json', 'one JSON object per line')
     .action(async (o: { config?: string; failed?: boolean; channel?: string; held?: boolean; limit: number; json?: boolean }) => {
-      await withStore(h, o.config, (store) => {
+      await withStore(h, o.config, async (store) => {
+        const r = repos(store);
         if (o.held) {
-          const held = new DeliveryRepo(store.sqlite).recentHeld(o.limit);
+          const held = await r.delivery.recentHeld(o.limit);
           for (const r of held) out(o.json ? JSON.stringify(r) : heldLine(r));
           if (held.length === 0 && !o.json) process.stderr.write('(no held events)\n');
           return;
         }
-        const rows = new EventsRepo(store.sqlite).deliveries({ failed: o.failed === true, channel: o.channel ?? null }, o.limit);
-        for (const r of rows) out(o.json ? JSON.stringify(r) : deliveryLine(r));
-        for (const c of new DeliveryRepo(store.sqlite).disabledChannels()) {
+        const rows = await r.events.deliveries({ failed: o.failed === true, channel: o.channel ?? null }, o.limit);
+        for (const row of rows) out(o.json ? JSON.stringify(row) : deliveryLine(row));
+        for (const c of await r.delivery.disabledChannels()) {
           if (o.channel === undefined || o.channel === c.channel) {
             process.stderr.write(`channel ${c.channel} is DISABLED since ${new Date(c.disabled_at!).toISOString()}: ${c.disabled_reason} (hostwatch redeliver --dead --channel ${c.channel} enables it)\n`);
           }
@@ -175,27 +182,28 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .option('--channel <name>', 'only this channel')
     .action(async (id: string | undefined, o: { config?: string; dead?: boolean; channel?: string }) => {
       if ((id === undefined) === (o.dead !== true)) h.fail('hostwatch redeliver: give an event id (or #row) or --dead, not both', EXIT_ARGS);
-      await withStore(h, o.config, (store) => {
+      await withStore(h, o.config, async (store) => {
         const now = Date.now();
-        const events = new EventsRepo(store.sqlite);
-        const delivery = new DeliveryRepo(store.sqlite);
-        const n = store.sqlite.transaction(() => {
+        const enabled: string[] = [];
+        const n = await store.transaction(async (tx) => {
+          const { events, delivery } = repos(tx);
           if (o.dead) {
             // A disabled channel would dead-letter them again at once.
-            for (const c of delivery.disabledChannels()) {
+            for (const c of await delivery.disabledChannels()) {
               if (o.channel === undefined || o.channel === c.channel) {
-                delivery.putChannelState({ ...c, disabled_at: null, disabled_reason: null, failing_since: null });
-                out(`channel ${c.channel} enabled again`);
+                await delivery.putChannelState({ ...c, disabled_at: null, disabled_reason: null, failing_since: null });
+                enabled.push(c.channel);
               }
             }
             return events.redeliver({ dead: true }, o.channel ?? null, now);
           }
           const row = /^#?\d+$/.test(id!) ? Number(id!.replace('#', '')) : null;
           return events.redeliver(row === null ? { eventId: id! } : { outboxId: row }, o.channel ?? null, now);
-        })();
+        });
+        for (const c of enabled) out(`channel ${c} enabled again`);
         if (n === 0) h.fail(`hostwatch redeliver: nothing to send again${id ? ` for "${id}"` : ''} (see hostwatch deliveries)`, 1);
         const them = n === 1 ? 'it' : 'them';
-        const beat = new DaemonRepo(store.sqlite).latest();
+        const beat = await repos(store).daemon.latest();
         const who = daemonRunning(beat, now)
           ? `the daemon running on this database (pid ${beat!.pid} on ${beat!.host}) sends ${them} within a second`
           : `no daemon is running on this database${beat ? ` (last seen ${new Date(beat.seen_at).toISOString()})` : ''}: \`hostwatch run\` sends ${them} when it starts, or \`hostwatch poll --once\` now`;

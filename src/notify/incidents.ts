@@ -3,9 +3,9 @@ import type { IncidentsConfig } from '../config/types.js';
 import { alertEventId, envelope } from '../events/envelope.js';
 import type { HostwatchEvent, Severity } from '../events/types.js';
 import type { CompiledRule } from '../rules/types.js';
-import type { AlertRow, AlertsRepo } from '../store/alerts-repo.js';
+import type { AlertRow } from '../store/alerts-repo.js';
 import type { Store } from '../store/db.js';
-import type { DeliveryRepo } from '../store/delivery-repo.js';
+import { repos, type Repos } from '../store/repos.js';
 import type { Notifier } from './notifier.js';
 
 /**
@@ -143,10 +143,9 @@ export function alertSeverities(rules: readonly CompiledRule[]): Map<string, Sev
 export interface IncidentDeps {
   config: IncidentsConfig;
   rules: readonly CompiledRule[];
+  /** Where `settle` runs its own transaction; everything else uses the caller's. */
   store: Store;
-  alerts: AlertsRepo;
-  delivery: DeliveryRepo;
-  notifier: Pick<Notifier, 'publish' | 'releaseHeld'>;
+  notifier: Pick<Notifier, 'publishIn' | 'releaseHeld'>;
   /** Names of the channels that people read (their pending rows of covered events are taken back). */
   humanChannels: readonly string[];
   /** How many sites are watched now (for a percentage threshold). */
@@ -164,7 +163,7 @@ const SEVERITY_RANK: Record<Severity, number> = { info: 0, warning: 1, critical:
 
 /**
  * Opens, announces and ends platform incidents (the imperative shell around stepIncident).
- * `onAlerts` runs inside a poll's transaction; `settle` in its own.
+ * `onAlerts` runs inside a poll's transaction (its repositories); `settle` in its own.
  */
 export class IncidentTracker {
   private readonly rulesOf = new Map<string, string[]>();
@@ -192,7 +191,7 @@ export class IncidentTracker {
    * firing within the window opens its incident, and the covered events' rows for human
    * channels that have not been tried yet are taken back (they are released later).
    */
-  onAlerts(events: readonly HostwatchEvent[]): HostwatchEvent[] {
+  async onAlerts(r: Repos, events: readonly HostwatchEvent[]): Promise<HostwatchEvent[]> {
     if (!this.enabled) return [];
     const names = new Set<string>();
     for (const e of events) {
@@ -200,7 +199,7 @@ export class IncidentTracker {
     }
     const out: HostwatchEvent[] = [];
     for (const name of names) {
-      const e = this.check(name, false);
+      const e = await this.check(r, name, false);
       if (e) out.push(e);
     }
     return out;
@@ -212,30 +211,28 @@ export class IncidentTracker {
    * alert's source, otherwise once `wait` has passed), and at such a boundary cancel those
    * that fell below N and resolve those that ended. Returns the events it stored.
    */
-  settle(sources: ReadonlySet<string> | null): HostwatchEvent[] {
+  async settle(sources: ReadonlySet<string> | null): Promise<HostwatchEvent[]> {
     if (!this.enabled) return [];
-    const active = this.deps.alerts.ofRule(INCIDENT_RULE).filter((r) => r.status === 'firing' || r.pending_since !== null);
+    const active = (await repos(this.deps.store).alerts.ofRule(INCIDENT_RULE)).filter((r) => r.status === 'firing' || r.pending_since !== null);
     if (active.length === 0) return [];
-    const out: HostwatchEvent[] = [];
-    this.deps.store.sqlite.transaction(() => {
+    return this.deps.store.transaction(async (tx) => {
+      const r = repos(tx);
+      const out: HostwatchEvent[] = [];
       for (const row of active) {
         const name = row.subject.slice('incidents/'.length);
         const boundary = sources !== null && [...(this.sourcesOf.get(name) ?? [])].some((s) => sources.has(s));
-        const e = this.check(name, boundary);
+        const e = await this.check(r, name, boundary);
         if (e) out.push(e);
       }
-    })();
-    return out;
+      return out;
+    });
   }
 
   /** Alert names with an open or fired incident (their per-site events are held for people). */
-  active(): Set<string> {
+  async active(r: Repos): Promise<Set<string>> {
     if (!this.enabled) return new Set();
     return new Set(
-      this.deps.alerts
-        .ofRule(INCIDENT_RULE)
-        .filter((r) => r.status === 'firing' || r.pending_since !== null)
-        .map((r) => r.subject.slice('incidents/'.length)),
+      (await r.alerts.ofRule(INCIDENT_RULE)).filter((row) => row.status === 'firing' || row.pending_since !== null).map((row) => row.subject.slice('incidents/'.length)),
     );
   }
 
@@ -243,17 +240,17 @@ export class IncidentTracker {
     return name !== INCIDENT_EVENT && this.rulesOf.has(name) && (this.eligible === null || this.eligible.has(name));
   }
 
-  /** Check one alert's incident; the caller holds a transaction. Returns the event it stored, if any. */
-  private check(name: string, boundary: boolean): HostwatchEvent | null {
+  /** Check one alert's incident with the repositories of the caller's transaction. Returns the event it stored, if any. */
+  private async check(r: Repos, name: string, boundary: boolean): Promise<HostwatchEvent | null> {
     const d = this.deps;
     const now = d.now();
     const subject = incidentSubject(name);
-    const row = d.alerts.get(INCIDENT_RULE, subject);
+    const row = await r.alerts.get(INCIDENT_RULE, subject);
     // Mid-cycle, a fired incident cannot end and an open one waits for `wait`: no need to
     // count the firing sites (which, in a 1,000-site outage, every commit would do).
     if (!boundary && row?.status === 'firing') return null;
     if (!boundary && row?.pending_since != null && now - row.pending_since < d.config.wait_ms) return null;
-    const firing = this.firingSites(name);
+    const firing = await this.firingSites(r, name);
     const threshold = incidentThreshold(d.config, d.watched());
     const step = stepIncident(row, firing, now, threshold, d.config, boundary);
     if (step === null) return null;
@@ -272,35 +269,35 @@ export class IncidentTracker {
     };
     switch (step) {
       case 'open':
-        d.alerts.put({ ...base, pending_since: now });
-        this.takeBack(name, firing);
+        await r.alerts.put({ ...base, pending_since: now });
+        await this.takeBack(r, name, firing);
         d.log.info({ alert: name, sites: firing.length, threshold }, 'platform incident opened: per-site alerts are held for human channels');
         return null;
       case 'cancel':
-        d.alerts.put({ ...base, pending_since: null });
-        d.notifier.releaseHeld(incidentHold(name), { skipIncident: name });
+        await r.alerts.put({ ...base, pending_since: null });
+        await d.notifier.releaseHeld(r, incidentHold(name), { skipIncident: name });
         return null;
       case 'fire': {
         const seq = base.seq + 1;
         const e = this.event(name, subject, seq, 'firing', firing, threshold, now);
-        d.notifier.publish(e);
-        d.alerts.put({ ...base, status: 'firing', seq, since: now, pending_since: null, last_event_id: e.id, last_sent_at: now });
+        await d.notifier.publishIn(r, e);
+        await r.alerts.put({ ...base, status: 'firing', seq, since: now, pending_since: null, last_event_id: e.id, last_sent_at: now });
         return e;
       }
       case 'resolve': {
         const e = this.event(name, subject, base.seq, 'resolved', firing, threshold, now);
-        d.notifier.publish(e);
-        d.alerts.put({ ...base, status: 'resolved', since: now, last_event_id: e.id });
-        d.notifier.releaseHeld(incidentHold(name), { skipIncident: name });
+        await d.notifier.publishIn(r, e);
+        await r.alerts.put({ ...base, status: 'resolved', since: now, last_event_id: e.id });
+        await d.notifier.releaseHeld(r, incidentHold(name), { skipIncident: name });
         return e;
       }
     }
   }
 
-  private firingSites(name: string): FiringSite[] {
+  private async firingSites(r: Repos, name: string): Promise<FiringSite[]> {
     const bySite = new Map<number, FiringSite>();
     for (const rule of this.rulesOf.get(name) ?? []) {
-      for (const a of this.deps.alerts.firingOfRule(rule)) {
+      for (const a of await r.alerts.firingOfRule(rule)) {
         if (a.site_id === null || !this.deps.isWatched(a.site_id)) continue;
         const cur = bySite.get(a.site_id);
         if (!cur || a.since < cur.since) bySite.set(a.site_id, { site_id: a.site_id, since: a.since, event_id: a.last_event_id });
@@ -310,11 +307,11 @@ export class IncidentTracker {
   }
 
   /** Take back the not-yet-tried human-channel rows of the covered events, and mark them held. */
-  private takeBack(name: string, firing: readonly FiringSite[]): void {
+  private async takeBack(r: Repos, name: string, firing: readonly FiringSite[]): Promise<void> {
     const d = this.deps;
     for (const f of firing) {
       if (f.event_id === null) continue;
-      if (d.delivery.retract(f.event_id, d.humanChannels) > 0) d.delivery.hold(f.event_id, incidentHold(name), null);
+      if ((await r.delivery.retract(f.event_id, d.humanChannels)) > 0) await r.delivery.hold(f.event_id, incidentHold(name), null);
     }
   }
 

@@ -1,22 +1,20 @@
 import type { Logger } from 'pino';
 import type { HostwatchEvent } from '../events/types.js';
 import type { Store } from '../store/db.js';
-import type { DeliveryRepo } from '../store/delivery-repo.js';
-import { toEventRow, type EventsRepo } from '../store/events-repo.js';
-import type { SilencesRepo } from '../store/silences-repo.js';
-import { dropOnRelease, inhibitionKey, type Decision, type DecideOptions, type Dispatcher, type DispatchView } from './dispatch.js';
+import { toEventRow } from '../store/events-repo.js';
+import { repos, type Repos } from '../store/repos.js';
+import { dropOnRelease, inhibitionKey, type DecideOptions, type Decision, type Dispatcher, type DispatchView } from './dispatch.js';
+import type { GroupState } from './grouping.js';
 import type { Silence } from './silences.js';
 
 export interface NotifierDeps {
+  /** For the notifier's own transactions (publish, resumeInhibitions). */
   store: Store;
-  events: EventsRepo;
-  delivery: DeliveryRepo;
-  silences: Pick<SilencesRepo, 'active' | 'markSilenced'>;
   dispatcher: Dispatcher;
   log: Logger;
   now: () => number;
-  /** Alert names with an open platform incident (default: none). */
-  incidents?: () => ReadonlySet<string>;
+  /** Alert names with an open platform incident, read with the caller's repositories (default: none). */
+  incidents?: (r: Repos) => Promise<ReadonlySet<string>>;
 }
 
 const NO_INCIDENTS: ReadonlySet<string> = new Set();
@@ -30,18 +28,17 @@ export class Notifier {
   constructor(private readonly deps: NotifierDeps) {}
 
   /**
-   * Dispatch an event that was just stored (same transaction). `silences` are the active
-   * ones, read once per commit by the caller.
+   * Dispatch an event that was just stored, with the repositories of the same transaction.
+   * `silences` are the active ones, read once per commit by the caller.
    */
-  dispatch(e: HostwatchEvent, now: number, silences: readonly Silence[]): void {
+  async dispatch(r: Repos, e: HostwatchEvent, now: number, silences: readonly Silence[]): Promise<void> {
     const d = this.deps;
     const change = d.dispatcher.inhibitionChange(e);
-    if (change && 'start' in change) d.delivery.startInhibition({ source: change.source, site_id: change.siteId, event_id: e.id, since: now });
-    const view = this.view(now, silences);
-    this.apply(e, d.dispatcher.decide(e, view), now);
+    if (change && 'start' in change) await r.delivery.startInhibition({ source: change.source, site_id: change.siteId, event_id: e.id, since: now });
+    await this.apply(r, e, await this.decide(r, e, now, silences), now);
     if (change && 'end' in change) {
-      d.delivery.endInhibition(change.source, change.siteId);
-      this.release(`inhibited:${change.end}`, view, { skipInhibition: change.end });
+      await r.delivery.endInhibition(change.source, change.siteId);
+      await this.release(r, `inhibited:${change.end}`, now, silences, { skipInhibition: change.end });
     }
   }
 
@@ -49,9 +46,9 @@ export class Notifier {
    * Decide again, without the hold that ended, every event still held by `heldBy`
    * (`incident:<alert>` when a platform incident ends). Runs in the caller's transaction.
    */
-  releaseHeld(heldBy: string, opts: DecideOptions): void {
+  async releaseHeld(r: Repos, heldBy: string, opts: DecideOptions): Promise<void> {
     const now = this.deps.now();
-    this.release(heldBy, this.view(now, this.deps.silences.active(now)), opts);
+    await this.release(r, heldBy, now, await r.silences.active(now), opts);
   }
 
   /**
@@ -59,58 +56,92 @@ export class Notifier {
    * version with inhibition, or an `inhibit:` pair added to the config): each firing event
    * starts the inhibition it would have started. Idempotent; one transaction.
    */
-  resumeInhibitions(firing: readonly HostwatchEvent[]): void {
+  async resumeInhibitions(firing: readonly HostwatchEvent[]): Promise<void> {
     const d = this.deps;
     const now = d.now();
-    d.store.sqlite.transaction(() => {
-      for (const e of firing) {
-        const change = d.dispatcher.inhibitionChange(e);
-        if (change && 'start' in change) d.delivery.startInhibition({ source: change.source, site_id: change.siteId, event_id: e.id, since: now });
-      }
-    })();
+    const starts = firing.flatMap((e) => {
+      const change = d.dispatcher.inhibitionChange(e);
+      return change && 'start' in change ? [{ source: change.source, site_id: change.siteId, event_id: e.id, since: now }] : [];
+    });
+    if (starts.length === 0) return;
+    await d.store.transaction(async (tx) => {
+      const r = repos(tx);
+      for (const row of starts) await r.delivery.startInhibition(row);
+    });
   }
 
-  /** Store an event of hostwatch's own (an operator event) and dispatch it, in one transaction. False if it was stored already. */
-  publish(e: HostwatchEvent): boolean {
+  /**
+   * Store an event of hostwatch's own (an operator event) and dispatch it, in one
+   * transaction; resolves after its commit (the caller then announces it). False if it was
+   * stored already.
+   */
+  publish(e: HostwatchEvent): Promise<boolean> {
+    return this.deps.store.transaction((tx) => this.publishIn(repos(tx), e));
+  }
+
+  /** publish(), in the caller's transaction (the caller announces it after the commit). */
+  async publishIn(r: Repos, e: HostwatchEvent): Promise<boolean> {
     const now = this.deps.now();
-    return this.deps.store.sqlite.transaction(() => {
-      if (!this.deps.events.addEvent(toEventRow(e))) return false;
-      this.dispatch(e, now, this.deps.silences.active(now));
-      return true;
-    })();
+    if (!(await r.events.addEvent(toEventRow(e)))) return false;
+    await this.dispatch(r, e, now, await r.silences.active(now));
+    return true;
   }
 
-  private view(now: number, silences: readonly Silence[]): DispatchView {
-    const delivery = this.deps.delivery;
-    return {
-      now,
-      silences,
-      inhibitions: (siteId) => delivery.inhibitionSources(siteId).map((source) => inhibitionKey(source, siteId)),
-      group: (channel, key) => delivery.group(channel, key),
-      incidents: this.deps.incidents ?? (() => NO_INCIDENTS),
+  /**
+   * The dispatcher's decision for an event. The dispatcher is pure and synchronous; what its
+   * view reads of the database (inhibitions in force for a site, a group's timing) is read
+   * here: it decides over what was read so far (a value not read yet answers empty and is
+   * noted), the noted values are read, and it decides again, until a round notes nothing.
+   * That last round decided over the real state. The event's own site is read up front,
+   * so most events take one round.
+   */
+  private async decide(r: Repos, e: HostwatchEvent, now: number, silences: readonly Silence[], opts?: DecideOptions): Promise<Decision> {
+    const inhibitions = new Map<number, readonly string[]>();
+    const groups = new Map<string, GroupState>();
+    let incidents: ReadonlySet<string> | null = this.deps.incidents ? null : NO_INCIDENTS;
+    const readSite = async (site: number): Promise<void> => {
+      inhibitions.set(site, (await r.delivery.inhibitionSources(site)).map((source) => inhibitionKey(source, site)));
     };
+    if (e.data.site_id !== null) await readSite(e.data.site_id);
+    for (;;) {
+      const sites = new Set<number>();
+      const wanted = new Map<string, [string, string]>();
+      let wantIncidents = false;
+      const view: DispatchView = {
+        now,
+        silences,
+        inhibitions: (site) => inhibitions.get(site) ?? (sites.add(site), []),
+        group: (channel, key) => groups.get(`${channel}\u0000${key}`) ?? (wanted.set(`${channel}\u0000${key}`, [channel, key]), { pendingDue: null, lastSent: null }),
+        incidents: () => incidents ?? ((wantIncidents = true), NO_INCIDENTS),
+      };
+      const decision = this.deps.dispatcher.decide(e, view, opts);
+      if (sites.size === 0 && wanted.size === 0 && !wantIncidents) return decision;
+      for (const site of sites) await readSite(site);
+      for (const [k, [channel, key]] of wanted) groups.set(k, await r.delivery.group(channel, key));
+      if (wantIncidents) incidents = await this.deps.incidents!(r);
+    }
   }
 
-  private apply(e: HostwatchEvent, decision: Decision, now: number): void {
+  private async apply(r: Repos, e: HostwatchEvent, decision: Decision, now: number): Promise<void> {
     const d = this.deps;
     switch (decision.action) {
       case 'silenced':
-        d.silences.markSilenced(e.id, decision.silenceId);
+        await r.silences.markSilenced(e.id, decision.silenceId);
         d.log.debug({ event: e.id, type: e.type, silence: decision.silenceId }, 'event silenced: stored, not delivered');
         return;
       case 'maintenance':
-        d.delivery.hold(e.id, decision.window, 'suppressed');
+        await r.delivery.hold(e.id, decision.window, 'suppressed');
         d.log.debug({ event: e.id, type: e.type, window: decision.window }, 'event in a maintenance window: stored, not delivered');
         return;
       case 'inhibited':
-        d.delivery.hold(e.id, decision.by, null);
+        await r.delivery.hold(e.id, decision.by, null);
         d.log.debug({ event: e.id, type: e.type, by: decision.by }, 'event inhibited: stored, held until the inhibiting alert resolves');
         return;
       case 'queue':
         // A platform incident holds the human channels' rows; the machine ones go now.
-        if (decision.heldBy) d.delivery.hold(e.id, decision.heldBy, null);
+        if (decision.heldBy) await r.delivery.hold(e.id, decision.heldBy, null);
         for (const q of decision.deliveries) {
-          d.events.enqueue({
+          await r.events.enqueue({
             event_id: e.id,
             channel: q.channel,
             state: 'pending',
@@ -130,22 +161,23 @@ export class Notifier {
    * without it. An alert that fired and resolved while held is dropped, both ends
    * (docs/routing.md). Rows already queued for machine channels are not queued twice.
    */
-  private release(by: string, view: DispatchView, opts: DecideOptions): void {
+  private async release(r: Repos, by: string, now: number, silences: readonly Silence[], opts: DecideOptions): Promise<void> {
     // Each held body is parsed once: for the drop decision and for deciding it again.
-    const held = this.deps.delivery.held(by).map((h) => ({ ...h, event: JSON.parse(h.body) as HostwatchEvent }));
+    const held = (await r.delivery.held(by)).map((h) => ({ ...h, event: JSON.parse(h.body) as HostwatchEvent }));
     const drop = dropOnRelease(held.map((h) => ({ ...h, repeat: (h.event.data['repeat'] ?? 0) !== 0 })));
     for (const h of held) {
       if (drop.has(h.id)) {
-        this.deps.delivery.setHeldOutcome(h.id, 'dropped');
+        await r.delivery.setHeldOutcome(h.id, 'dropped');
         continue;
       }
       const e = h.event;
-      const decision = this.deps.dispatcher.decide(e, view, opts);
-      this.apply(e, decision, view.now);
+      // Decided on the state as each release leaves it (an earlier one may have queued to the same group).
+      const decision = await this.decide(r, e, now, silences, opts);
+      await this.apply(r, e, decision, now);
       // Held again by another inhibition or an incident: it waits for that one instead. Silenced
       // or in a maintenance window now: not sent, so not "released" (apply() marked the maintenance hold).
-      if (decision.action === 'queue' && !decision.heldBy) this.deps.delivery.setHeldOutcome(h.id, 'released');
-      else if (decision.action === 'silenced') this.deps.delivery.setHeldOutcome(h.id, 'suppressed');
+      if (decision.action === 'queue' && !decision.heldBy) await r.delivery.setHeldOutcome(h.id, 'released');
+      else if (decision.action === 'silenced') await r.delivery.setHeldOutcome(h.id, 'suppressed');
     }
     if (held.length > 0) this.deps.log.info({ held_by: by, released: held.length - drop.size, dropped: drop.size }, 'hold ended: held events released');
   }

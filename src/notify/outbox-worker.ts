@@ -1,10 +1,13 @@
 import type { Logger } from 'pino';
 import type { HostwatchEvent } from '../events/types.js';
 import type { Store } from '../store/db.js';
-import type { ChannelStateRow, DeliveryRepo } from '../store/delivery-repo.js';
-import type { DueDelivery, EventsRepo } from '../store/events-repo.js';
+import type { ChannelStateRow } from '../store/delivery-repo.js';
+import type { DueDelivery } from '../store/events-repo.js';
+import type { Unit } from '../store/commit-queue.js';
+import { repos, type Repos } from '../store/repos.js';
 import type { Channel, SendResult } from './channel.js';
 import { nextStep } from './retry.js';
+import { mapLimit } from '../semaphore.js';
 
 /** The most events one grouped message carries; the rest go in the next one. */
 export const MAX_GROUP = 500;
@@ -38,13 +41,12 @@ export function channelHealth(
 }
 
 export interface OutboxWorkerDeps {
+  /** Reads due rows; each attempt's outcome is one unit of its commit queue. */
   store: Store;
-  events: EventsRepo;
-  delivery: DeliveryRepo;
   /** A channel failing this long without a success is disabled. */
   disableAfterMs: number;
-  /** A channel was disabled (the app stores an operator event). */
-  onChannelDisabled?: (info: { channel: string; reason: string; count: number }) => void;
+  /** A channel was disabled (the app stores an operator event; the attempt waits for it). */
+  onChannelDisabled?: (info: { channel: string; reason: string; count: number }) => Promise<void>;
   channels: ReadonlyMap<string, Channel>;
   retryScheduleMs: readonly number[];
   concurrency: number;
@@ -59,6 +61,26 @@ export interface OutboxWorkerDeps {
 /** The longest the worker sleeps before looking at the outbox again, even with nothing due. */
 const IDLE_POLL_MS = 1_000;
 
+/** How long the worker waits before trying the store again after a failure: doubling from 1 s to a minute. */
+export function storeBackoffMs(failures: number): number {
+  return Math.min(60_000, 1_000 * 2 ** Math.max(0, Math.min(failures - 1, 6)));
+}
+
+/**
+ * An attempt that was made (its message sent, or refused) but whose record could not be
+ * written: the store was full, locked or gone. Its rows are held: not sent again until the
+ * record is written, which is retried with a backoff.
+ */
+interface Unrecorded {
+  ids: readonly number[];
+  /** The record, as one transaction of the store (the same writes every try). */
+  write: Unit<void>;
+  /** What follows a written record: logs, metrics, the live feed, a disabled channel's event. */
+  after: () => Promise<void>;
+  /** Tries that failed so far. */
+  failures: number;
+}
+
 /**
  * Delivers outbox rows: at least once, with the same event id every time (invariant 5).
  * A row is pending until a channel accepts it or it is dead-lettered; a crash in the middle
@@ -66,12 +88,26 @@ const IDLE_POLL_MS = 1_000;
  */
 export class OutboxWorker {
   private readonly inFlight = new Set<number>();
+  /** Groups (channel, group key) whose message is being made or sent. */
+  private readonly groupsInFlight = new Set<string>();
   private running = false;
+  /** Asked to stop: no new send starts (sends in flight finish). */
+  private stopping = false;
   private timer: NodeJS.Timeout | null = null;
+  /** Ends the worker's sleep (a kick does, except during a backoff; a stop always does). */
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
+  /** The repositories on the store (reads outside a transaction). */
+  private readonly r: Repos;
+  /** Rows whose last attempt is not yet recorded, by id: never sent again before it is. */
+  private readonly unrecorded = new Map<number, Unrecorded>();
+  /** Store failures in a row (a pass or a record): while any, no new send starts. */
+  private storeFailures = 0;
+  private storeRetryAt = 0;
 
-  constructor(private readonly deps: OutboxWorkerDeps) {}
+  constructor(private readonly deps: OutboxWorkerDeps) {
+    this.r = repos(deps.store);
+  }
 
   /** Start the background loop. */
   start(): void {
@@ -80,15 +116,23 @@ export class OutboxWorker {
     this.loop = this.run();
   }
 
-  /** Look at the outbox now (new events were committed). */
+  /**
+   * Look at the outbox now (new events were committed). Not during a backoff: a store that
+   * fails is not asked again sooner because more work arrived.
+   */
   kick(): void {
-    this.wake?.();
+    if (this.storeFailures === 0) this.wake?.();
   }
 
-  /** Stop taking new rows and wait for the attempts in flight to finish. */
+  /**
+   * Stop starting sends at once and wait for the attempts in flight to finish. Rows not
+   * sent stay pending (they go out after the next start), so a stop takes one send at most,
+   * not a whole backlog to a slow receiver.
+   */
   async stop(): Promise<void> {
+    this.stopping = true;
     this.running = false;
-    this.kick();
+    this.wake?.();
     await this.loop;
   }
 
@@ -99,42 +143,63 @@ export class OutboxWorker {
   async drain(timeoutMs: number, sleep: (ms: number) => Promise<void> = delay): Promise<number> {
     const deadline = this.deps.now() + timeoutMs;
     for (;;) {
+      await this.recordHeld();
+      if (this.storeFailures > 0) {
+        // The store fails: wait for the backoff (or give up at the deadline), never spin.
+        if (this.deps.now() >= deadline) return this.unrecorded.size + (await this.r.events.count('pending').catch(() => 0));
+        await sleep(Math.max(0, Math.min(this.storeRetryAt, deadline) - this.deps.now()));
+        continue;
+      }
       await this.deliverDue();
-      const next = this.deps.events.nextDue();
+      const next = await this.r.events.nextDue();
       if (next === null) return 0;
       const now = this.deps.now();
-      if (next > deadline || now >= deadline) return this.deps.events.count('pending');
+      if (next > deadline || now >= deadline) return this.r.events.count('pending');
       await sleep(Math.max(0, Math.min(next - now, deadline - now)));
     }
   }
 
-  /** One pass: send every row that is due now (bounded concurrency). Returns rows attempted. */
+  /**
+   * One pass: send every row that is due now (bounded concurrency). Returns rows attempted.
+   * Nothing is sent while the store fails (a record could not be written): a message sent
+   * then could not be recorded either, and would only be sent again.
+   */
   async deliverDue(): Promise<number> {
     let attempted = 0;
+    const halted = (): boolean => this.stopping || this.storeFailures > 0;
     for (;;) {
-      const rows = this.deps.events
-        .due(this.deps.now(), this.deps.concurrency * 4)
-        .filter((r) => !this.inFlight.has(r.id));
+      if (halted()) return attempted;
+      const rows = (await this.r.events.due(this.deps.now(), this.deps.concurrency * 4)).filter((r) => !this.inFlight.has(r.id) && !this.unrecorded.has(r.id));
       if (rows.length === 0) return attempted;
-      await mapLimit(rows, this.deps.concurrency, (r) => this.attempt(r));
-      attempted += rows.length;
+      attempted += await mapLimit(rows, this.deps.concurrency, (r) => this.attempt(r), halted);
     }
+  }
+
+  /** Rows sent whose attempt is not yet recorded (held back from sending). */
+  get unrecordedRows(): number {
+    return this.unrecorded.size;
   }
 
   private async run(): Promise<void> {
     while (this.running) {
-      // A database error (the file gone, a closed connection) is logged and retried after a
-      // pause; it must not end the loop with an unhandled rejection.
+      // A database error (the disk full, the file locked or gone, a closed connection) is
+      // logged and tried again after a pause that doubles up to a minute; it must neither
+      // end the loop nor turn it into a storm of retries (and of sends).
       let wait = IDLE_POLL_MS;
       try {
-        await this.deliverDue();
-        if (!this.running) break;
-        const next = this.deps.events.nextDue();
-        if (next !== null) wait = Math.min(IDLE_POLL_MS, Math.max(0, next - this.deps.now()));
+        await this.recordHeld();
+        if (this.storeFailures === 0) {
+          await this.deliverDue();
+          if (!this.running) break;
+          const next = await this.r.events.nextDue();
+          if (next !== null) wait = Math.min(IDLE_POLL_MS, Math.max(0, next - this.deps.now()));
+        }
       } catch (e) {
-        this.deps.log.error({ err: this.deps.scrub(String(e)) }, 'outbox worker pass failed');
+        this.storeFailed();
+        this.deps.log.error({ err: this.deps.scrub(String(e)), retry_in_ms: this.storeRetryAt - this.deps.now() }, 'outbox worker pass failed');
       }
       if (!this.running) break;
+      if (this.storeFailures > 0) wait = Math.max(0, this.storeRetryAt - this.deps.now());
       await new Promise<void>((resolve) => {
         this.wake = resolve;
         this.timer = setTimeout(resolve, wait);
@@ -144,21 +209,72 @@ export class OutboxWorker {
     }
   }
 
+  private storeFailed(): void {
+    this.storeFailures++;
+    this.storeRetryAt = this.deps.now() + storeBackoffMs(this.storeFailures);
+  }
+
+  /**
+   * Once the backoff has passed, try again to write the records held back, oldest first,
+   * stopping at the first that fails. When none is left the store counts as working again
+   * (the next pass, which reads the outbox, is the test of that).
+   */
+  private async recordHeld(): Promise<void> {
+    if (this.storeFailures > 0 && this.deps.now() < this.storeRetryAt) return;
+    for (const u of [...new Set(this.unrecorded.values())]) if (!(await this.record(u))) return;
+    this.storeFailures = 0;
+  }
+
+  /**
+   * Write an attempt's record; true when it is written. When it cannot be, its rows are
+   * held (never sent again until it is), the store counts as failing, and it is tried again
+   * after a backoff: a failure to record must never make the worker send again at once.
+   */
+  private async record(u: Unrecorded): Promise<boolean> {
+    try {
+      await this.deps.store.transaction(u.write);
+    } catch (e) {
+      u.failures++;
+      for (const id of u.ids) this.unrecorded.set(id, u);
+      this.storeFailed();
+      // Once per attempt, then at debug: the record is tried again with every backoff.
+      this.deps.log[u.failures === 1 ? 'error' : 'debug'](
+        { err: this.deps.scrub(String(e)), outbox_ids: u.ids, tries: u.failures, retry_in_ms: this.storeRetryAt - this.deps.now() },
+        'could not record a delivery attempt; its rows are not sent again until it is recorded',
+      );
+      return false;
+    }
+    for (const id of u.ids) this.unrecorded.delete(id);
+    if (u.failures > 0) this.deps.log.info({ outbox_ids: u.ids, tries: u.failures + 1 }, 'delivery attempt recorded after the store recovered');
+    await u.after();
+    return true;
+  }
+
   /**
    * Send one due row, or, for a channel that sends groups, every due row of its group as
    * one message. Every row gets its own attempt record with the shared result.
    */
   private async attempt(first: DueDelivery): Promise<void> {
-    if (this.inFlight.has(first.id)) return; // taken by its group's message already
     const channel = this.deps.channels.get(first.channel);
     const grouped = first.group_key !== null && channel?.sendBatch !== undefined;
-    const rows = grouped
-      ? [first, ...this.deps.delivery.groupRows(first.channel, first.group_key!, this.deps.now(), MAX_GROUP).filter((r) => r.id !== first.id && !this.inFlight.has(r.id))]
-      : [first];
-    for (const r of rows) this.inFlight.add(r.id);
+    const group = grouped ? `${first.channel}\u0000${first.group_key}` : null;
+    // Taken by its group's message already, or that message is being made: it picks this row up.
+    if (this.inFlight.has(first.id) || (group !== null && this.groupsInFlight.has(group))) return;
+    // Claimed before the first await, so a concurrent attempt cannot take the row or its group.
+    this.inFlight.add(first.id);
+    if (group !== null) this.groupsInFlight.add(group);
+    let rows: DueDelivery[] = [first];
     try {
+      if (grouped) {
+        const due = await this.r.delivery.groupRows(first.channel, first.group_key!, this.deps.now(), MAX_GROUP);
+        // Read again: since `first` was read, its group's message may have taken it already.
+        const current = due.find((r) => r.id === first.id);
+        if (!current) return;
+        rows = [current, ...due.filter((r) => r.id !== first.id && !this.inFlight.has(r.id) && !this.unrecorded.has(r.id))];
+        for (const r of rows) this.inFlight.add(r.id);
+      }
       const events = rows.map((r) => JSON.parse(r.body) as HostwatchEvent);
-      const health = this.deps.delivery.channelState(first.channel);
+      const health = await this.r.delivery.channelState(first.channel);
       const started = this.deps.now();
       const result: SendResult = !channel
         ? { ok: false, retryable: false, statusCode: null, error: `channel "${first.channel}" is no longer configured` }
@@ -176,10 +292,12 @@ export class OutboxWorker {
           ? ({ state: 'dead', reason: `channel disabled: ${checked.disabled}` } as const)
           : nextStep(result, r.attempts + 1, this.deps.retryScheduleMs, now, this.deps.random),
       );
-      this.deps.store.sqlite.transaction(() => {
-        rows.forEach((row, i) => {
+      // After the send (network IO), in a transaction of its own (a unit of group commit).
+      const write: Unit<void> = async (tx) => {
+        const r = repos(tx);
+        for (const [i, row] of rows.entries()) {
           const step = steps[i]!;
-          this.deps.events.recordAttempt(
+          await r.events.recordAttempt(
             {
               id: row.id,
               state: step.state,
@@ -198,39 +316,35 @@ export class OutboxWorker {
               duration_ms: now - started,
             },
           );
+        }
+        if (result.ok && grouped) await r.delivery.groupSent(first.channel, first.group_key!, now);
+        if (checked?.row) await r.delivery.putChannelState({ ...checked.row, disabled_reason: checked.row.disabled_reason && this.deps.scrub(checked.row.disabled_reason) });
+      };
+      // Announced only once recorded (logs, metrics, the live feed).
+      const after = async (): Promise<void> => {
+        rows.forEach((row, i) => {
+          const step = steps[i]!;
+          const event = events[i]!;
+          const logLine = { channel: row.channel, event_id: event.id, attempt: row.attempts + 1, status: result.statusCode, group: row.group_key, size: rows.length };
+          if (step.state === 'dead') this.deps.log.error({ ...logLine, reason: this.deps.scrub(step.reason) }, 'delivery dead-lettered');
+          else if (step.state === 'pending') this.deps.log.warn({ ...logLine, error }, 'delivery failed; will retry');
+          else this.deps.log.debug(logLine, 'delivered');
+          this.deps.onAttempt?.({ event, channel: row.channel, attempt: row.attempts + 1, result, state: step.state, durationMs: now - started });
         });
-        if (result.ok && grouped) this.deps.delivery.groupSent(first.channel, first.group_key!, now);
-        if (checked?.row) this.deps.delivery.putChannelState({ ...checked.row, disabled_reason: checked.row.disabled_reason && this.deps.scrub(checked.row.disabled_reason) });
-      })();
-      rows.forEach((row, i) => {
-        const step = steps[i]!;
-        const event = events[i]!;
-        const logLine = { channel: row.channel, event_id: event.id, attempt: row.attempts + 1, status: result.statusCode, group: row.group_key, size: rows.length };
-        if (step.state === 'dead') this.deps.log.error({ ...logLine, reason: this.deps.scrub(step.reason) }, 'delivery dead-lettered');
-        else if (step.state === 'pending') this.deps.log.warn({ ...logLine, error }, 'delivery failed; will retry');
-        else this.deps.log.debug(logLine, 'delivered');
-        this.deps.onAttempt?.({ event, channel: row.channel, attempt: row.attempts + 1, result, state: step.state, durationMs: now - started });
-      });
-      if (checked?.disabled) {
-        const reason = this.deps.scrub(checked.disabled);
-        this.deps.log.error({ channel: first.channel, reason }, 'channel disabled');
-        this.deps.onChannelDisabled?.({ channel: first.channel, reason, count: checked.row!.disabled_count });
-      }
+        if (checked?.disabled) {
+          const reason = this.deps.scrub(checked.disabled);
+          this.deps.log.error({ channel: first.channel, reason }, 'channel disabled');
+          await this.deps.onChannelDisabled?.({ channel: first.channel, reason, count: checked.row!.disabled_count });
+        }
+      };
+      await this.record({ ids: rows.map((r) => r.id), write, after, failures: 0 });
     } finally {
       for (const r of rows) this.inFlight.delete(r.id);
+      if (group !== null) this.groupsInFlight.delete(group);
     }
   }
 }
 
 function delay(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Run `fn` over `items` with at most `limit` at once. */
-async function mapLimit<T>(items: readonly T[], limit: number, fn: (t: T) => Promise<void>): Promise<void> {
-  let i = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (i < items.length) await fn(items[i++]!);
-  });
-  await Promise.all(workers);
 }

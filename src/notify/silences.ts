@@ -1,7 +1,7 @@
 import { isCelError } from '@bufbuild/cel';
 import { CEL_TYPE_NAMES, freeIdentifiers, parseCel, planCel, type CelProgram } from '../cel.js';
 import { isRecord } from '../is-record.js';
-import { parseDuration } from '../config/duration.js';
+import { formatDuration, parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { routeBindings } from './routing.js';
 import type { Database } from '../store/schema.js';
@@ -175,12 +175,14 @@ const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2
  * match, duration, comment) and turn it into a silence without an id. Fields: `match`,
  * `duration` (`2h`) or `ends_at` (ISO), optional `starts_at` (ISO, default now), `comment`,
  * optional `created_by`. Pure: `now` is the creation time. Every problem is reported at
- * once, each naming its field and what is allowed.
+ * once, each naming its field and what is allowed. A silence lasts at most `maxDurationMs`
+ * (config `silences.max_duration`): a forgotten one, or one a hostile page managed to
+ * create, ends on its own.
  */
 export function parseSilenceRequest(
   body: unknown,
   now: number,
-  defaults: { createdBy: string },
+  defaults: { createdBy: string; maxDurationMs: number },
 ): { ok: true; silence: Omit<Silence, 'id'>; translated?: { from: string; to: string } } | { ok: false; errors: SilenceFieldError[] } {
   if (!isRecord(body)) {
     return { ok: false, errors: [{ field: 'body', message: 'expected a JSON object with match, duration (or ends_at) and comment' }] };
@@ -244,6 +246,12 @@ export function parseSilenceRequest(
     else endsAt = t;
   }
   if (endsAt !== null && endsAt <= now) bad(hasDuration ? 'duration' : 'ends_at', 'the silence would already be over; it must end in the future');
+  else if (endsAt !== null && endsAt - startsAt > defaults.maxDurationMs) {
+    bad(
+      hasDuration ? 'duration' : 'ends_at',
+      `a silence lasts at most ${formatDuration(defaults.maxDurationMs)} (silences.max_duration; got ${formatDuration(endsAt - startsAt)}); for planned quiet periods use maintenance windows in the config`,
+    );
+  }
 
   if (errors.length > 0 || match === null || comment === null || endsAt === null) return { ok: false, errors };
   return {

@@ -15,12 +15,12 @@ import { recordVolatile } from '../sources/records.js';
 import { reportClientsSource } from '../sources/families/visibility.js';
 import { entityOf, pathOf, sitesSource, viewsOf } from '../sources/registry.js';
 import type { EntityRef, SiteInfo, SourceDef } from '../sources/types.js';
-import type { AlertRow, AlertsRepo } from '../store/alerts-repo.js';
+import type { AlertRow } from '../store/alerts-repo.js';
 import type { Store } from '../store/db.js';
-import { toEventRow, type EventsRepo } from '../store/events-repo.js';
-import { SilencesRepo } from '../store/silences-repo.js';
-import type { PollStateRow, SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
-import type { EvidenceRow, HistoryRepo } from '../store/history-repo.js';
+import { toEventRow } from '../store/events-repo.js';
+import type { EvidenceRow } from '../store/history-repo.js';
+import { repos, type Repos } from '../store/repos.js';
+import type { PollStateRow, SnapshotRow } from '../store/snapshots-repo.js';
 import type { SiteLabeler } from '../labels.js';
 import type { IncidentTracker } from '../notify/incidents.js';
 import { listOf, planEvents, sourceRules, type PlanCall, type PlanOutput, type SourceRules } from './plan.js';
@@ -45,20 +45,27 @@ export function apiFailureKind(err: ApiError | undefined): 'api-unauthorized' | 
 
 const API_ALERTS = ['api-unauthorized', 'api-unreachable'] as const;
 
+/**
+ * Any error of a poll as the ApiError a failed poll records. A stack overflow is the reply's
+ * fault (nested deeper than a recursive walk goes): `bad_response`, like any reply that
+ * cannot be read. Anything else is hostwatch's own failure (`internal`), still a failed poll.
+ */
+export function pollError(endpoint: string, e: unknown): ApiError {
+  if (e instanceof ApiError) return e;
+  if (e instanceof RangeError && /call stack/i.test(e.message)) {
+    return new ApiError({ code: 'bad_response', endpoint, message: `the reply could not be processed: it is nested too deeply (${e.message})` });
+  }
+  return new ApiError({ code: 'internal', endpoint, message: `processing the reply failed: ${e instanceof Error ? e.message : String(e)}` });
+}
+
 export interface PollerDeps {
   instance: string;
   client: ApiClient;
+  /** Where snapshots, the change log, events, outbox rows and alert state go (one transaction per poll). */
   store: Store;
-  snapshots: SnapshotsRepo;
-  alerts: AlertsRepo;
-  events: EventsRepo;
-  /** The change log and event evidence (written in each poll's transaction). */
-  history: HistoryRepo;
   rules: readonly CompiledRule[];
-  /** Decides where a stored event goes (silences, maintenance, inhibition, routes) and queues it. */
+  /** Decides where a stored event goes (silences, maintenance, inhibition, routes) and queues it, in the poll's transaction. */
   notifier: Pick<Notifier, 'dispatch'>;
-  /** Silences in force, read at each event commit; defaults to the silences table of `store`. */
-  silences?: SilenceSource;
   now: () => number;
   log: Logger;
   /** Scrubs secrets from text before it is stored (error messages). */
@@ -83,14 +90,8 @@ export interface PollerDeps {
   onEvents?: (events: HostwatchEvent[]) => void;
   /** Site labels (config `site_labels`); default none. */
   labeler?: SiteLabeler;
-  /** Platform incidents: told of every commit's alert events, settled when a cycle ends. */
+  /** Platform incidents: told of every commit's alert events (in its transaction), settled when a cycle ends. */
   incidents?: Pick<IncidentTracker, 'onAlerts' | 'settle'>;
-}
-
-/** What the poller needs of the silences table (SilencesRepo). */
-export interface SilenceSource {
-  active(now: number): Silence[];
-  markSilenced(eventId: string, silenceId: string): void;
 }
 
 /** `not_applicable`: the API said the resource does not apply here (409 off the CDN); nothing written. */
@@ -106,6 +107,12 @@ export interface PollOptions {
    * first runs are reported).
    */
   fromEmpty?: boolean;
+  /**
+   * Called once the fetch is over, before the commit, with its error (null when it was
+   * answered): the scheduler frees the poll's fetch slot then, so another poll fetches while
+   * this one commits.
+   */
+  afterFetch?: (error: ApiError | null) => void;
 }
 
 export interface PollOutcome {
@@ -126,9 +133,36 @@ interface PreparedSource {
   views: readonly SourceDef[];
 }
 
+/** What one transaction (one unit of the commit queue) shares between its steps. */
+interface Unit {
+  r: Repos;
+  /** Events stored by this unit, announced after its commit. */
+  added: HostwatchEvent[];
+  /** Active silences, read once per unit (at its first event), so a silence added by another process applies to the next commit. */
+  silences: Silence[] | null;
+  /** API-wide alerts this unit found resolved (it resolved them, or another unit did): memory forgets them after the commit. */
+  apiResolved: OperatorRule[];
+}
+
+/** What a successful poll writes (see writeSuccess). */
+interface Success {
+  first: boolean;
+  snapshot: SnapshotRow | null;
+  events: HostwatchEvent[];
+  alerts: AlertRow[];
+  removedSites: number[];
+  evidence: EvidenceRow[];
+}
+
+const NOTHING: Success = { first: false, snapshot: null, events: [], alerts: [], removedSites: [], evidence: [] };
+
 /**
- * Polls entities: fetch → hash → (plan) → one transaction. Owns the in-memory site
- * directory derived from the stored site list.
+ * Polls entities: fetch → hash → one transaction (read state → plan → write). Owns the
+ * in-memory site directory derived from the stored site list.
+ *
+ * All network IO (the fetch) is over before the transaction starts; inside it there are only
+ * this store's reads and writes and the pure planner. The plan reads what it needs (alert
+ * state, past values) in the transaction, so it plans on the state it commits against.
  */
 export class Poller {
   private readonly prepared = new Map<string, PreparedSource>();
@@ -162,25 +196,32 @@ export class Poller {
   private apiStreak: { kind: OperatorRule; sources: Set<string> } | null = null;
   /** When a poll last succeeded in this process (start time until one does): /readyz reads it. */
   lastSuccessAt: number;
-  private readonly silences: SilenceSource;
-  /** Active silences, read once per commit (null outside a commit). */
-  private activeSilences: Silence[] | null = null;
-
+  /** The repositories on the store itself (reads outside a transaction). */
+  private readonly r: Repos;
   private readonly fetcher: Fetcher;
 
-  constructor(private readonly deps: PollerDeps) {
+  private constructor(private readonly deps: PollerDeps) {
     this.fetcher = deps.fetcher ?? new Fetcher(deps.client);
-    this.silences = deps.silences ?? new SilencesRepo(deps.store.sqlite);
     this.ruleByName = new Map(deps.rules.map((r) => [r.name, r]));
     this.watched = deps.sites === undefined || deps.sites === 'all' ? null : new Set(deps.sites);
     this.directory = new SiteDirectory(deps.labeler);
-    this.loadDirectory();
-    for (const row of deps.snapshots.allFailing()) this.failing.add(`${row.source}\u0000${row.entity}`);
-    for (const a of deps.alerts.firing()) {
-      if (a.rule === 'source-scope-missing') this.scopeMissing.add(a.subject);
-      if ((API_ALERTS as readonly string[]).includes(a.rule)) this.apiFiring.add(a.rule as OperatorRule);
-    }
+    this.r = repos(deps.store);
     this.lastSuccessAt = deps.now();
+  }
+
+  /** A poller with its site directory, failing entities and firing operator alerts read from the store. */
+  static async open(deps: PollerDeps): Promise<Poller> {
+    const p = new Poller(deps);
+    const clients = await p.r.snapshots.get(REPORT_CLIENTS, entityOf(reportClientsSource, null).entity);
+    if (clients) p.directory.setClients(JSON.parse(clients.body));
+    const row = await p.r.snapshots.get(sitesSource.name, sitesSource.name);
+    if (row) p.directory.setSites(JSON.parse(row.body));
+    for (const s of await p.r.snapshots.allFailing()) p.failing.add(`${s.source}\u0000${s.entity}`);
+    for (const a of await p.r.alerts.firing()) {
+      if (a.rule === 'source-scope-missing') p.scopeMissing.add(a.subject);
+      if ((API_ALERTS as readonly string[]).includes(a.rule)) p.apiFiring.add(a.rule as OperatorRule);
+    }
+    return p;
   }
 
   /** The sites known from the last stored site list, in id order (with their labels). */
@@ -206,50 +247,60 @@ export class Poller {
     return n;
   }
 
-  /** Poll one entity and commit what it caused. Never throws for API failures. */
+  /**
+   * Poll one entity and commit what it caused. Any error of the poll, not only the API's
+   * (a reply too deep to walk, a bug in a rule), is a failed poll: recorded in its poll
+   * state and counted towards source.degraded, so a source that cannot be read never
+   * looks healthy. It throws only when the failure itself cannot be recorded.
+   */
   async poll(source: SourceDef, site: SiteInfo | null, recordKey?: string, opts: PollOptions = {}): Promise<PollOutcome> {
     const ref = entityOf(source, site, recordKey);
     const started = this.deps.now();
+    try {
+      return await this.pollEntity(ref, source, site, recordKey, opts, started);
+    } catch (e) {
+      // Nothing was committed for this reply: a later 304 must not stand for it.
+      this.fetcher.forget(ref);
+      return this.failed(ref, pollError(pathOf(source, ref.siteId, recordKey), e), started);
+    }
+  }
+
+  private async pollEntity(ref: EntityRef, source: SourceDef, site: SiteInfo | null, recordKey: string | undefined, opts: PollOptions, started: number): Promise<PollOutcome> {
     let got;
     try {
       got = await this.fetcher.fetch(ref, opts.ticket);
     } catch (e) {
       const err = e instanceof ApiError ? e : new ApiError({ code: 'bad_response', endpoint: ref.entity, message: String(e) });
+      opts.afterFetch?.(err);
       // Given up while waiting its turn (shutdown): nothing was read, so nothing is recorded.
       if (err.code === 'aborted') return { entity: ref.entity, status: 'failed', events: 0, error: err };
       return this.failed(ref, err, started);
     }
+    opts.afterFetch?.(null);
     if (got.kind === 'not_modified') {
       // A 304 is "unchanged"; but where an alert timer runs (for, keep_firing_for, repeat),
       // time alone can fire, resolve or re-send, so those entities (and views of the same
       // reply) are planned again on their stored snapshot.
-      const outcome = this.unchanged(ref, started, opts);
+      const outcome = await this.unchanged(ref, started, opts);
       for (const view of this.prepare(source).views) {
         const viewRef = entityOf(view, site, recordKey);
-        this.observed(viewRef, this.unchanged(viewRef, started, opts));
+        this.observed(viewRef, await this.unchanged(viewRef, started, opts));
       }
       outcome.durationMs = this.deps.now() - started;
       return this.observed(ref, outcome);
     }
     if (got.kind !== 'data') {
       // "Not applicable here": a success that changes nothing and writes no snapshot.
-      this.recordSuccess(ref, started, false, null, [], []);
+      await this.recordSuccess(ref, started);
       return this.observed(ref, { entity: ref.entity, status: 'not_applicable', events: 0, durationMs: this.deps.now() - started });
     }
     const tooMany = this.siteListProblem(source, got.data);
     if (tooMany) return this.failed(ref, new ApiError({ code: 'bad_response', endpoint: pathOf(source, null), message: tooMany }), started);
-    let outcome: PollOutcome;
-    try {
-      outcome = this.ingest(ref, got.data, started, opts);
-      const endpoint = pathOf(source, ref.siteId, recordKey);
-      for (const view of this.prepare(source).views) this.ingestView(view, site, recordKey, endpoint, got.data, started, opts);
-      // Detail follow-ups and adaptive polling see a reply only once it is committed.
-      this.deps.onFetched?.(ref, got.data);
-    } catch (e) {
-      // Nothing was committed for this reply: a later 304 must not stand for it.
-      this.fetcher.forget(ref);
-      throw e;
-    }
+    const outcome = await this.ingest(ref, got.data, started, opts);
+    const endpoint = pathOf(source, ref.siteId, recordKey);
+    for (const view of this.prepare(source).views) await this.ingestView(view, site, recordKey, endpoint, got.data, started, opts);
+    // Detail follow-ups and adaptive polling see a reply only once it is committed.
+    this.deps.onFetched?.(ref, got.data);
     outcome.durationMs = this.deps.now() - started;
     return this.observed(ref, outcome);
   }
@@ -266,31 +317,31 @@ export class Poller {
   }
 
   /** An entity the server said is unchanged (304): replanned on its stored snapshot if a timer runs. */
-  private unchanged(ref: EntityRef, started: number, opts: PollOptions): PollOutcome {
-    const stored = this.timed.has(`${ref.source.name}\u0000${ref.entity}`) ? this.deps.snapshots.get(ref.source.name, ref.entity) : undefined;
+  private async unchanged(ref: EntityRef, started: number, opts: PollOptions): Promise<PollOutcome> {
+    const stored = this.timed.has(`${ref.source.name}\u0000${ref.entity}`) ? await this.r.snapshots.get(ref.source.name, ref.entity) : undefined;
     if (stored) return this.ingest(ref, JSON.parse(stored.body), started, opts);
-    this.recordSuccess(ref, started, false, null, [], []);
+    await this.recordSuccess(ref, started);
     return { entity: ref.entity, status: 'unchanged', events: 0 };
   }
 
   /** A view re-reads its origin's reply as its own entity (own key, own volatile fields, own rules). */
-  private ingestView(view: SourceDef, site: SiteInfo | null, recordKey: string | undefined, endpoint: string, data: unknown, started: number, opts: PollOptions): void {
+  private async ingestView(view: SourceDef, site: SiteInfo | null, recordKey: string | undefined, endpoint: string, data: unknown, started: number, opts: PollOptions): Promise<void> {
     const ref = entityOf(view, site, recordKey);
     try {
       // A view has no request of its own: a bad reply is named by its origin's endpoint.
       checkShape(ref, endpoint, data);
     } catch (e) {
-      this.failed(ref, e as ApiError, started);
+      await this.failed(ref, e as ApiError, started);
       return;
     }
-    this.observed(ref, this.ingest(ref, data, started, opts));
+    this.observed(ref, await this.ingest(ref, data, started, opts));
   }
 
-  private failed(ref: EntityRef, err: ApiError, started: number): PollOutcome {
+  private async failed(ref: EntityRef, err: ApiError, started: number): Promise<PollOutcome> {
     const kind = apiFailureKind(err);
     if (kind === null) this.apiStreak = null;
     else if (this.apiStreak?.kind !== kind) this.apiStreak = { kind, sources: new Set() };
-    this.recordFailure(ref, err, started);
+    await this.recordFailure(ref, err, started);
     return this.observed(ref, { entity: ref.entity, status: 'failed', events: 0, error: err, durationMs: this.deps.now() - started });
   }
 
@@ -303,50 +354,50 @@ export class Poller {
    * Take a fetched value for an entity through hash, plan and commit.
    * Separate from poll() so benchmarks can measure the pipeline without the network.
    */
-  ingest(ref: EntityRef, data: unknown, started: number, opts: PollOptions = {}): PollOutcome {
+  async ingest(ref: EntityRef, data: unknown, started: number, opts: PollOptions = {}): Promise<PollOutcome> {
     const p = this.prepare(ref.source);
     const hash = contentHash(data, p.whole);
     const stateKey = `${ref.source.name}\u0000${ref.entity}`;
     const short = shortHash(hash);
     const cached = this.heads.get(ref);
     if (cached !== undefined && cached.hash === short && !this.timed.has(stateKey)) {
-      this.recordSuccess(ref, started, false, null, [], []);
+      await this.recordSuccess(ref, started);
       return { entity: ref.entity, status: 'unchanged', events: 0 };
     }
-    const head = cached ?? this.deps.snapshots.head(ref.source.name, ref.entity);
-    const unchanged = head !== undefined && head.hash === (cached ? short : hash);
-    const fromEmpty = head === undefined && opts.fromEmpty === true && ref.source.key !== undefined;
-    const before =
-      head === undefined ? (fromEmpty ? emptyOf(ref.source) : null) : unchanged ? data : JSON.parse(this.deps.snapshots.get(ref.source.name, ref.entity)!.body);
-    // A baseline goes on from the change log's last version: a site that left the list and
-    // came back must not reuse the ids (rule, subject, version) of its earlier change events.
-    const version = unchanged ? head.version : (head?.version ?? this.deps.history.lastVersion(ref.source.name, ref.entity) ?? 0) + 1;
-    const now = new Date(this.deps.now());
-    const plan = this.plan(
-      { source: ref.source, entity: ref.entity, siteId: ref.siteId, before, after: data, baseline: head === undefined && !fromEmpty, alertsOnly: unchanged, version, rules: p.rules },
-      p,
-    );
-    if (plan.timed) this.timed.add(stateKey);
-    else this.timed.delete(stateKey);
-    for (const problem of plan.problems) this.deps.log.warn({ source: ref.source.name }, problem);
-    const { events, evidence } = this.capChanges(ref, version, now.getTime(), this.watchedOnly(plan.events), plan.evidence);
-    const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
-    const snapshot: SnapshotRow | null = unchanged
-      ? null
-      : {
-          source: ref.source.name,
-          entity: ref.entity,
-          site_id: ref.siteId,
-          hash,
-          body: JSON.stringify(data),
-          version,
-          changed_at: now.getTime(),
-        };
-    this.recordSuccess(ref, started, head === undefined, snapshot, events, plan.alerts, removedSites, evidence);
-    this.heads.set(ref, { hash: short, version });
-    if (snapshot && ref.source.name === sitesSource.name) this.directory.setSites(data);
-    if (snapshot && ref.source.name === REPORT_CLIENTS) this.directory.setClients(data);
-    return { entity: ref.entity, status: head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed', events: events.length };
+    const now = this.deps.now();
+    this.noteSuccess(started);
+    const done = await this.commit(async (u) => {
+      const { r } = u;
+      const head = cached ?? (await r.snapshots.head(ref.source.name, ref.entity));
+      const unchanged = head !== undefined && head.hash === (cached ? short : hash);
+      const fromEmpty = head === undefined && opts.fromEmpty === true && ref.source.key !== undefined;
+      const before =
+        head === undefined ? (fromEmpty ? emptyOf(ref.source) : null) : unchanged ? data : JSON.parse((await r.snapshots.get(ref.source.name, ref.entity))!.body);
+      // A baseline goes on from the change log's last version: a site that left the list and
+      // came back must not reuse the ids (rule, subject, version) of its earlier change events.
+      const version = unchanged ? head.version : (head?.version ?? (await r.history.lastVersion(ref.source.name, ref.entity)) ?? 0) + 1;
+      const plan = await this.plan(
+        r,
+        { source: ref.source, entity: ref.entity, siteId: ref.siteId, before, after: data, baseline: head === undefined && !fromEmpty, alertsOnly: unchanged, version, rules: p.rules },
+        p,
+        now,
+      );
+      const { events, evidence } = this.capChanges(ref, version, now, this.watchedOnly(plan.events), plan.evidence);
+      const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
+      const snapshot: SnapshotRow | null = unchanged
+        ? null
+        : { source: ref.source.name, entity: ref.entity, site_id: ref.siteId, hash, body: JSON.stringify(data), version, changed_at: now };
+      await this.writeSuccess(u, ref, started, { first: head === undefined, snapshot, events, alerts: plan.alerts, removedSites, evidence });
+      const status: PollStatus = head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed';
+      return { plan, version, snapshot, removedSites, status, events: events.length, apiResolved: u.apiResolved };
+    });
+    // Committed: only now does memory move on (a failed commit leaves it as it was).
+    this.afterPlan(stateKey, done.plan, true);
+    this.afterSuccess(ref, done.removedSites, done.apiResolved);
+    this.heads.set(ref, { hash: short, version: done.version });
+    if (done.snapshot && ref.source.name === sitesSource.name) this.directory.setSites(data);
+    if (done.snapshot && ref.source.name === REPORT_CLIENTS) this.directory.setClients(data);
+    return { entity: ref.entity, status: done.status, events: done.events };
   }
 
   /**
@@ -381,33 +432,40 @@ export class Poller {
    * an entity, at the present time, and commit what they decide: the re-evaluation that lets
    * `now` and absence rules fire and resolve without a poll. No request is made. An entity
    * whose last poll failed is skipped: its snapshot may be stale, and a failed fetch is not
-   * a change (nor a reason to say "nothing arrived for 26 h"). Returns the events stored.
+   * a change (nor a reason to say "nothing arrived for 26 h"). Resolves with the events stored.
    */
-  reevaluate(source: SourceDef, entity: string, siteId: number | null, rules: SourceRules): number {
+  async reevaluate(source: SourceDef, entity: string, siteId: number | null, rules: SourceRules): Promise<number> {
     const key = `${source.name}\u0000${entity}`;
     if (this.failing.has(key)) return 0;
-    const stored = this.deps.snapshots.get(source.name, entity);
-    if (!stored) return 0;
-    const value: unknown = JSON.parse(stored.body);
     const p = this.prepare(source);
-    const plan = this.plan({ source, entity, siteId, before: value, after: value, baseline: false, alertsOnly: true, reevaluation: true, version: stored.version, rules }, p);
-    if (plan.timed) this.timed.add(key);
-    for (const problem of plan.problems) this.deps.log.warn({ source: source.name }, problem);
-    const events = this.watchedOnly(plan.events);
-    if (events.length === 0 && plan.alerts.length === 0) return 0;
-    this.commit((added) => this.writeResult(events, plan.alerts, plan.evidence, added));
-    return events.length;
+    const now = this.deps.now();
+    const done = await this.commit(async (u) => {
+      const stored = await u.r.snapshots.get(source.name, entity);
+      if (!stored) return null;
+      const value: unknown = JSON.parse(stored.body);
+      const plan = await this.plan(u.r, { source, entity, siteId, before: value, after: value, baseline: false, alertsOnly: true, reevaluation: true, version: stored.version, rules }, p, now);
+      const events = this.watchedOnly(plan.events);
+      if (events.length > 0 || plan.alerts.length > 0) await this.writeResult(u, events, plan.alerts, plan.evidence);
+      return { plan, events: events.length };
+    });
+    if (!done) return 0;
+    this.afterPlan(key, done.plan, false);
+    return done.events;
   }
 
   /** Entities of a source that have a stored snapshot (for the re-evaluator). */
-  storedEntities(source: SourceDef): Array<{ entity: string; site_id: number | null }> {
-    return this.deps.snapshots.entitiesOf(source.name);
+  storedEntities(source: SourceDef): Promise<Array<{ entity: string; site_id: number | null }>> {
+    return this.r.snapshots.entitiesOf(source.name);
   }
 
-  /** The planner over one snapshot pair (shared by polls and re-evaluations), with state from the database. */
-  private plan(call: PlanCall, p: PreparedSource): PlanOutput {
+  /**
+   * The planner over one snapshot pair (shared by polls and re-evaluations), in a unit.
+   * What the plan may read of the store is read first (planReads), so the planner stays pure
+   * and synchronous and plans on the state the unit commits against.
+   */
+  private async plan(r: Repos, call: PlanCall, p: PreparedSource, now: number): Promise<PlanOutput> {
     const { siteId, source, entity, ...rest } = call;
-    const pastCache = new Map<number, unknown>();
+    const reads = await this.planReads(r, call.rules, source, entity, call.before, call.after, now);
     return planEvents({
       ...rest,
       source,
@@ -416,19 +474,50 @@ export class Poller {
       entitySite: siteId === null ? null : (this.directory.get(siteId) ?? { id: siteId, domain: `site-${siteId}` }),
       siteLookup: (id) => this.directory.get(id) ?? null,
       recordDiff: p.record,
-      alertState: (rule, subject) => this.deps.alerts.get(rule, subject),
-      firingForSite: (id) => this.deps.alerts.firingForSite(id),
+      ...reads,
       ruleByName: (name) => this.ruleByName.get(name),
-      // Read (once per window length in this plan) only by rules with a `window`.
-      pastValue: (at) => {
-        if (!pastCache.has(at)) {
-          const row = this.deps.history.at(source.name, entity, at);
-          pastCache.set(at, row === undefined ? undefined : JSON.parse(row.body));
-        }
-        return pastCache.get(at);
-      },
-      now: new Date(this.deps.now()),
+      now: new Date(now),
     });
+  }
+
+  /**
+   * What a plan of this entity may read of the store, read up front in the transaction: the
+   * state of the rules' alerts about the entity and its records, the alerts firing for sites
+   * a new site list drops, and the past values `window` rules see. A read the plan asks for
+   * that was not made here is a bug, and throws.
+   */
+  private async planReads(r: Repos, rules: SourceRules, source: SourceDef, entity: string, before: unknown, after: unknown, now: number) {
+    const alerts = new Map<string, AlertRow>();
+    const alertRules = [...rules.alert, ...rules.entity].map((x) => x.name);
+    for (const a of await r.alerts.ofEntity(alertRules, entity)) alerts.set(`${a.rule}\u0000${a.subject}`, a);
+    const firing = new Map<number, AlertRow[]>();
+    if (source.name === sitesSource.name && before !== null) {
+      const kept = new Set(listOf(sitesSource, after).map((rec) => rec['id']));
+      for (const rec of listOf(sitesSource, before)) {
+        const id = rec['id'];
+        if (typeof id === 'number' && !kept.has(id)) firing.set(id, await r.alerts.firingForSite(id));
+      }
+    }
+    const past = new Map<number, unknown>();
+    for (const w of new Set([...rules.change, ...rules.alert, ...rules.entity].flatMap((x) => (x.windowMs === null ? [] : [x.windowMs])))) {
+      const row = await r.history.at(source.name, entity, now - w);
+      past.set(now - w, row === undefined ? undefined : JSON.parse(row.body));
+    }
+    const unread = (what: string): never => {
+      throw new Error(`plan of ${entity} read ${what}, which was not read before planning`);
+    };
+    return {
+      alertState: (rule: string, subject: string) => alerts.get(`${rule}\u0000${subject}`),
+      firingForSite: (id: number) => firing.get(id) ?? unread(`the alerts firing for site ${id}`),
+      pastValue: (at: number) => (past.has(at) ? past.get(at) : unread(`a past value at ${at}`)),
+    };
+  }
+
+  /** After a plan's commit: whether the entity's timers run, and its problems logged. */
+  private afterPlan(stateKey: string, plan: PlanOutput, poll: boolean): void {
+    if (plan.timed) this.timed.add(stateKey);
+    else if (poll) this.timed.delete(stateKey);
+    for (const problem of plan.problems) this.deps.log.warn({ source: stateKey.split('\u0000')[0] }, problem);
   }
 
   /** Events about sites outside config `sites` are dropped. */
@@ -441,14 +530,14 @@ export class Poller {
    * entity ''), and fire or resolve its `source.degraded` operator alert from the
    * per-entity failure counts.
    */
-  finishCycle(source: SourceDef, outcomes: readonly PollOutcome[] = []): void {
+  async finishCycle(source: SourceDef, outcomes: readonly PollOutcome[] = []): Promise<void> {
     const now = this.deps.now();
-    const prev = this.deps.snapshots.state(source.name, '');
     const failures = outcomes.filter((o) => o.status === 'failed');
     const allFailed = outcomes.length > 0 && failures.length === outcomes.length;
     const firstError = failures[0]?.error;
-    this.commit((added) => {
-      this.deps.snapshots.putState({
+    await this.commit(async (u) => {
+      const prev = await u.r.snapshots.state(source.name, '');
+      await u.r.snapshots.putState({
         source: source.name,
         entity: '',
         site_id: null,
@@ -459,27 +548,27 @@ export class Poller {
         last_error: firstError ? this.deps.scrub(firstError.message) : null,
         failing_since: allFailed ? (prev?.failing_since ?? now) : null,
       });
-      this.degradedAlert(source, added);
-      if (allFailed) this.apiAlert(source, failures, added);
+      await this.degradedAlert(u, source);
+      if (allFailed) await this.apiAlert(u, source, failures);
     });
     // The end of a cycle is a batch boundary: an incident it opened is announced now, with
     // every site the cycle found (docs/routing.md, "Platform incidents").
-    const settled = this.deps.incidents?.settle(new Set([source.name])) ?? [];
+    const settled = (await this.deps.incidents?.settle(new Set([source.name]))) ?? [];
     if (settled.length) this.deps.onEvents?.(settled);
   }
 
   /**
    * Every request of a cycle refused (401) or not reaching the panel, and no poll of any
    * source succeeded since another source's cycle failed the same way: fire the API-wide
-   * alert at once. It resolves with the next successful poll of any source (recordSuccess).
+   * alert at once. It resolves with the next successful poll of any source (writeSuccess).
    */
-  private apiAlert(source: SourceDef, failures: readonly PollOutcome[], added: HostwatchEvent[]): void {
+  private async apiAlert(u: Unit, source: SourceDef, failures: readonly PollOutcome[]): Promise<void> {
     const kind = apiFailureKind(failures[0]?.error);
     if (kind === null || !failures.every((o) => apiFailureKind(o.error) === kind)) return;
     if (this.apiStreak?.kind !== kind) return;
     this.apiStreak.sources.add(source.name);
     if (this.apiStreak.sources.size < 2) return;
-    const state = this.deps.alerts.get(kind, API_SUBJECT);
+    const state = await u.r.alerts.get(kind, API_SUBJECT);
     if (state?.status === 'firing') return;
     const err = failures[0]!.error!;
     const summary =
@@ -487,34 +576,33 @@ export class Poller {
         ? `the Hosting Control API refuses the API key (401 on every request of ${[...this.apiStreak.sources].join(', ')}); check api.key`
         : `the Hosting Control API cannot be reached (${err.code} on every request of ${[...this.apiStreak.sources].join(', ')}); check api.base_url and the network`;
     const sources = [...this.apiStreak.sources];
-    this.operatorAlert(kind, API_SUBJECT, 'firing', state, added, { summary, source: source.name, sources, code: err.code, endpoint: err.endpoint, last_error: this.deps.scrub(err.message) });
+    await this.operatorAlert(u, kind, API_SUBJECT, 'firing', state, { summary, source: source.name, sources, code: err.code, endpoint: err.endpoint, last_error: this.deps.scrub(err.message) });
     this.apiFiring.add(kind);
   }
 
   /** Fire or resolve a source's `source.degraded` from the per-entity failure counts. */
-  private degradedAlert(source: SourceDef, added: HostwatchEvent[]): void {
+  private async degradedAlert(u: Unit, source: SourceDef): Promise<void> {
     // A missing scope has its own operator event; it must not also count as degraded.
     // Degraded: N failed polls in a row, or at least two over `after` (a long interval
     // must not stretch the wait to N intervals).
     const { after_failures, after_ms } = this.deps.degraded ?? DEGRADED_DEFAULTS;
     const now = this.deps.now();
-    const failing = this.deps.snapshots
-      .failing(source.name, Math.min(2, after_failures))
+    const failing = (await u.r.snapshots.failing(source.name, Math.min(2, after_failures)))
       .filter((r) => r.last_error_code !== 'scope_missing')
       .filter((r) => r.consecutive_failures >= after_failures || (r.failing_since !== null && now - r.failing_since >= after_ms));
     const subject = `sources/${source.name}`;
-    const state = this.deps.alerts.get('source-degraded', subject);
+    const state = await u.r.alerts.get('source-degraded', subject);
     const firing = state?.status === 'firing';
     if (failing.length > 0 && !firing) {
       const sample = failing[0]!;
-      this.operatorAlert('source-degraded', subject, 'firing', state, added, {
+      await this.operatorAlert(u, 'source-degraded', subject, 'firing', state, {
         summary: `${source.name}: ${failing.length} ${failing.length === 1 ? 'entity' : 'entities'} failing (${sample.consecutive_failures} ${sample.consecutive_failures === 1 ? 'poll' : 'polls'} in a row, since ${new Date(sample.failing_since ?? now).toISOString()}; last error: ${sample.last_error_code})`,
         source: source.name,
         failing: failing.length,
         last_error: sample.last_error,
       });
     } else if (failing.length === 0 && firing) {
-      this.operatorAlert('source-degraded', subject, 'resolved', state, added, {
+      await this.operatorAlert(u, 'source-degraded', subject, 'resolved', state, {
         summary: `${source.name} is polling normally again`,
         source: source.name,
         failing: 0,
@@ -522,20 +610,13 @@ export class Poller {
     }
   }
 
-  private recordFailure(ref: EntityRef, err: ApiError, at: number): void {
-    const prev = this.deps.snapshots.state(ref.source.name, ref.entity);
+  private async recordFailure(ref: EntityRef, err: ApiError, at: number): Promise<void> {
     this.failing.add(`${ref.source.name}\u0000${ref.entity}`);
     const message = this.deps.scrub(err.message);
-    // Warn when an entity starts failing; repeats go to debug, so an API outage over
-    // thousands of sites is one warning each, then the cycle summaries and source.degraded.
-    const level = prev && prev.consecutive_failures > 0 ? 'debug' : 'warn';
-    this.deps.log[level](
-      { source: ref.source.name, entity: ref.entity, code: err.code, status: err.statusCode, endpoint: err.endpoint, failures: (prev?.consecutive_failures ?? 0) + 1 },
-      `poll failed: ${message}`,
-    );
     let scopeFired: string | null = null;
-    this.commit((added) => {
-      this.deps.snapshots.putState({
+    const failures = await this.commit(async (u) => {
+      const prev = await u.r.snapshots.state(ref.source.name, ref.entity);
+      await u.r.snapshots.putState({
         source: ref.source.name,
         entity: ref.entity,
         site_id: ref.siteId,
@@ -548,96 +629,99 @@ export class Poller {
       });
       if (err.code === 'scope_missing') {
         const subject = `sources/${ref.source.name}`;
-        const state = this.deps.alerts.get('source-scope-missing', subject);
+        const state = await u.r.alerts.get('source-scope-missing', subject);
         if (state?.status !== 'firing') {
           scopeFired = subject;
           const required = err.requiredScope ?? ref.source.scope;
-          this.operatorAlert('source-scope-missing', subject, 'firing', state, added, {
+          await this.operatorAlert(u, 'source-scope-missing', subject, 'firing', state, {
             summary: `the API key lacks the scope ${required} that source ${ref.source.name} needs`,
             source: ref.source.name,
             required,
           });
         }
       }
+      return (prev?.consecutive_failures ?? 0) + 1;
     });
     if (scopeFired) this.scopeMissing.add(scopeFired);
+    // Warn when an entity starts failing; repeats go to debug, so an API outage over
+    // thousands of sites is one warning each, then the cycle summaries and source.degraded.
+    this.deps.log[failures > 1 ? 'debug' : 'warn'](
+      { source: ref.source.name, entity: ref.entity, code: err.code, status: err.statusCode, endpoint: err.endpoint, failures },
+      `poll failed: ${message}`,
+    );
+  }
+
+  /** A poll succeeded (whatever it brings): /readyz's last success, and the end of an API-wide failure streak. */
+  private noteSuccess(at: number): void {
+    this.lastSuccessAt = Math.max(this.lastSuccessAt, at);
+    this.apiStreak = null;
   }
 
   /**
-   * Commit a successful poll. An unchanged poll of a healthy entity writes nothing at all;
-   * poll state is written on the first success and on recovery from failures.
+   * A success that brought no data to store (unchanged, not applicable): it writes only a
+   * recovery (poll state of a failing entity, a resolved missing scope or API-wide alert), so
+   * an unchanged poll of a healthy entity touches no database at all.
    */
-  private recordSuccess(
-    ref: EntityRef,
-    at: number,
-    first: boolean,
-    snapshot: SnapshotRow | null,
-    events: HostwatchEvent[],
-    alerts: AlertRow[],
-    removedSites: number[] = [],
-    evidence: EvidenceRow[] = [],
-  ): void {
-    const key = `${ref.source.name}\u0000${ref.entity}`;
-    this.lastSuccessAt = Math.max(this.lastSuccessAt, at);
-    this.apiStreak = null;
-    const needState = first || this.failing.has(key);
+  private async recordSuccess(ref: EntityRef, at: number): Promise<void> {
+    this.noteSuccess(at);
+    if (!this.failing.has(`${ref.source.name}\u0000${ref.entity}`) && !this.scopeMissing.has(`sources/${ref.source.name}`) && this.apiFiring.size === 0) return;
+    const resolved = await this.commit(async (u) => {
+      await this.writeSuccess(u, ref, at, NOTHING);
+      return u.apiResolved;
+    });
+    this.afterSuccess(ref, [], resolved);
+  }
+
+  /**
+   * Write a successful poll (inside its transaction): snapshot and change-log row, forgotten
+   * sites, events (with their outbox rows), alert state, evidence and poll state, together
+   * or not at all (invariant 4). Poll state is written on the first success and on recovery;
+   * a missing scope and API-wide alerts firing resolve.
+   */
+  private async writeSuccess(u: Unit, ref: EntityRef, at: number, s: Success): Promise<void> {
+    const { r } = u;
+    if (s.snapshot) {
+      await r.snapshots.put(s.snapshot);
+      const { source, entity, site_id, version, changed_at, body } = s.snapshot;
+      await r.history.add({ source, entity, site_id, version, at: changed_at, body });
+    }
+    for (const id of s.removedSites) await r.snapshots.forgetSite(id);
+    await this.writeResult(u, s.events, s.alerts, s.evidence);
+    if (s.first || this.failing.has(`${ref.source.name}\u0000${ref.entity}`)) {
+      const row: PollStateRow = {
+        source: ref.source.name,
+        entity: ref.entity,
+        site_id: ref.siteId,
+        last_attempt_at: at,
+        last_success_at: at,
+        consecutive_failures: 0,
+        last_error_code: null,
+        last_error: null,
+        failing_since: null,
+      };
+      await r.snapshots.putState(row);
+    }
+    // One request got through: the key works and the panel answers. (Another poll of this
+    // batch may have resolved them already: the state is read in the transaction.)
+    for (const kind of this.apiFiring) {
+      u.apiResolved.push(kind);
+      const state = await r.alerts.get(kind, API_SUBJECT);
+      if (state?.status !== 'firing') continue;
+      await this.operatorAlert(u, kind, API_SUBJECT, 'resolved', state, {
+        summary: kind === 'api-unauthorized' ? 'the Hosting Control API accepts the API key again' : 'the Hosting Control API can be reached again',
+        source: ref.source.name,
+      });
+    }
     const scopeSubject = `sources/${ref.source.name}`;
-    const scopeFiring = this.scopeMissing.has(scopeSubject);
-    const apiResolving = [...this.apiFiring];
-    if (!snapshot && !needState && events.length === 0 && alerts.length === 0 && !scopeFiring && apiResolving.length === 0) return;
-    const scope = scopeFiring ? this.deps.alerts.get('source-scope-missing', scopeSubject) : undefined;
-    // Invariant 4: snapshot, events, outbox rows, alert state and poll state together or not at all.
-    this.commit((added) => {
-      if (snapshot) {
-        this.deps.snapshots.put(snapshot);
-        const { source, entity, site_id, version, changed_at, body } = snapshot;
-        this.deps.history.add({ source, entity, site_id, version, at: changed_at, body });
-      }
-      for (const id of removedSites) this.deps.snapshots.forgetSite(id);
-      this.writeResult(events, alerts, evidence, added);
-      if (needState) {
-        const row: PollStateRow = {
-          source: ref.source.name,
-          entity: ref.entity,
-          site_id: ref.siteId,
-          last_attempt_at: at,
-          last_success_at: at,
-          consecutive_failures: 0,
-          last_error_code: null,
-          last_error: null,
-          failing_since: null,
-        };
-        this.deps.snapshots.putState(row);
-      }
-      // One request got through: the key works and the panel answers.
-      for (const kind of apiResolving) {
-        this.operatorAlert(kind, API_SUBJECT, 'resolved', this.deps.alerts.get(kind, API_SUBJECT), added, {
-          summary: kind === 'api-unauthorized' ? 'the Hosting Control API accepts the API key again' : 'the Hosting Control API can be reached again',
-          source: ref.source.name,
-        });
-      }
-      if (scopeFiring) {
-        this.operatorAlert('source-scope-missing', scopeSubject, 'resolved', scope, added, {
+    if (this.scopeMissing.has(scopeSubject)) {
+      const scope = await r.alerts.get('source-scope-missing', scopeSubject);
+      if (scope?.status === 'firing') {
+        await this.operatorAlert(u, 'source-scope-missing', scopeSubject, 'resolved', scope, {
           summary: `source ${ref.source.name} can read again`,
           source: ref.source.name,
           required: ref.source.scope,
         });
       }
-    });
-    this.scopeMissing.delete(scopeSubject);
-    for (const kind of apiResolving) this.apiFiring.delete(kind);
-    this.failing.delete(key);
-    if (removedSites.length > 0) {
-      this.fetcher.forgetSites(removedSites);
-      this.heads.forgetSites(removedSites);
-      // One pass over the in-memory state for all removed sites (not one per site).
-      const gone = new Set(removedSites.map(String));
-      const isGone = (key: string): boolean => {
-        const m = /\u0000sites\/(\d+)\//.exec(key);
-        return m !== null && gone.has(m[1]!);
-      };
-      for (const k of [...this.failing]) if (isGone(k)) this.failing.delete(k);
-      for (const k of [...this.timed]) if (isGone(k)) this.timed.delete(k);
     }
   }
 
@@ -645,63 +729,80 @@ export class Poller {
    * Write what a plan decided (inside the caller's transaction): events (stored and
    * dispatched), alert state and evidence; then tell platform incidents of the alert events.
    */
-  private writeResult(events: HostwatchEvent[], alerts: AlertRow[], evidence: EvidenceRow[], added: HostwatchEvent[]): void {
+  private async writeResult(u: Unit, events: HostwatchEvent[], alerts: AlertRow[], evidence: EvidenceRow[]): Promise<void> {
     const fresh: HostwatchEvent[] = [];
-    for (const e of events) if (this.addEvent(e)) fresh.push(e);
-    added.push(...fresh);
-    for (const a of alerts) this.deps.alerts.put(a);
-    for (const ev of evidence) this.deps.history.putEvidence(ev);
-    if (this.deps.incidents && fresh.some((e) => e.data.status === 'firing')) added.push(...this.deps.incidents.onAlerts(fresh));
+    for (const e of events) if (await this.addEvent(u, e)) fresh.push(e);
+    u.added.push(...fresh);
+    for (const a of alerts) await u.r.alerts.put(a);
+    for (const ev of evidence) await u.r.history.putEvidence(ev);
+    if (this.deps.incidents && fresh.some((e) => e.data.status === 'firing')) u.added.push(...(await this.deps.incidents.onAlerts(u.r, fresh)));
+  }
+
+  /** After a committed success: the entity no longer fails, its scope is back, API-wide alerts resolved, removed sites leave memory. */
+  private afterSuccess(ref: EntityRef, removedSites: number[], apiResolved: readonly OperatorRule[]): void {
+    this.scopeMissing.delete(`sources/${ref.source.name}`);
+    for (const kind of apiResolved) this.apiFiring.delete(kind);
+    this.failing.delete(`${ref.source.name}\u0000${ref.entity}`);
+    if (removedSites.length === 0) return;
+    this.fetcher.forgetSites(removedSites);
+    this.heads.forgetSites(removedSites);
+    // One pass over the in-memory state for all removed sites (not one per site).
+    const gone = new Set(removedSites.map(String));
+    const isGone = (key: string): boolean => {
+      const m = /\u0000sites\/(\d+)\//.exec(key);
+      return m !== null && gone.has(m[1]!);
+    };
+    for (const k of [...this.failing]) if (isGone(k)) this.failing.delete(k);
+    for (const k of [...this.timed]) if (isGone(k)) this.timed.delete(k);
   }
 
   /**
-   * Run `writes` in one transaction; the events they add are announced (outbox worker, bus,
-   * SSE, metrics) only after the commit, so nothing leaves the process for a commit that
-   * could still roll back. Callers update in-memory state after this returns.
+   * Run `writes` as one unit of the store's commit queue (one transaction, shared with other
+   * polls that finish close by); the events it adds are announced (outbox worker, bus, SSE,
+   * metrics) only after the real COMMIT, so nothing leaves the process for a commit that
+   * could still roll back. Callers update in-memory state after this resolves.
    */
-  private commit(writes: (added: HostwatchEvent[]) => void): void {
-    const added: HostwatchEvent[] = [];
-    this.activeSilences = null;
-    try {
-      this.deps.store.sqlite.transaction(() => writes(added))();
-    } finally {
-      this.activeSilences = null;
-    }
+  private async commit<T>(writes: (u: Unit) => Promise<T>): Promise<T> {
+    let unit: Unit | null = null;
+    const result = await this.deps.store.transaction(async (tx) => {
+      unit = { r: repos(tx), added: [], silences: null, apiResolved: [] };
+      return writes(unit);
+    });
+    const added = (unit as Unit | null)?.added ?? [];
     if (added.length) this.deps.onEvents?.(added);
+    return result;
   }
 
   /**
    * Store an event and hand it to the notifier (same transaction), which queues it for its
    * channels or records why it is held back. False when it was already stored.
    */
-  private addEvent(e: HostwatchEvent): boolean {
-    const inserted = this.deps.events.addEvent(toEventRow(e));
-    if (!inserted) return false;
+  private async addEvent(u: Unit, e: HostwatchEvent): Promise<boolean> {
+    if (!(await u.r.events.addEvent(toEventRow(e)))) return false;
     // A shadow rule's event is stored and shown, never delivered (and so never silenced).
     if (e.data['shadow'] === true) return true;
     const now = this.deps.now();
-    // Read once per commit, not cached longer: a silence added by another process applies
-    // to the next commit. Resolutions are matched like firings (docs/silences.md).
-    this.activeSilences ??= this.silences.active(now);
-    this.deps.notifier.dispatch(e, now, this.activeSilences);
+    // Resolutions are matched like firings (docs/silences.md).
+    u.silences ??= await u.r.silences.active(now);
+    await this.deps.notifier.dispatch(u.r, e, now, u.silences);
     return true;
   }
 
-  /** Fire or resolve an operator alert (src/events/operator.ts): its event and its alert row, in the caller's transaction. */
-  private operatorAlert(
+  /** Fire or resolve an operator alert (src/events/operator.ts): its event and its alert row, in the unit's transaction. */
+  private async operatorAlert(
+    u: Unit,
     rule: OperatorRule,
     subject: string,
     status: 'firing' | 'resolved',
     state: AlertRow | undefined,
-    added: HostwatchEvent[],
     extra: Record<string, unknown> & { summary: string },
-  ): void {
+  ): Promise<void> {
     const seq = status === 'firing' ? (state?.seq ?? 0) + 1 : (state?.seq ?? 1);
     const at = this.deps.now();
     const { summary, ...rest } = extra;
     const event = operatorEvent({ rule, instance: this.deps.instance, subject, at, summary, alert: { seq, status }, extra: rest });
-    if (this.addEvent(event)) added.push(event);
-    this.deps.alerts.put({ rule, subject, site_id: null, status, seq, since: at, last_event_id: event.id, pending_since: null, clear_since: null, last_sent_at: at, repeats: 0 });
+    if (await this.addEvent(u, event)) u.added.push(event);
+    await u.r.alerts.put({ rule, subject, site_id: null, status, seq, since: at, last_event_id: event.id, pending_since: null, clear_since: null, last_sent_at: at, repeats: 0 });
   }
 
   private prepare(def: SourceDef): PreparedSource {
@@ -723,13 +824,6 @@ export class Poller {
   private removedSites(data: unknown): number[] {
     const now = new Set(listOf(sitesSource, data).map((r) => r['id']));
     return [...this.directory.ids()].filter((id) => !now.has(id));
-  }
-
-  private loadDirectory(): void {
-    const clients = this.deps.snapshots.get(REPORT_CLIENTS, entityOf(reportClientsSource, null).entity);
-    if (clients) this.directory.setClients(JSON.parse(clients.body));
-    const row = this.deps.snapshots.get(sitesSource.name, sitesSource.name);
-    if (row) this.directory.setSites(JSON.parse(row.body));
   }
 }
 

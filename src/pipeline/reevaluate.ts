@@ -2,7 +2,11 @@ import type { Logger } from 'pino';
 import type { CompiledRule } from '../rules/types.js';
 import type { SourceDef } from '../sources/types.js';
 import { clockRules, hasClockRules, sourceRules, type SourceRules } from './plan.js';
+import { mapLimit } from '../semaphore.js';
 import type { Poller } from './poller.js';
+
+/** Entities evaluated at once in a pass (their commits are grouped). */
+const PARALLEL = 16;
 
 /** What one re-evaluation pass did. */
 export interface ReevaluationPass {
@@ -49,8 +53,9 @@ export class Reevaluator {
   /**
    * One pass: every clock rule that is due (or all of them, `force`) runs on every stored
    * entity of its source. Entities whose last poll failed are skipped (Poller.reevaluate).
+   * Several entities are evaluated at once, so their commits share transactions.
    */
-  run(force = false): ReevaluationPass {
+  async run(force = false): Promise<ReevaluationPass> {
     const now = this.deps.now();
     const pass: ReevaluationPass = { rules: [], entities: 0, events: 0, sources: new Set() };
     for (const { source, rules } of this.plans) {
@@ -60,15 +65,16 @@ export class Reevaluator {
       for (const r of picked) this.nextDue.set(r.name, now + r.everyMs);
       pass.rules.push(...picked.map((r) => r.name));
       pass.sources.add(source.name);
-      for (const { entity, site_id } of this.deps.poller.storedEntities(source)) {
-        pass.entities++;
+      const stored = await this.deps.poller.storedEntities(source);
+      pass.entities += stored.length;
+      await mapLimit(stored, PARALLEL, async ({ entity, site_id }) => {
         try {
-          pass.events += this.deps.poller.reevaluate(source, entity, site_id, due);
+          pass.events += await this.deps.poller.reevaluate(source, entity, site_id, due);
         } catch (e) {
           // One bad snapshot must not stop the rest of the pass.
           this.deps.log.error({ source: source.name, entity, err: String(e) }, 're-evaluation failed');
         }
-      }
+      });
     }
     if (pass.events > 0) this.deps.log.debug({ rules: pass.rules, entities: pass.entities, events: pass.events }, 'clock rules re-evaluated');
     return pass;

@@ -73,9 +73,9 @@ interface Tracked {
  * Replay stored history (change-log rows in time order) through the rules, as the daemon
  * would between changes: each entity with a running alert timer is polled again at its
  * source's interval, and rules that read the clock (`now`, absence) are evaluated again on
- * the last value at their `every`. Pure apart from iterating `rows`.
+ * the last value at their `every`. Pure apart from iterating `rows` (the change log, read in pages).
  */
-export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): BacktestResult {
+export async function backtest(rows: Iterable<ChangeLogRow> | AsyncIterable<ChangeLogRow>, opts: BacktestOptions): Promise<BacktestResult> {
   const replay = new Replay(opts.rules, 'backtest', opts.labeler);
   replay.knowSites(opts.sites ?? []);
   const result: BacktestResult = { events: [], perRule: new Map(), perChannel: new Map(), snapshots: 0, entities: 0 };
@@ -126,7 +126,7 @@ export function backtest(rows: Iterable<ChangeLogRow>, opts: BacktestOptions): B
       mark(next, at + opts.everyMs(next.source));
     }
   };
-  for (const row of rows) {
+  for await (const row of rows) {
     const source = sourceByName(row.source);
     if (!source) continue;
     // State from before the window is where the replay starts, as of the window's start.

@@ -74,8 +74,8 @@ const json = (v: unknown): string => JSON.stringify(v);
 const seconds = (ms: number): string => `${Math.round(ms / 1000)}s`;
 
 /** Why an event exists: its rule, the values its condition saw, the snapshots and diff paths, its deliveries. Null when unknown. */
-export function explainEvent(deps: ExplainDeps, id: string): string[] | null {
-  const row = deps.history.event(id);
+export async function explainEvent(deps: ExplainDeps, id: string): Promise<string[] | null> {
+  const row = await deps.history.event(id);
   if (!row) return null;
   const e = JSON.parse(row.body) as HostwatchEvent;
   const lines = [
@@ -85,7 +85,7 @@ export function explainEvent(deps: ExplainDeps, id: string): string[] | null {
     `  severity: ${e.data.severity}${e.data.status ? `, status: ${e.data.status}` : ''}${e.data['repeat'] !== undefined ? `, repeat ${String(e.data['repeat'])}` : ''}`,
   ];
   if (e.data['labels']) lines.push(`  labels: ${json(e.data['labels'])}`);
-  const ev = deps.history.evidence(id);
+  const ev = await deps.history.evidence(id);
   if (!ev) {
     lines.push(`  rule: ${e.data.rule} (no evidence stored: an operator event, or older than history.retention)`);
   } else {
@@ -116,15 +116,15 @@ export function explainEvent(deps: ExplainDeps, id: string): string[] | null {
     );
     if ('past' in x) lines.push(`  past (window): ${json(x.past)}`);
   }
-  lines.push(...deliveryLines(deps, row, e));
+  lines.push(...(await deliveryLines(deps, row, e)));
   return lines;
 }
 
-function deliveryLines(deps: ExplainDeps, row: StoredEvent, e: HostwatchEvent): string[] {
+async function deliveryLines(deps: ExplainDeps, row: StoredEvent, e: HostwatchEvent): Promise<string[]> {
   if (e.data['shadow'] === true) return ['delivery: none (shadow rule: stored and shown, never delivered)'];
   if (row.silenced_by) return [`delivery: none (silenced by ${row.silenced_by})`];
   const hold = holdOf(row);
-  const out = deps.events.outboxFor(e.id);
+  const out = await deps.events.outboxFor(e.id);
   if (hold?.reason === 'incident') return [`delivery: ${hold.text}:`, ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`)];
   if (hold) return [`delivery: none (${hold.text})`];
   if (out.length === 0) return ['delivery: none (no route matched, or it was a duplicate of a stored event)'];
@@ -138,18 +138,18 @@ export interface WhyNot {
 }
 
 /** Why rule `ruleName` did or did not send an event about `subject` (throws on an unknown rule). */
-export function explainWhyNot(deps: ExplainDeps, subject: string, ruleName: string): WhyNot {
+export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName: string): Promise<WhyNot> {
   const rule = deps.rules.find((r) => r.name === ruleName);
   if (!rule) throw new Error(unknownRule(ruleName, deps.rules));
   const head = [`rule ${rule.name} (${rule.origin}), kind ${rule.kind}, mode ${rule.mode}, about ${subject}`];
   const done = (reason: WhyNotReason, ...lines: string[]): WhyNot => ({ reason, lines: [...head, `why: ${reason}`, ...lines] });
   if (!rule.enabled) return done('disabled', 'the rule is switched off (enabled: false)');
   const source = sourceByName(rule.source)!;
-  const found = recordOf(deps, source, subject, rule.absence !== null);
+  const found = await recordOf(deps, source, subject, rule.absence !== null);
   if (!found) return done('no_data', `no snapshot of ${subject} in source ${source.name}: never polled yet, failing, or not a subject of this source`);
-  const last = deps.history.lastEventOf(rule.name, subject);
+  const last = await deps.history.lastEventOf(rule.name, subject);
   if (rule.kind === 'alert') {
-    const state = deps.alerts.get(rule.name, subject);
+    const state = await deps.alerts.get(rule.name, subject);
     if (state?.status === 'firing' && last) return lastEventReason(deps, done, last, `firing since ${iso(state.since)}`);
     // Clock rules are judged at the time of the question, as the re-evaluator would.
     const input: RuleInput = {
@@ -188,7 +188,7 @@ export function explainWhyNot(deps: ExplainDeps, subject: string, ruleName: stri
     return done('not_yet_evaluated', `${cond} is true on the stored snapshot; ${next}`, ...seen);
   }
   // A change rule: replay the entity's last change through the planner.
-  const versions = deps.history.ofEntity(source.name, found.entity);
+  const versions = await deps.history.ofEntity(source.name, found.entity);
   if (versions.length < 2) return done('baseline_only', 'only the first snapshot (the baseline) is stored: change rules never fire on a baseline');
   const [prev, cur] = versions.slice(-2) as [(typeof versions)[0], (typeof versions)[0]];
   const plan = planEvents({
@@ -221,7 +221,7 @@ export function explainWhyNot(deps: ExplainDeps, subject: string, ruleName: stri
       ...seen,
     );
   }
-  const stored = deps.history.event(made.id);
+  const stored = await deps.history.event(made.id);
   if (stored && stored.time < cur.at) {
     return done('deduplicated', `the last change made event ${made.id} again (dedup_key ${rule.dedupKeySource ?? ''}); it was first stored at ${iso(stored.time)} and is not sent twice`);
   }
@@ -229,18 +229,18 @@ export function explainWhyNot(deps: ExplainDeps, subject: string, ruleName: stri
   return lastEventReason(deps, done, stored, `made at ${iso(stored.time)}`);
 }
 
-function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: string[]) => WhyNot, row: StoredEvent, what: string): WhyNot {
+async function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: string[]) => WhyNot, row: StoredEvent, what: string): Promise<WhyNot> {
   const e = JSON.parse(row.body) as HostwatchEvent;
   const intro = `event ${e.id} ${what}`;
   if (e.data['shadow'] === true) return done('shadow', intro, 'the rule is in shadow mode: its events are stored and shown, never delivered');
   if (row.silenced_by) return done('silenced', intro, `silenced by ${row.silenced_by}: stored, not delivered`);
   const hold = holdOf(row);
   if (hold?.reason === 'incident') {
-    const out = deps.events.outboxFor(e.id);
+    const out = await deps.events.outboxFor(e.id);
     return done('incident', intro, hold.text, ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`));
   }
   if (hold) return done(hold.reason, intro, `${hold.text}: stored, not delivered`);
-  const out = deps.events.outboxFor(e.id);
+  const out = await deps.events.outboxFor(e.id);
   const delivered = out.some((o) => o.state === 'delivered');
   return done(
     delivered ? 'delivered' : 'queued',
@@ -259,8 +259,8 @@ interface FoundRecord {
  * The current record a subject names: the whole snapshot, or one keyed record of a list.
  * Absence rules name the entity itself (their subject is the whole list).
  */
-function recordOf(deps: ExplainDeps, source: SourceDef, subject: string, wholeEntity: boolean): FoundRecord | null {
-  const whole = deps.snapshots.get(source.name, subject);
+async function recordOf(deps: ExplainDeps, source: SourceDef, subject: string, wholeEntity: boolean): Promise<FoundRecord | null> {
+  const whole = await deps.snapshots.get(source.name, subject);
   if (whole && (source.key === undefined || wholeEntity)) {
     return { entity: subject, record: JSON.parse(whole.body), prevRecord: (b) => JSON.parse(b) };
   }
@@ -268,7 +268,7 @@ function recordOf(deps: ExplainDeps, source: SourceDef, subject: string, wholeEn
   if (cut < 0 || source.key === undefined) return null;
   const entity = subject.slice(0, cut);
   const k = subject.slice(cut + 1);
-  const snap = deps.snapshots.get(source.name, entity);
+  const snap = await deps.snapshots.get(source.name, entity);
   if (!snap) return null;
   const key = source.key;
   const pick = (body: string): unknown => listOf(source, JSON.parse(body)).find((r) => String(r[key]) === k) ?? null;

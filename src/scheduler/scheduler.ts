@@ -3,6 +3,7 @@ import cron, { type ScheduledTask } from 'node-cron';
 import type { Logger } from 'pino';
 import { priorityRank, type Priority, type Ticket } from '../api/budget.js';
 import type { PollOutcome, Poller } from '../pipeline/poller.js';
+import { Semaphore } from '../semaphore.js';
 import { entityOf, isTopLevel, sitesSource } from '../sources/registry.js';
 import type { EnabledSource } from '../sources/select.js';
 import type { SiteInfo, SourceDef } from '../sources/types.js';
@@ -132,6 +133,16 @@ interface SourceState {
 }
 
 const ACCOUNT = -1;
+
+/**
+ * How many polls of one source run at once, for an API concurrency. More than the API's
+ * concurrency: a poll that waits for its commit to be durable frees its fetch slot (see
+ * runCycle), so with more polls in flight the fetches go on meanwhile, and the polls that
+ * wait commit together (group commit). Fetches stay at `api.max_concurrency` per source.
+ */
+export function pollWorkers(concurrency: number): number {
+  return concurrency * 4;
+}
 
 /**
  * Decides when each source runs. One node-cron heartbeat a second checks which sources are
@@ -354,7 +365,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     for (const c of children) {
       const outcomes = details.get(c.name)!;
       try {
-        this.deps.poller.finishCycle(c, outcomes);
+        await this.deps.poller.finishCycle(c, outcomes);
       } catch (e) {
         this.deps.log.error({ source: c.name, err: String(e) }, 'cycle failed');
       }
@@ -435,7 +446,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       const slotOf = (i: number): number => startedAt + i * step;
       let next = 0;
       let started = 0;
-      const dispatch = { done: 0, total: entities.length, startedAt, nextSlot: () => slotOf(next) };
+      const dispatch = { done: 0, total: entities.length, startedAt, nextSlot: () => slotOf(started) };
       if (st) st.dispatching = dispatch;
       const handedOut = (): void => {
         started++;
@@ -453,15 +464,18 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       if (entities.length === 0 && st) st.dispatching = null;
       // Every site of a cycle would get the same 403: stop at the first one.
       let blocked = false;
+      const giveUp = (): void => {
+        next = entities.length;
+        if (st?.dispatching === dispatch) st.dispatching = null;
+      };
+      // At most `concurrency` of this cycle's polls fetch at once; the others wait for their
+      // commit (a slot is freed when a poll's fetch is over).
+      const fetching = new Semaphore(this.deps.concurrency);
       const worker = async (): Promise<void> => {
         while (!this.abort.signal.aborted) {
           const i = next;
           if (i >= entities.length) return;
-          if (blocked) {
-            next = entities.length;
-            if (st?.dispatching === dispatch) st.dispatching = null;
-            return;
-          }
+          if (blocked) return giveUp();
           next++;
           const entity = entities[i]!;
           const wait = slotOf(i) - this.deps.now();
@@ -474,25 +488,35 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
             continue;
           }
           st?.inFlight.add(id);
-          handedOut();
+          const release = await fetching.acquire();
           try {
+            if (this.abort.signal.aborted) return;
+            if (blocked) return giveUp();
+            handedOut();
+            // Stopped as soon as the fetch says so, before the next poll takes the slot.
+            const afterFetch = (error: { code: string } | null): void => {
+              if (error?.code === 'scope_missing') blocked = true;
+              release();
+            };
             const ticket = this.ticket(s.def, slotOf(i));
-            const o = await this.deps.poller.poll(s.def, entity, undefined, { ticket });
+            const o = await this.deps.poller.poll(s.def, entity, undefined, { ticket, afterFetch });
+            release();
             if (o.error?.code === 'aborted') return;
             outcomes.push(o);
             dispatch.done++;
             if (o.error?.code === 'scope_missing') blocked = true;
             else if (details && o.status !== 'failed') await this.pollDetails(s.def, entity, details, ticket);
           } finally {
+            release();
             st?.inFlight.delete(id);
           }
         }
       };
       // A bounded pool, not one promise per site: memory stays flat with 10,000 sites.
-      const pool = Math.max(1, Math.min(this.deps.concurrency, entities.length));
+      const pool = Math.max(1, Math.min(pollWorkers(this.deps.concurrency), entities.length));
       await Promise.all(Array.from({ length: pool }, worker));
       if (st?.dispatching === dispatch) st.dispatching = null;
-      this.deps.poller.finishCycle(s.def, outcomes);
+      await this.deps.poller.finishCycle(s.def, outcomes);
     } catch (e) {
       if (st) st.dispatching = null;
       // poll() does not throw for API failures; this is a bug or a database error.

@@ -1,8 +1,9 @@
 import { alertEventId, alertRepeatId, envelope } from '../events/envelope.js';
 import type { HostwatchEvent } from '../events/types.js';
 import type { Notifier } from '../notify/notifier.js';
-import type { AlertsRepo } from '../store/alerts-repo.js';
+import type { AlertRow } from '../store/alerts-repo.js';
 import type { Store } from '../store/db.js';
+import { repos } from '../store/repos.js';
 
 /** The rule name and subject of the watchdog alert. */
 export const WATCHDOG_RULE = 'hostwatch-watchdog';
@@ -12,8 +13,7 @@ export const WATCHDOG_EVENT = 'hostwatch.watchdog';
 export interface WatchdogDeps {
   everyMs: number;
   store: Store;
-  alerts: AlertsRepo;
-  notifier: Pick<Notifier, 'publish'>;
+  notifier: Pick<Notifier, 'publishIn'>;
   instance: string;
   now: () => number;
 }
@@ -28,11 +28,23 @@ export interface WatchdogDeps {
 export class Watchdog {
   constructor(private readonly deps: WatchdogDeps) {}
 
-  /** Fire, or re-send when `every` has passed since the last send; null when nothing is due. */
-  tick(): HostwatchEvent | null {
+  /** Fire, or re-send when `every` has passed since the last send, in one transaction; null when nothing is due. */
+  tick(): Promise<HostwatchEvent | null> {
+    return this.deps.store.transaction(async (tx) => {
+      const r = repos(tx);
+      const row = await r.alerts.get(WATCHDOG_RULE, WATCHDOG_SUBJECT);
+      const e = this.due(row);
+      if (!e) return null;
+      await this.deps.notifier.publishIn(r, e.event);
+      await r.alerts.put(e.row);
+      return e.event;
+    });
+  }
+
+  /** The event to send and the row to write now, or null when nothing is due. */
+  private due(row: AlertRow | undefined): { event: HostwatchEvent; row: AlertRow } | null {
     const d = this.deps;
     const now = d.now();
-    const row = d.alerts.get(WATCHDOG_RULE, WATCHDOG_SUBJECT);
     const firing = row?.status === 'firing';
     if (firing && now - (row.last_sent_at ?? row.since) < d.everyMs) return null;
     const seq = firing ? row.seq : (row?.seq ?? 0) + 1;
@@ -58,9 +70,9 @@ export class Watchdog {
         ...(repeats > 0 ? { repeat: repeats } : {}),
       },
     });
-    d.store.sqlite.transaction(() => {
-      d.notifier.publish(e);
-      d.alerts.put({
+    return {
+      event: e,
+      row: {
         rule: WATCHDOG_RULE,
         subject: WATCHDOG_SUBJECT,
         site_id: null,
@@ -72,8 +84,7 @@ export class Watchdog {
         clear_since: null,
         last_sent_at: now,
         repeats,
-      });
-    })();
-    return e;
+      },
+    };
   }
 }

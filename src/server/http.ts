@@ -15,6 +15,17 @@ export interface Route {
   path: string | RegExp;
   /** Health checks answer without a token (Docker's HEALTHCHECK, load balancers). */
   public?: boolean;
+  /**
+   * Answers whatever name it is reached by (the health checks: a load balancer or a
+   * Kubernetes probe may use a name nobody put in `server.allowed_hosts`).
+   */
+  anyHost?: boolean;
+  /**
+   * Takes the token as `?access_token=` too (a GET only: the SSE stream, since EventSource
+   * cannot send headers). Everywhere else a token in a URL, which lands in proxy logs and
+   * browser history, is not accepted.
+   */
+  queryToken?: boolean;
   handler: (req: Request, res: ServerResponse) => void | Promise<void>;
 }
 

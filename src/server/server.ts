@@ -1,7 +1,11 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isLoopback } from '../config/schema.js';
+import { hostProblem, writeProblem, type AllowedHosts } from './guard.js';
 import { fail, HttpError, type Route } from './http.js';
+
+/** How long a client may take to send a whole request by default (headers and body). */
+export const REQUEST_TIMEOUT_MS = 10_000;
 
 /** Raised when the server must not start (for example a public bind without a token). */
 export class ServerConfigError extends Error {
@@ -27,6 +31,10 @@ export async function startServer(opts: {
   listen: string;
   token: string | null;
   routes: readonly Route[];
+  /** Names the server answers to besides localhost and IP literals (`server.allowed_hosts`). */
+  allowedHosts?: AllowedHosts;
+  /** How long a client may take to send a whole request, headers and body (default 10 s). */
+  requestTimeoutMs?: number;
   onError?: (e: unknown) => void;
 }): Promise<{ server: Server; url: string; close: () => Promise<void> }> {
   const { host, port } = parseListen(opts.listen);
@@ -35,8 +43,19 @@ export async function startServer(opts: {
       `server.listen: ${opts.listen} is reachable from other machines; set server.token (a bearer token) or listen on 127.0.0.1`,
     );
   }
-  const server = createServer((req, res) => {
-    dispatch(req, res, opts.routes, opts.token).catch((e: unknown) => {
+  const allowed = opts.allowedHosts ?? [];
+  const requestTimeout = opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  // A body that never arrives must not hold a connection (and a handler) for minutes:
+  // Node answers 408 and closes once the whole request has not come in time. It is
+  // checked every `connectionsCheckingInterval`, so that is kept well below the timeout.
+  // An SSE stream is not affected: its request (a GET) is complete at once.
+  const timeouts = {
+    requestTimeout,
+    headersTimeout: requestTimeout,
+    connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(requestTimeout / 4))),
+  };
+  const server = createServer(timeouts, (req, res) => {
+    dispatch(req, res, opts.routes, opts.token, allowed).catch((e: unknown) => {
       if (e instanceof HttpError) return fail(res, e.status, e.code, e.message);
       opts.onError?.(e);
       if (!res.headersSent) fail(res, 500, 'internal', 'internal error');
@@ -67,7 +86,7 @@ export async function startServer(opts: {
   };
 }
 
-async function dispatch(req: IncomingMessage, res: ServerResponse, routes: readonly Route[], token: string | null): Promise<void> {
+async function dispatch(req: IncomingMessage, res: ServerResponse, routes: readonly Route[], token: string | null, allowed: AllowedHosts): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://localhost');
   const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
   let pathMatched = false;
@@ -76,7 +95,13 @@ async function dispatch(req: IncomingMessage, res: ServerResponse, routes: reado
     if (params === null) continue;
     pathMatched = true;
     if (route.method !== method) continue;
-    if (!route.public && token !== null && !authorized(req, url, token)) {
+    const refused = (route.anyHost ? null : hostProblem(req.headers, allowed)) ?? writeProblem(method, req.headers);
+    if (refused) {
+      // Not read: the connection is closed rather than kept for a body nobody wants.
+      res.setHeader('connection', 'close');
+      throw refused;
+    }
+    if (!route.public && token !== null && !authorized(req, url, token, route.queryToken === true && method === 'GET')) {
       return fail(res, 401, 'unauthorized', 'a valid bearer token is required (Authorization: Bearer <server.token>)');
     }
     return route.handler({ raw: req, method, url, params }, res);
@@ -92,12 +117,13 @@ function matchPath(pattern: string | RegExp, path: string): string[] | null {
 }
 
 /**
- * Bearer token from the Authorization header, or `access_token` in the query (EventSource
- * cannot set headers). Compared in constant time: both sides are hashed to equal length.
+ * Bearer token from the Authorization header, or `access_token` in the query where the
+ * route takes it (the SSE stream: EventSource cannot set headers). Compared in constant
+ * time: both sides are hashed to equal length.
  */
-export function authorized(req: IncomingMessage, url: URL, token: string): boolean {
+export function authorized(req: IncomingMessage, url: URL, token: string, queryToken: boolean): boolean {
   const header = req.headers.authorization ?? '';
-  const given = header.startsWith('Bearer ') ? header.slice(7) : (url.searchParams.get('access_token') ?? '');
+  const given = header.startsWith('Bearer ') ? header.slice(7) : queryToken ? (url.searchParams.get('access_token') ?? '') : '';
   const a = createHash('sha256').update(given).digest();
   const b = createHash('sha256').update(token).digest();
   return timingSafeEqual(a, b) && given.length > 0;

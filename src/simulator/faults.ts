@@ -1,13 +1,14 @@
 /**
  * Fault injection: make chosen API paths fail the ways a real server or network does
- * (5xx, slowness, 429, a cut-off body, a reset connection), so tests can prove that a
+ * (5xx, slowness, 429, a cut-off body, a reset connection) or a hostile one does (a value
+ * nested too deep for a recursive reader), so tests can prove that a
  * failed fetch is never read as a change.
  */
 import { SimulatorError } from './world.js';
 
-export type FaultKind = 'status' | 'latency' | 'rate_limit' | 'truncated' | 'reset' | 'oversize';
+export type FaultKind = 'status' | 'latency' | 'rate_limit' | 'truncated' | 'reset' | 'nested' | 'body' | 'oversize';
 
-export const FAULT_KINDS: readonly FaultKind[] = ['status', 'latency', 'rate_limit', 'truncated', 'reset', 'oversize'];
+export const FAULT_KINDS: readonly FaultKind[] = ['status', 'latency', 'rate_limit', 'truncated', 'reset', 'nested', 'body', 'oversize'];
 
 export interface FaultSpec {
   /** Regex source matched against the path after /api/v1, e.g. '^/sites/3/health$'. */
@@ -19,6 +20,10 @@ export interface FaultSpec {
   ms?: number;
   /** Seconds, for 'rate_limit' (429 rate_limited with Retry-After); default 1. */
   retry_after?: number;
+  /** For 'body': the reply's text, sent as it is (status `status`, default 200), instead of the real answer. */
+  body?: string;
+  /** For 'nested': how many levels deep the added value is; default 100,000. */
+  depth?: number;
   /** Only on this 1-based page of a paged list (a request without a cursor is page 1). */
   page?: number;
   /** Only requests with this HTTP method (e.g. 'GET'); default every method. */
@@ -108,9 +113,14 @@ function validate(input: unknown): FaultSpec {
     if (typeof spec.method !== 'string' || !/^[A-Z]+$/.test(spec.method)) throw invalid('method must be an upper-case HTTP method such as GET');
     out.method = spec.method;
   }
+  if (spec.body !== undefined) {
+    if (typeof spec.body !== 'string' || spec.body.length > 1_000_000) throw invalid('body must be a string of at most 1,000,000 characters');
+    out.body = spec.body;
+  }
   copyInt(spec, out, 'status', 100, 599);
   copyInt(spec, out, 'ms', 0, 600_000);
   copyInt(spec, out, 'retry_after', 0, 86_400);
+  copyInt(spec, out, 'depth', 1, 10_000_000);
   copyInt(spec, out, 'page', 1, 1_000_000);
   copyInt(spec, out, 'times', 1, 1_000_000_000);
   copyInt(spec, out, 'bytes', 64, 1_073_741_824);
@@ -121,7 +131,7 @@ function validate(input: unknown): FaultSpec {
   return out;
 }
 
-function copyInt(from: Record<string, unknown>, to: FaultSpec, key: 'status' | 'ms' | 'retry_after' | 'page' | 'times' | 'bytes', min: number, max: number): void {
+function copyInt(from: Record<string, unknown>, to: FaultSpec, key: 'status' | 'ms' | 'retry_after' | 'depth' | 'page' | 'times' | 'bytes', min: number, max: number): void {
   const v = from[key];
   if (v === undefined || v === null) return;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {

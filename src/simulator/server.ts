@@ -133,9 +133,29 @@ function applyFault(fault: FaultSpec | undefined, handle: () => Reply): Reply {
       // Any proper prefix of a JSON object is invalid JSON; the length header matches, so only parsing fails.
       return { status: 200, body: reply.body.slice(0, Math.floor(reply.body.length / 2)) };
     }
+    case 'body':
+      return { status: fault.status ?? 200, body: fault.body ?? '' };
+    case 'nested': {
+      const reply = handle();
+      return reply.status === 200 && typeof reply.body === 'string' ? { ...reply, body: nestedBody(reply.body, fault.depth ?? 100_000) } : reply;
+    }
     default:
       return handle();
   }
+}
+
+/**
+ * A reply whose `data` (or a list's first record) gains a field `nested` holding arrays
+ * `depth` levels deep: valid JSON of the right shape that a recursive reader cannot walk.
+ * Built as text, since the simulator must not recurse over it either.
+ */
+function nestedBody(body: string, depth: number): string {
+  const mark = '\u0000nested\u0000';
+  const reply = JSON.parse(body) as { data?: unknown };
+  const target = Array.isArray(reply.data) ? reply.data[0] : reply.data;
+  if (target === null || typeof target !== 'object' || Array.isArray(target)) return body;
+  (target as Record<string, unknown>)['nested'] = mark;
+  return JSON.stringify(reply).replace(JSON.stringify(mark), `${'['.repeat(depth)}${']'.repeat(depth)}`);
 }
 
 /** The page a request asks for: 1 without a cursor, 0 (matches no page fault) for a cursor we did not issue. */

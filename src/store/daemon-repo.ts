@@ -1,41 +1,36 @@
-import type BetterSqlite3 from 'better-sqlite3';
-import { nonKey, pick, prepare, qb } from './db.js';
+import { nonKey, pick, statement, type Executor } from './sql.js';
 import { COLUMNS, KEYS, type Database } from './schema.js';
 
 export type HeartbeatRow = Database['daemon_heartbeat'];
 
+const BEAT = statement<HeartbeatRow>((qb, p) =>
+  qb
+    .insertInto('daemon_heartbeat')
+    .values(pick(p, COLUMNS.daemon_heartbeat))
+    .onConflict((oc) => oc.columns(KEYS.daemon_heartbeat).doUpdateSet(pick(p, nonKey(COLUMNS.daemon_heartbeat, KEYS.daemon_heartbeat)))),
+);
+const STOP = statement<{ instance: string; at: number }>((qb, p) =>
+  qb.updateTable('daemon_heartbeat').set({ stopped_at: p.at, seen_at: p.at }).where('instance', '=', p.instance),
+);
+const LATEST = statement<Record<string, never>, HeartbeatRow>((qb) => qb.selectFrom('daemon_heartbeat').selectAll().orderBy('seen_at', 'desc').limit(1));
+
 /** A daemon's sign of life, written every few seconds while it runs. */
 export class DaemonRepo {
-  private readonly upsertStmt;
-  private readonly stopStmt;
-  private readonly latestStmt;
-
-  constructor(sqlite: BetterSqlite3.Database) {
-    this.upsertStmt = prepare<HeartbeatRow>(sqlite, (p) =>
-      qb
-        .insertInto('daemon_heartbeat')
-        .values(pick(p, COLUMNS.daemon_heartbeat))
-        .onConflict((oc) => oc.columns(KEYS.daemon_heartbeat).doUpdateSet(pick(p, nonKey(COLUMNS.daemon_heartbeat, KEYS.daemon_heartbeat)))),
-    );
-    this.stopStmt = prepare<{ instance: string; at: number }>(sqlite, (p) =>
-      qb.updateTable('daemon_heartbeat').set({ stopped_at: p.at, seen_at: p.at }).where('instance', '=', p.instance),
-    );
-    this.latestStmt = prepare<Record<string, never>>(sqlite, () => qb.selectFrom('daemon_heartbeat').selectAll().orderBy('seen_at', 'desc').limit(1));
-  }
+  constructor(private readonly x: Executor) {}
 
   /** Record that a daemon is alive now. */
-  beat(row: HeartbeatRow): void {
-    this.upsertStmt.run(row);
+  async beat(row: HeartbeatRow): Promise<void> {
+    await this.x.run(BEAT, row);
   }
 
   /** Record a daemon's clean stop. */
-  stopped(instance: string, at: number): void {
-    this.stopStmt.run({ instance, at });
+  async stopped(instance: string, at: number): Promise<void> {
+    await this.x.run(STOP, { instance, at });
   }
 
   /** The daemon seen most recently on this database, if any ever ran. */
-  latest(): HeartbeatRow | undefined {
-    return this.latestStmt.get({}) as HeartbeatRow | undefined;
+  latest(): Promise<HeartbeatRow | undefined> {
+    return this.x.get(LATEST, {});
   }
 }
 

@@ -1,39 +1,62 @@
-import { mkdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
-import {
-  DummyDriver,
-  Kysely,
-  SqliteAdapter,
-  SqliteIntrospector,
-  SqliteQueryCompiler,
-  type Compilable,
-} from 'kysely';
+import { join } from 'node:path';
+import type { StorageConfig } from '../config/types.js';
 import { packageRoot } from '../paths.js';
-import { migrate, readMigrations } from './migrate.js';
+import type { CommitStats, Unit } from './commit-queue.js';
+import { readMigrations } from './migrate.js';
+import type { Executor } from './sql.js';
 import { storagePathProblem } from './storage-path.js';
-import type { Database } from './schema.js';
 
 /**
- * Kysely builds and types the queries; better-sqlite3 runs them synchronously. That split
- * is deliberate: a poll's transaction (snapshot + events + outbox) must never await, and a
- * synchronous driver makes an await inside it impossible rather than merely discouraged.
+ * The store port: what every repository and caller uses, on either engine. Statements run
+ * one by one on the store, or together in `transaction`. Both engines answer through
+ * promises (node-postgres is asynchronous), and every write goes through group commit.
  */
-export const qb = new Kysely<Database>({
-  dialect: {
-    createAdapter: () => new SqliteAdapter(),
-    createDriver: () => new DummyDriver(),
-    createIntrospector: (db) => new SqliteIntrospector(db),
-    createQueryCompiler: () => new SqliteQueryCompiler(),
-  },
-});
+export interface Store extends Executor {
+  readonly engine: 'sqlite' | 'postgres';
+  /** Where the data is, for messages ("the SQLite database /x.db"); never a password. */
+  readonly description: string;
+  /**
+   * Run `unit` in a transaction and resolve with its result once it has committed: all its
+   * writes or none. The unit may await only its own `tx`'s statements (never other IO: no
+   * network IO inside a transaction, invariant 4). Units that arrive close together share
+   * one transaction (group commit), each in a savepoint, so one unit's failure rolls back
+   * that unit only.
+   */
+  transaction<T>(unit: Unit<T>): Promise<T>;
+  /** A batch transaction is open right now (tests check that no network IO happens then). */
+  readonly transactionOpen: boolean;
+  /** Commits so far: batches and the units they carried. */
+  readonly stats: CommitStats;
+  /**
+   * The database answers, holds every migration this build knows, its last write went
+   * through and no statement found the file damaged.
+   */
+  ready(): Promise<boolean>;
+  /** Why the store fails now (writes refused: disk full, locked, unreachable; a damaged file), or null. */
+  problem(): string | null;
+  /** Wait for queued commits, then close (and release the daemon lock). */
+  close(): Promise<void>;
+}
 
-export interface Store {
-  sqlite: BetterSqlite3.Database;
-  path: string;
-  /** The database answers and holds every migration this build knows. */
-  ready(): boolean;
-  close(): void;
+export interface StoreOptions {
+  now: () => number;
+  /**
+   * Open as the daemon (run, poll --once, demo): the store takes the one-daemon lock of its
+   * database (a second daemon refuses to start). CLI commands that read or write beside a
+   * running daemon leave it false.
+   */
+  daemon?: boolean;
+  /** SQLite: open read-only, without migrating (`hostwatch events`). */
+  readonly?: boolean;
+  /** A pooled PostgreSQL connection failed while idle (logged; the pool replaces it). */
+  onError?: (e: Error) => void;
+  /** SQLite: how the log file is synced (tests observe it); default fs.fsync. */
+  fsync?: (fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => void;
+}
+
+/** The SQL files of each engine: the same numbers, each engine's own syntax. */
+export function migrationsDir(engine: Store['engine']): string {
+  return engine === 'sqlite' ? join(packageRoot(), 'migrations') : join(packageRoot(), 'migrations', 'postgres');
 }
 
 /** Raised when the database file cannot be opened or created; the message names the path and why. */
@@ -42,77 +65,26 @@ export class StorageError extends Error {
   readonly code = 'storage_unusable';
 }
 
-/** Open (creating if needed) the SQLite file, set durability pragmas and apply migrations. */
-export function openStore(path: string, now: () => number = Date.now): Store {
-  const problem = storagePathProblem(path);
-  if (problem !== null) throw new StorageError(`storage.path: ${problem}`);
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-  const sqlite = new BetterSqlite3(path);
-  try {
-    sqlite.pragma('journal_mode = WAL');
-    sqlite.pragma('synchronous = FULL');
-    sqlite.pragma('busy_timeout = 5000');
-    sqlite.pragma('foreign_keys = ON');
-    // 2 MB of page cache (the default is 16): hot rows are few, since unchanged polls
-    // are answered from memory (see Poller's head cache), and pages read again come from
-    // the OS's file cache, outside the process's RSS (docs/benchmarks.md: 10,000 sites).
-    sqlite.pragma('cache_size = -2000');
-    const migrations = readMigrations(join(packageRoot(), 'migrations'));
-    migrate(sqlite, migrations, now);
-    const latest = migrations.at(-1)?.version ?? 0;
-    const versionStmt = sqlite.prepare('SELECT max(version) AS v FROM schema_migrations');
-    return {
-      sqlite,
-      path,
-      ready: () => sqlite.open && (versionStmt.get() as { v: number | null }).v === latest,
-      close: () => sqlite.close(),
-    };
-  } catch (e) {
-    sqlite.close();
-    throw e;
+/** Open the configured store: SQLite (`storage.path`) or PostgreSQL (`storage.url`), migrated. */
+export async function openStore(storage: StorageConfig, opts: StoreOptions): Promise<Store> {
+  if (storage.engine === 'postgres') {
+    const { openPostgres } = await import('./postgres.js');
+    return openPostgres(storage.url, readMigrations(migrationsDir('postgres')), opts);
   }
+  // Named with its path and reason, rather than SQLite's "unable to open database file".
+  const problem = opts.readonly ? null : storagePathProblem(storage.path);
+  if (problem !== null) throw new StorageError(`storage.path: ${problem}`);
+  const { openSqlite } = await import('./sqlite.js');
+  return openSqlite(storage.path, readMigrations(migrationsDir('sqlite')), opts);
 }
 
-const PARAM = '\u0000hw-param:';
-
-/**
- * A prepared statement from a kysely query, with named parameters.
- * `build` receives placeholders standing for the named values; they are replaced by
- * positional `?` bindings, so the query is compiled and prepared once and run many times.
- */
-export function prepare<P extends Record<string, unknown>>(
-  sqlite: BetterSqlite3.Database,
-  build: (p: { [K in keyof P]: P[K] }) => Compilable,
-): Prepared<P> {
-  const proxy = new Proxy({}, { get: (_t, k) => PARAM + String(k) }) as { [K in keyof P]: P[K] };
-  const compiled = build(proxy).compile();
-  // Each binding is either a named placeholder or a literal written into the query.
-  const bindings: Array<{ name: string } | { literal: unknown }> = compiled.parameters.map((v) =>
-    typeof v === 'string' && v.startsWith(PARAM) ? { name: v.slice(PARAM.length) } : { literal: v },
-  );
-  const stmt = sqlite.prepare(compiled.sql);
-  const args = (p: P): unknown[] => bindings.map((b) => ('name' in b ? p[b.name as keyof P] : b.literal));
-  return {
-    run: (p) => stmt.run(...args(p)),
-    get: (p) => stmt.get(...args(p)),
-    all: (p) => stmt.all(...args(p)),
-  };
-}
-
-/** The named placeholders of `cols`, as an object `values()` can take. */
-export function pick<P, K extends keyof P & string>(p: P, cols: readonly K[]): Pick<P, K> {
-  const out = {} as Pick<P, K>;
-  for (const c of cols) out[c] = p[c];
-  return out;
-}
-
-/** `cols` without `keys`: what an upsert updates when the row exists. */
-export function nonKey<C extends string, K extends C>(cols: readonly C[], keys: readonly K[]): Exclude<C, K>[] {
-  return cols.filter((c): c is Exclude<C, K> => !(keys as readonly string[]).includes(c));
-}
-
-export interface Prepared<P> {
-  run(p: P): BetterSqlite3.RunResult;
-  get(p: P): unknown;
-  all(p: P): unknown[];
+/** Where a storage config points, for messages: a file, or a database and host (never user or password). */
+export function describeStorage(storage: StorageConfig): string {
+  if (storage.engine === 'sqlite') return `the SQLite database ${storage.path}`;
+  try {
+    const u = new URL(storage.url);
+    return `the PostgreSQL database ${decodeURIComponent(u.pathname.slice(1)) || '(default)'} on ${u.hostname}${u.port ? `:${u.port}` : ''}`;
+  } catch {
+    return 'the PostgreSQL database of storage.url';
+  }
 }

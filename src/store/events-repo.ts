@@ -1,6 +1,5 @@
-import type BetterSqlite3 from 'better-sqlite3';
-import { pick, prepare, qb, type Prepared } from './db.js';
-import type { Compilable, Selectable } from 'kysely';
+import { pick, statement, variants, type Executor } from './sql.js';
+import type { Selectable } from 'kysely';
 import { COLUMNS, type Database } from './schema.js';
 import type { HostwatchEvent } from '../events/types.js';
 
@@ -50,30 +49,6 @@ export interface DeliveryView {
 }
 
 
-/**
- * One prepared statement per combination of optional filters, each built on first use:
- * a filter that is absent is left out of the SQL (so indexes stay usable) rather than
- * written as `(? IS NULL OR col = ?)`.
- */
-class Variants<P extends Record<string, unknown>, F> {
-  private readonly cache = new Map<string, Prepared<P>>();
-
-  constructor(
-    private readonly sqlite: BetterSqlite3.Database,
-    private readonly build: (flags: F, p: { [K in keyof P]: P[K] }) => Compilable,
-  ) {}
-
-  get(flags: F): Prepared<P> {
-    const key = JSON.stringify(flags);
-    let stmt = this.cache.get(key);
-    if (!stmt) {
-      stmt = prepare<P>(this.sqlite, (p) => this.build(flags, p));
-      this.cache.set(key, stmt);
-    }
-    return stmt;
-  }
-}
-
 type LogParams = { after: number; type: string; site_id: number; since: number; limit: number };
 type LogFlags = { type: boolean; site: boolean; since: boolean; newest: boolean };
 type DeliveryParams = { channel: string; limit: number };
@@ -94,192 +69,174 @@ export function toEventRow(e: HostwatchEvent, body: string = JSON.stringify(e)):
   };
 }
 
+type AttemptUpdate = Pick<OutboxRow, 'id' | 'state' | 'attempts' | 'next_attempt_at' | 'last_error' | 'updated_at'>;
+
+const INSERT_EVENT = statement<Omit<EventRow, 'seq'>>((qb, p) =>
+  qb.insertInto('events').values(pick(p, COLUMNS.events)).onConflict((oc) => oc.column('id').doNothing()),
+);
+const INSERT_OUTBOX = statement<Omit<OutboxRow, 'id'>>((qb, p) =>
+  qb.insertInto('outbox').values(pick(p, COLUMNS.outbox)).onConflict((oc) => oc.columns(['event_id', 'channel']).doNothing()),
+);
+const DUE = statement<{ now: number; limit: number }, DueDelivery>((qb, p) =>
+  qb
+    .selectFrom('outbox')
+    .innerJoin('events', 'events.id', 'outbox.event_id')
+    .selectAll('outbox')
+    .select('events.body')
+    .where('outbox.state', '=', 'pending')
+    .where('outbox.next_attempt_at', '<=', p.now)
+    .orderBy('outbox.id')
+    .limit(p.limit),
+);
+const UPDATE_OUTBOX = statement<AttemptUpdate>((qb, p) =>
+  qb
+    .updateTable('outbox')
+    .set({ state: p.state, attempts: p.attempts, next_attempt_at: p.next_attempt_at, last_error: p.last_error, updated_at: p.updated_at })
+    .where('id', '=', p.id),
+);
+const INSERT_ATTEMPT = statement<Omit<AttemptRow, 'id'>>((qb, p) => qb.insertInto('delivery_attempts').values(pick(p, COLUMNS.delivery_attempts)));
+const COUNT = statement<{ state: OutboxRow['state'] }, { n: number }>((qb, p) =>
+  qb.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('n')).where('state', '=', p.state),
+);
+const NEXT_DUE = statement<{ state: OutboxRow['state'] }, { at: number | null }>((qb, p) =>
+  qb.selectFrom('outbox').select((eb) => eb.fn.min('next_attempt_at').as('at')).where('state', '=', p.state),
+);
+const LOG = variants<LogParams, LogFlags, LoggedEvent>((qb, f, p) =>
+  qb
+    .selectFrom('events')
+    .select(['seq', 'body'])
+    .$if(!f.newest, (q) => q.where('seq', '>', p.after))
+    .$if(f.type, (q) => q.where('type', '=', p.type))
+    .$if(f.site, (q) => q.where('site_id', '=', p.site_id))
+    .$if(f.since, (q) => q.where('time', '>=', p.since))
+    .orderBy('seq', f.newest ? 'desc' : 'asc')
+    .limit(p.limit),
+);
+const DELIVERIES = variants<DeliveryParams, { failed: boolean; channel: boolean }, DeliveryView>((qb, f, p) =>
+  qb
+    .selectFrom('outbox')
+    .innerJoin('events', 'events.id', 'outbox.event_id')
+    .select(['outbox.event_id', 'events.type', 'events.subject', 'outbox.channel', 'outbox.state', 'outbox.attempts'])
+    .select(['outbox.last_error', 'outbox.next_attempt_at', 'outbox.updated_at', 'outbox.id', 'outbox.group_key'])
+    .select((eb) =>
+      eb
+        .selectFrom('delivery_attempts')
+        .select('delivery_attempts.status_code')
+        .whereRef('delivery_attempts.outbox_id', '=', 'outbox.id')
+        .orderBy('delivery_attempts.id', 'desc')
+        .limit(1)
+        .as('last_status'),
+    )
+    // Failed: dead-lettered, or waiting to retry after at least one failed attempt.
+    .$if(f.failed, (q) =>
+      q.where((eb) => eb.or([eb('outbox.state', '=', 'dead'), eb.and([eb('outbox.state', '=', 'pending'), eb('outbox.attempts', '>=', 1)])])),
+    )
+    .$if(f.channel, (q) => q.where('outbox.channel', '=', p.channel))
+    .orderBy('outbox.id', 'desc')
+    .limit(p.limit),
+);
+const REDELIVER = variants<RedeliverParams, { kind: 'event' | 'outbox' | 'dead'; channel: boolean }>((qb, f, p) =>
+  qb
+    .updateTable('outbox')
+    .set({ state: 'pending', attempts: 0, next_attempt_at: p.now, updated_at: p.now })
+    .$if(f.kind === 'event', (q) => q.where('event_id', '=', p.event_id))
+    .$if(f.kind === 'outbox', (q) => q.where('id', '=', p.outbox_id))
+    .$if(f.kind === 'dead', (q) => q.where('state', '=', 'dead'))
+    .$if(f.channel, (q) => q.where('channel', '=', p.channel)),
+);
+const LAST_SEQ = statement<Record<string, never>, { seq: number | null }>((qb) => qb.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')));
+const OLDEST_PENDING = statement<{ state: OutboxRow['state'] }, { at: number | null }>((qb, p) =>
+  qb.selectFrom('outbox').select((eb) => eb.fn.min('created_at').as('at')).where('state', '=', p.state),
+);
+const OUTBOX_FOR_EVENT = statement<{ event_id: string }, OutboxRow>((qb, p) =>
+  qb.selectFrom('outbox').selectAll().where('event_id', '=', p.event_id).orderBy('channel'),
+);
+
 /** The event log, the outbox and the delivery attempts. */
 export class EventsRepo {
-  private readonly insertEvent;
-  private readonly insertOutbox;
-  private readonly dueStmt;
-  private readonly updateOutbox;
-  private readonly insertAttempt;
-  private readonly pendingCountStmt;
-  private readonly nextDueStmt;
-  private readonly logStmts;
-  private readonly deliveryStmts;
-  private readonly outboxForEventStmt;
-  private readonly oldestPendingStmt;
-  private readonly lastSeqStmt;
-  private readonly redeliverStmts;
+  constructor(private readonly x: Executor) {}
 
-  constructor(sqlite: BetterSqlite3.Database) {
-    this.insertEvent = prepare<Omit<EventRow, 'seq'>>(sqlite, (p) =>
-      qb.insertInto('events').values(pick(p, COLUMNS.events)).onConflict((oc) => oc.column('id').doNothing()),
-    );
-    this.insertOutbox = prepare<Omit<OutboxRow, 'id'>>(sqlite, (p) =>
-      qb.insertInto('outbox').values(pick(p, COLUMNS.outbox)).onConflict((oc) => oc.columns(['event_id', 'channel']).doNothing()),
-    );
-    this.dueStmt = prepare<{ now: number; limit: number }>(sqlite, (p) =>
-      qb
-        .selectFrom('outbox')
-        .innerJoin('events', 'events.id', 'outbox.event_id')
-        .selectAll('outbox')
-        .select('events.body')
-        .where('outbox.state', '=', 'pending')
-        .where('outbox.next_attempt_at', '<=', p.now)
-        .orderBy('outbox.id')
-        .limit(p.limit),
-    );
-    this.updateOutbox = prepare<Pick<OutboxRow, 'id' | 'state' | 'attempts' | 'next_attempt_at' | 'last_error' | 'updated_at'>>(
-      sqlite,
-      (p) =>
-        qb
-          .updateTable('outbox')
-          .set({
-            state: p.state,
-            attempts: p.attempts,
-            next_attempt_at: p.next_attempt_at,
-            last_error: p.last_error,
-            updated_at: p.updated_at,
-          })
-          .where('id', '=', p.id),
-    );
-    this.insertAttempt = prepare<Omit<AttemptRow, 'id'>>(sqlite, (p) => qb.insertInto('delivery_attempts').values(pick(p, COLUMNS.delivery_attempts)));
-    this.pendingCountStmt = prepare<{ state: OutboxRow['state'] }>(sqlite, (p) =>
-      qb.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('n')).where('state', '=', p.state),
-    );
-    this.nextDueStmt = prepare<{ state: OutboxRow['state'] }>(sqlite, (p) =>
-      qb.selectFrom('outbox').select((eb) => eb.fn.min('next_attempt_at').as('at')).where('state', '=', p.state),
-    );
-    this.logStmts = new Variants<LogParams, LogFlags>(sqlite, (f, p) =>
-      qb
-        .selectFrom('events')
-        .select(['seq', 'body'])
-        .$if(!f.newest, (q) => q.where('seq', '>', p.after))
-        .$if(f.type, (q) => q.where('type', '=', p.type))
-        .$if(f.site, (q) => q.where('site_id', '=', p.site_id))
-        .$if(f.since, (q) => q.where('time', '>=', p.since))
-        .orderBy('seq', f.newest ? 'desc' : 'asc')
-        .limit(p.limit),
-    );
-    this.deliveryStmts = new Variants<DeliveryParams, { failed: boolean; channel: boolean }>(sqlite, (f, p) =>
-      qb
-        .selectFrom('outbox')
-        .innerJoin('events', 'events.id', 'outbox.event_id')
-        .select(['outbox.event_id', 'events.type', 'events.subject', 'outbox.channel', 'outbox.state', 'outbox.attempts'])
-        .select(['outbox.last_error', 'outbox.next_attempt_at', 'outbox.updated_at', 'outbox.id', 'outbox.group_key'])
-        .select((eb) =>
-          eb
-            .selectFrom('delivery_attempts')
-            .select('delivery_attempts.status_code')
-            .whereRef('delivery_attempts.outbox_id', '=', 'outbox.id')
-            .orderBy('delivery_attempts.id', 'desc')
-            .limit(1)
-            .as('last_status'),
-        )
-        // Failed: dead-lettered, or waiting to retry after at least one failed attempt.
-        .$if(f.failed, (q) =>
-          q.where((eb) => eb.or([eb('outbox.state', '=', 'dead'), eb.and([eb('outbox.state', '=', 'pending'), eb('outbox.attempts', '>=', 1)])])),
-        )
-        .$if(f.channel, (q) => q.where('outbox.channel', '=', p.channel))
-        .orderBy('outbox.id', 'desc')
-        .limit(p.limit),
-    );
-    this.redeliverStmts = new Variants<RedeliverParams, { kind: 'event' | 'outbox' | 'dead'; channel: boolean }>(sqlite, (f, p) =>
-      qb
-        .updateTable('outbox')
-        .set({ state: 'pending', attempts: 0, next_attempt_at: p.now, updated_at: p.now })
-        .$if(f.kind === 'event', (q) => q.where('event_id', '=', p.event_id))
-        .$if(f.kind === 'outbox', (q) => q.where('id', '=', p.outbox_id))
-        .$if(f.kind === 'dead', (q) => q.where('state', '=', 'dead'))
-        .$if(f.channel, (q) => q.where('channel', '=', p.channel)),
-    );
-    this.lastSeqStmt = prepare<Record<string, never>>(sqlite, () => qb.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')));
-    this.oldestPendingStmt = prepare<{ state: OutboxRow['state'] }>(sqlite, (p) =>
-      qb.selectFrom('outbox').select((eb) => eb.fn.min('created_at').as('at')).where('state', '=', p.state),
-    );
-    this.outboxForEventStmt = prepare<{ event_id: string }>(sqlite, (p) =>
-      qb.selectFrom('outbox').selectAll().where('event_id', '=', p.event_id).orderBy('channel'),
-    );
-  }
-
-  /** Append an event; a second insert of the same id is ignored (returns false). */
-  addEvent(row: Omit<EventRow, 'seq'>): boolean {
-    return this.insertEvent.run(row).changes > 0;
+  /**
+   * Append an event (inside a transaction); a second insert of the same id is ignored
+   * (resolves false). Inserts commit in `seq` order on every engine (Executor.orderEvents).
+   */
+  async addEvent(row: Omit<EventRow, 'seq'>): Promise<boolean> {
+    await this.x.orderEvents();
+    return (await this.x.run(INSERT_EVENT, row)) > 0;
   }
 
   /** Queue an event for a channel (idempotent per event and channel). */
-  enqueue(row: OutboxInsert): void {
-    this.insertOutbox.run({ ...row, group_key: row.group_key ?? null });
+  async enqueue(row: OutboxInsert): Promise<void> {
+    await this.x.run(INSERT_OUTBOX, { ...row, group_key: row.group_key ?? null });
   }
 
   /**
    * Send again (`hostwatch redeliver`): the chosen rows become pending, due now, with a
    * fresh retry schedule; their attempt history stays. Same event id, so receivers can
-   * deduplicate. Returns how many rows were requeued.
+   * deduplicate. Resolves with how many rows were requeued.
    */
-  redeliver(target: { eventId: string } | { outboxId: number } | { dead: true }, channel: string | null, now: number): number {
-    const stmt = this.redeliverStmts.get({ kind: 'eventId' in target ? 'event' : 'outboxId' in target ? 'outbox' : 'dead', channel: channel !== null });
-    const params = {
+  redeliver(target: { eventId: string } | { outboxId: number } | { dead: true }, channel: string | null, now: number): Promise<number> {
+    const stmt = REDELIVER({ kind: 'eventId' in target ? 'event' : 'outboxId' in target ? 'outbox' : 'dead', channel: channel !== null });
+    return this.x.run(stmt, {
       event_id: 'eventId' in target ? target.eventId : '',
       outbox_id: 'outboxId' in target ? target.outboxId : 0,
       channel: channel ?? '',
       now,
-    };
-    return stmt.run(params).changes;
+    });
   }
 
-  /** Pending deliveries whose time has come, oldest first. */
-  due(now: number, limit: number): DueDelivery[] {
-    return this.dueStmt.all({ now, limit }) as DueDelivery[];
+  /**
+   * Pending deliveries whose time has come, oldest first. (A cluster of instances will
+   * claim these rows instead of reading them: FOR UPDATE SKIP LOCKED, with a lease.)
+   */
+  due(now: number, limit: number): Promise<DueDelivery[]> {
+    return this.x.all(DUE, { now, limit });
   }
 
-  /** Record the outcome of one attempt and the row's new state, atomically. */
-  recordAttempt(
-    update: Pick<OutboxRow, 'id' | 'state' | 'attempts' | 'next_attempt_at' | 'last_error' | 'updated_at'>,
-    attempt: Omit<AttemptRow, 'id'>,
-  ): void {
-    this.updateOutbox.run(update);
-    this.insertAttempt.run(attempt);
+  /** Record the outcome of one attempt and the row's new state (in the caller's transaction). */
+  async recordAttempt(update: AttemptUpdate, attempt: Omit<AttemptRow, 'id'>): Promise<void> {
+    await this.x.run(UPDATE_OUTBOX, update);
+    await this.x.run(INSERT_ATTEMPT, attempt);
   }
 
   /** How many outbox rows are in a state. */
-  count(state: OutboxRow['state']): number {
-    return (this.pendingCountStmt.get({ state }) as { n: number }).n;
+  async count(state: OutboxRow['state']): Promise<number> {
+    return (await this.x.get(COUNT, { state }))?.n ?? 0;
   }
 
   /** When the earliest pending row becomes due (null when none is pending). */
-  nextDue(): number | null {
-    return (this.nextDueStmt.get({ state: 'pending' as const }) as { at: number | null }).at;
+  async nextDue(): Promise<number | null> {
+    return (await this.x.get(NEXT_DUE, { state: 'pending' as const }))?.at ?? null;
   }
 
   /** When the oldest pending row was queued (null when none is pending). */
-  oldestPendingCreatedAt(): number | null {
-    return (this.oldestPendingStmt.get({ state: 'pending' as const }) as { at: number | null }).at;
+  async oldestPendingCreatedAt(): Promise<number | null> {
+    return (await this.x.get(OLDEST_PENDING, { state: 'pending' as const }))?.at ?? null;
   }
 
   /** Events after a cursor (seq) that match a filter, oldest first. */
-  list(after: number, filter: EventFilter, limit: number): LoggedEvent[] {
-    return this.logStmts.get(logFlags(filter, false)).all(logParams(filter, after, limit)) as LoggedEvent[];
+  list(after: number, filter: EventFilter, limit: number): Promise<LoggedEvent[]> {
+    return this.x.all(LOG(logFlags(filter, false)), logParams(filter, after, limit));
   }
 
   /** The cursor of the newest event (0 when the log is empty). */
-  lastSeq(): number {
-    return (this.lastSeqStmt.get({}) as { seq: number | null }).seq ?? 0;
+  async lastSeq(): Promise<number> {
+    return (await this.x.get(LAST_SEQ, {}))?.seq ?? 0;
   }
 
   /** The newest `limit` events that match a filter, newest first. */
-  latest(filter: EventFilter, limit: number): LoggedEvent[] {
-    return this.logStmts.get(logFlags(filter, true)).all(logParams(filter, 0, limit)) as LoggedEvent[];
+  latest(filter: EventFilter, limit: number): Promise<LoggedEvent[]> {
+    return this.x.all(LOG(logFlags(filter, true)), logParams(filter, 0, limit));
   }
 
   /** Recent outbox rows, newest first; `failed` keeps dead rows and rows waiting to retry. */
-  deliveries(filter: { failed: boolean; channel: string | null }, limit: number): DeliveryView[] {
-    const stmt = this.deliveryStmts.get({ failed: filter.failed, channel: filter.channel !== null });
-    return stmt.all({ channel: filter.channel ?? '', limit }) as DeliveryView[];
+  deliveries(filter: { failed: boolean; channel: string | null }, limit: number): Promise<DeliveryView[]> {
+    return this.x.all(DELIVERIES({ failed: filter.failed, channel: filter.channel !== null }), { channel: filter.channel ?? '', limit });
   }
 
   /** The outbox rows of one event. */
-  outboxFor(eventId: string): OutboxRow[] {
-    return this.outboxForEventStmt.all({ event_id: eventId }) as OutboxRow[];
+  outboxFor(eventId: string): Promise<OutboxRow[]> {
+    return this.x.all(OUTBOX_FOR_EVENT, { event_id: eventId });
   }
 }
 

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
+import type pg from 'pg';
 
 /** A migration file: `NNNN_name.sql`, applied once, in order, never edited after release. */
 export interface Migration {
@@ -17,7 +18,7 @@ export class MigrationError extends Error {
   readonly code = 'migration_failed';
 }
 
-/** Read `migrations/*.sql` in version order. */
+/** Read the `NNNN_name.sql` files of a folder in version order (migrations/ for SQLite, migrations/postgres/ for PostgreSQL). */
 export function readMigrations(dir: string): Migration[] {
   const files = readdirSync(dir).filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f)).sort();
   return files.map((file) => {
@@ -31,19 +32,19 @@ export function readMigrations(dir: string): Migration[] {
   });
 }
 
+/** A row of schema_migrations. */
+interface Applied {
+  version: number;
+  name: string;
+  checksum: string;
+}
+
 /**
- * Apply pending migrations, each in its own transaction. Refuses (throws MigrationError)
- * when an applied migration is missing or was changed, or the database is newer than
- * this build — the daemon must not run against a schema it does not understand.
+ * Refuse (throw MigrationError) when an applied migration is missing or was changed, or the
+ * database is newer than this build — the daemon must not run against a schema it does not
+ * understand. Returns the versions already applied.
  */
-export function migrate(db: BetterSqlite3.Database, migrations: Migration[], now: () => number): number[] {
-  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-    version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
-  const applied = db.prepare('SELECT version, name, checksum FROM schema_migrations ORDER BY version').all() as Array<{
-    version: number;
-    name: string;
-    checksum: string;
-  }>;
+function checkApplied(applied: readonly Applied[], migrations: readonly Migration[]): Set<number> {
   const known = new Map(migrations.map((m) => [m.version, m]));
   for (const a of applied) {
     const m = known.get(a.version);
@@ -59,7 +60,22 @@ export function migrate(db: BetterSqlite3.Database, migrations: Migration[], now
       throw new MigrationError(`corrupted migrations: ${a.name} was changed after it was applied (checksum differs)`);
     }
   }
-  const done = new Set(applied.map((a) => a.version));
+  return new Set(applied.map((a) => a.version));
+}
+
+const TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at BIGINT NOT NULL)`;
+
+/**
+ * Apply pending SQLite migrations, each in its own transaction (see checkApplied for what is
+ * refused). Returns the versions applied now.
+ */
+export function migrateSqlite(db: BetterSqlite3.Database, migrations: Migration[], now: () => number): number[] {
+  // The table as 0001 found it (INTEGER applied_at); kept byte for byte for existing files.
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
+  const applied = db.prepare('SELECT version, name, checksum FROM schema_migrations ORDER BY version').all() as Applied[];
+  const done = checkApplied(applied, migrations);
   const ran: number[] = [];
   const record = db.prepare('INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)');
   for (const m of migrations) {
@@ -75,4 +91,37 @@ export function migrate(db: BetterSqlite3.Database, migrations: Migration[], now
     ran.push(m.version);
   }
   return ran;
+}
+
+/** The session-level advisory lock key under which PostgreSQL migrations run ("hwmigrat"). */
+export const MIGRATION_LOCK = 0x68776d6967726174n;
+
+/**
+ * Apply pending PostgreSQL migrations, each in its own transaction, under a session advisory
+ * lock: several instances starting at once take turns, and the later ones find the work done.
+ */
+export async function migratePostgres(client: pg.ClientBase, migrations: Migration[], now: () => number): Promise<number[]> {
+  await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK.toString()]);
+  try {
+    await client.query(TABLE);
+    const applied = (await client.query<Applied>('SELECT version, name, checksum FROM schema_migrations ORDER BY version')).rows;
+    const done = checkApplied(applied, migrations);
+    const ran: number[] = [];
+    for (const m of migrations) {
+      if (done.has(m.version)) continue;
+      try {
+        await client.query('BEGIN');
+        await client.query(m.sql);
+        await client.query('INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)', [m.version, m.name, m.checksum, now()]);
+        await client.query('COMMIT');
+      } catch (e) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw new MigrationError(`migration postgres/${m.name} failed: ${(e as Error).message}`);
+      }
+      ran.push(m.version);
+    }
+    return ran;
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK.toString()]).catch(() => undefined);
+  }
 }

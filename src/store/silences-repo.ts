@@ -1,121 +1,102 @@
-import type BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
 import type { Silence } from '../notify/silences.js';
-import { pick, prepare, qb } from './db.js';
+import { pick, statement, type Executor } from './sql.js';
 import { COLUMNS } from './schema.js';
+
+const INSERT = statement<Silence>((qb, p) => qb.insertInto('silences').values(pick(p, COLUMNS.silences)));
+const GET = statement<{ id: string }, Silence>((qb, p) => qb.selectFrom('silences').selectAll().where('id', '=', p.id));
+const EXPIRE = statement<{ id: string; at: number }>((qb, p) =>
+  qb.updateTable('silences').set({ expired_at: p.at }).where('id', '=', p.id).where('expired_at', 'is', null).where('ends_at', '>', p.at),
+);
+const ACTIVE = statement<{ now: number }, Silence>((qb, p) =>
+  qb
+    .selectFrom('silences')
+    .selectAll()
+    .where('expired_at', 'is', null)
+    .where('ends_at', '>', p.now)
+    .where('starts_at', '<=', p.now)
+    .orderBy('created_at')
+    .orderBy('id'),
+);
+// Everything not over yet, plus what ended since `since`.
+const RECENT = statement<{ now: number; since: number; limit: number }, Silence>((qb, p) =>
+  qb
+    .selectFrom('silences')
+    .selectAll()
+    .where((eb) =>
+      eb.or([eb.and([eb('expired_at', 'is', null), eb('ends_at', '>', p.now)]), eb(eb.fn.coalesce('expired_at', 'ends_at'), '>=', p.since)]),
+    )
+    .orderBy('created_at', 'desc')
+    .limit(p.limit),
+);
+const MARK = statement<{ event_id: string; silence_id: string }>((qb, p) => qb.updateTable('events').set({ silenced_by: p.silence_id }).where('id', '=', p.event_id));
+const SUPPRESSED = statement<{ silence_id: string }, { n: number }>((qb, p) =>
+  qb
+    .selectFrom('events')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where(sql<string>`silenced_by`, '=', p.silence_id),
+);
+const SILENCED_BY = statement<{ event_id: string }, { silenced_by: string | null }>((qb, p) =>
+  qb.selectFrom('events').select(sql<string | null>`silenced_by`.as('silenced_by')).where('id', '=', p.event_id),
+);
+const RECENTLY_SILENCED = statement<{ limit: number }, { event_id: string; silence_id: string }>((qb, p) =>
+  qb
+    .selectFrom('events')
+    .select(['id as event_id', sql<string>`silenced_by`.as('silence_id')])
+    .where(sql<string | null>`silenced_by`, 'is not', null)
+    .orderBy('seq', 'desc')
+    .limit(p.limit),
+);
 
 /**
  * The silences table and the events it held back (`events.silenced_by`). Read on every
  * event commit, so a silence written by another process (the CLI) applies at once.
  */
 export class SilencesRepo {
-  private readonly insertStmt;
-  private readonly getStmt;
-  private readonly expireStmt;
-  private readonly activeStmt;
-  private readonly recentStmt;
-  private readonly markStmt;
-  private readonly suppressedStmt;
-  private readonly silencedByStmt;
-  private readonly recentlySilencedStmt;
-
-  constructor(sqlite: BetterSqlite3.Database) {
-    this.insertStmt = prepare<Silence>(sqlite, (p) => qb.insertInto('silences').values(pick(p, COLUMNS.silences)));
-    this.getStmt = prepare<{ id: string }>(sqlite, (p) => qb.selectFrom('silences').selectAll().where('id', '=', p.id));
-    this.expireStmt = prepare<{ id: string; at: number }>(sqlite, (p) =>
-      qb.updateTable('silences').set({ expired_at: p.at }).where('id', '=', p.id).where('expired_at', 'is', null).where('ends_at', '>', p.at),
-    );
-    this.activeStmt = prepare<{ now: number }>(sqlite, (p) =>
-      qb
-        .selectFrom('silences')
-        .selectAll()
-        .where('expired_at', 'is', null)
-        .where('ends_at', '>', p.now)
-        .where('starts_at', '<=', p.now)
-        .orderBy('created_at')
-        .orderBy('id'),
-    );
-    // Everything not over yet, plus what ended since `since`.
-    this.recentStmt = prepare<{ now: number; since: number; limit: number }>(sqlite, (p) =>
-      qb
-        .selectFrom('silences')
-        .selectAll()
-        .where((eb) =>
-          eb.or([
-            eb.and([eb('expired_at', 'is', null), eb('ends_at', '>', p.now)]),
-            eb(eb.fn.coalesce('expired_at', 'ends_at'), '>=', p.since),
-          ]),
-        )
-        .orderBy('created_at', 'desc')
-        .limit(p.limit),
-    );
-    this.markStmt = prepare<{ event_id: string; silence_id: string }>(sqlite, (p) =>
-      qb.updateTable('events').set({ silenced_by: p.silence_id }).where('id', '=', p.event_id),
-    );
-    this.suppressedStmt = prepare<{ silence_id: string }>(sqlite, (p) =>
-      qb
-        .selectFrom('events')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where(sql<string>`silenced_by`, '=', p.silence_id),
-    );
-    this.silencedByStmt = prepare<{ event_id: string }>(sqlite, (p) =>
-      qb
-        .selectFrom('events')
-        .select(sql<string | null>`silenced_by`.as('silenced_by'))
-        .where('id', '=', p.event_id),
-    );
-    this.recentlySilencedStmt = prepare<{ limit: number }>(sqlite, (p) =>
-      qb
-        .selectFrom('events')
-        .select(['id as event_id', sql<string>`silenced_by`.as('silence_id')])
-        .where(sql<string | null>`silenced_by`, 'is not', null)
-        .orderBy('seq', 'desc')
-        .limit(p.limit),
-    );
-  }
+  constructor(private readonly x: Executor) {}
 
   /** Store a new silence. */
-  add(s: Silence): void {
-    this.insertStmt.run(s);
+  async add(s: Silence): Promise<void> {
+    await this.x.run(INSERT, s);
   }
 
   /** One silence by id. */
-  get(id: string): Silence | undefined {
-    return this.getStmt.get({ id }) as Silence | undefined;
+  get(id: string): Promise<Silence | undefined> {
+    return this.x.get(GET, { id });
   }
 
   /** Expire a silence now; false when it was already over (expired or ended). */
-  expire(id: string, at: number): boolean {
-    return this.expireStmt.run({ id, at }).changes > 0;
+  async expire(id: string, at: number): Promise<boolean> {
+    return (await this.x.run(EXPIRE, { id, at })) > 0;
   }
 
   /** Silences in force at `now`, oldest first (the order in which they are tried). */
-  active(now: number): Silence[] {
-    return this.activeStmt.all({ now }) as Silence[];
+  active(now: number): Promise<Silence[]> {
+    return this.x.all(ACTIVE, { now });
   }
 
   /** Active and pending silences, and those that ended at or after `since`; newest first. */
-  recent(now: number, since: number, limit = 500): Silence[] {
-    return this.recentStmt.all({ now, since, limit }) as Silence[];
+  recent(now: number, since: number, limit = 500): Promise<Silence[]> {
+    return this.x.all(RECENT, { now, since, limit });
   }
 
   /** Record that a stored event was held back by a silence (same transaction as the insert). */
-  markSilenced(eventId: string, silenceId: string): void {
-    this.markStmt.run({ event_id: eventId, silence_id: silenceId });
+  async markSilenced(eventId: string, silenceId: string): Promise<void> {
+    await this.x.run(MARK, { event_id: eventId, silence_id: silenceId });
   }
 
   /** How many events a silence has held back. */
-  suppressed(silenceId: string): number {
-    return (this.suppressedStmt.get({ silence_id: silenceId }) as { n: number }).n;
+  async suppressed(silenceId: string): Promise<number> {
+    return (await this.x.get(SUPPRESSED, { silence_id: silenceId }))?.n ?? 0;
   }
 
   /** The latest events held back by a silence, newest first. */
-  recentlySilenced(limit: number): Array<{ event_id: string; silence_id: string }> {
-    return this.recentlySilencedStmt.all({ limit }) as Array<{ event_id: string; silence_id: string }>;
+  recentlySilenced(limit: number): Promise<Array<{ event_id: string; silence_id: string }>> {
+    return this.x.all(RECENTLY_SILENCED, { limit });
   }
 
   /** The silence that held an event back; null when it was not silenced (undefined: no such event). */
-  silencedBy(eventId: string): string | null | undefined {
-    return (this.silencedByStmt.get({ event_id: eventId }) as { silenced_by: string | null } | undefined)?.silenced_by;
+  async silencedBy(eventId: string): Promise<string | null | undefined> {
+    return (await this.x.get(SILENCED_BY, { event_id: eventId }))?.silenced_by;
   }
 }

@@ -27,7 +27,7 @@ export async function channelWorld(
   const timing: AppOptions = opts.realTime ? {} : { now: clock.now, sleep: async (ms) => void sleeps.push(ms) };
   // Groups go at once unless a test says otherwise: group_wait is tested in the routing tests.
   const routes = [{ channels: channels.map((c) => c['name']), group_wait: '0s' }];
-  const app = w.app({ channels, routes, delivery: { retry_schedule: ['5s', '5m'] }, ...opts.config }, { consoleWrite: () => undefined, ...timing, ...opts.app });
+  const app = await w.app({ channels, routes, delivery: { retry_schedule: ['5s', '5m'] }, ...opts.config }, { consoleWrite: () => undefined, ...timing, ...opts.app });
   return { w, app, clock, sleeps };
 }
 

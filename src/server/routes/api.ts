@@ -15,16 +15,16 @@ const DELIVERIES_MAX = 1000;
  */
 export function apiRoutes(ctx: ServerContext): Route[] {
   return [
-    { method: 'GET', path: '/api/sources', handler: (_req, res) => json(res, 200, { data: sources(ctx), budget: budget(ctx) }) },
-    { method: 'GET', path: '/api/alerts', handler: (_req, res) => json(res, 200, { data: ctx.alerts.firingWithEvents().map(alertView) }) },
+    { method: 'GET', path: '/api/sources', handler: async (_req, res) => json(res, 200, { data: await sources(ctx), budget: budget(ctx) }) },
+    { method: 'GET', path: '/api/alerts', handler: async (_req, res) => json(res, 200, { data: (await ctx.alerts.firingWithEvents()).map(alertView) }) },
     {
       method: 'GET',
       path: '/api/deliveries',
-      handler: (req, res) => {
+      handler: async (req, res) => {
         const q = req.url.searchParams;
         const limit = intParam(q, 'limit', { min: 1, max: DELIVERIES_MAX, expected: `a whole number from 1 to ${DELIVERIES_MAX}` });
         const filter = { failed: boolParam(q, 'failed'), channel: q.get('channel') || null };
-        json(res, 200, { data: ctx.events.deliveries(filter, limit ?? DELIVERIES_DEFAULT).map(deliveryView) });
+        json(res, 200, { data: (await ctx.events.deliveries(filter, limit ?? DELIVERIES_DEFAULT)).map(deliveryView) });
       },
     },
   ];
@@ -37,10 +37,10 @@ export function apiRoutes(ctx: ServerContext): Route[] {
  * sources the scheduler runs: their priority, effective interval (stretched when the
  * request budget is short), the progress of the cycle handing out polls now, and the lag.
  */
-function sources(ctx: ServerContext): unknown[] {
-  const states = new Map(ctx.snapshots.sourceStates().map((r) => [r.source, r]));
-  const failing = new Map(ctx.snapshots.failingCounts().map((r) => [r.source, r.failing]));
-  const degraded = new Set(ctx.alerts.firing().filter((a) => a.rule === 'source-degraded').map((a) => a.subject.replace(/^sources\//, '')));
+async function sources(ctx: ServerContext): Promise<unknown[]> {
+  const states = new Map((await ctx.snapshots.sourceStates()).map((r) => [r.source, r]));
+  const failing = new Map((await ctx.snapshots.failingCounts()).map((r) => [r.source, r.failing]));
+  const degraded = new Set((await ctx.alerts.firing()).filter((a) => a.rule === 'source-degraded').map((a) => a.subject.replace(/^sources\//, '')));
   const scheduled = new Map(ctx.sources.map((s) => [s.def.name, s]));
   const progress = new Map(ctx.scheduler.progress().map((p) => [p.name, p]));
   return SOURCES.map((def) => {

@@ -20,11 +20,11 @@ const RETRY_MS = 2_000;
 export function feedRoutes(ctx: ServerContext): Route[] {
   return [
     { method: 'GET', path: '/api/events', handler: (req, res) => page(ctx, req, res) },
-    { method: 'GET', path: '/api/events/stream', handler: (req, res) => stream(ctx, req, res) },
+    { method: 'GET', path: '/api/events/stream', queryToken: true, handler: (req, res) => stream(ctx, req, res) },
   ];
 }
 
-function page(ctx: ServerContext, req: Request, res: ServerResponse): void {
+async function page(ctx: ServerContext, req: Request, res: ServerResponse): Promise<void> {
   const q = req.url.searchParams;
   const after = cursorParam('after', q.get('after'));
   const filter = filterParams(q);
@@ -34,15 +34,15 @@ function page(ctx: ServerContext, req: Request, res: ServerResponse): void {
   const last = intParam(q, 'last', { min: 1, max: LIMIT_MAX, expected: `a whole number from 1 to ${LIMIT_MAX}` });
   if (last !== null) {
     if (q.get('after')) throw badRequest('last: cannot be combined with after (last starts from the newest events)');
-    const newest = ctx.events.latest(filter, last).reverse();
-    const cursor = String(newest.at(-1)?.seq ?? ctx.events.lastSeq());
+    const newest = (await ctx.events.latest(filter, last)).reverse();
+    const cursor = String(newest.at(-1)?.seq ?? (await ctx.events.lastSeq()));
     const body = `{"data":[${newest.map((r) => r.body).join(',')}],"cursor":${JSON.stringify(cursor)},"has_more":false}`;
     res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
     res.end(body);
     return;
   }
   // One row more than asked tells whether another page follows.
-  const rows = ctx.events.list(after, filter, limit + 1);
+  const rows = await ctx.events.list(after, filter, limit + 1);
   const items = rows.slice(0, limit);
   const cursor = String(items.at(-1)?.seq ?? after);
   const body = `{"data":[${items.map((r) => r.body).join(',')}],"cursor":${JSON.stringify(cursor)},"has_more":${rows.length > limit}}`;
@@ -103,7 +103,7 @@ function eventPump(ctx: ServerContext, res: ServerResponse, filter: EventFilter,
         let rows: LoggedEvent[];
         do {
           if (closed || res.writableEnded) return;
-          rows = ctx.events.list(last, filter, STREAM_PAGE);
+          rows = await ctx.events.list(last, filter, STREAM_PAGE);
           let chunk = '';
           for (const r of rows) chunk += `id: ${r.seq}\ndata: ${r.body}\n\n`;
           last = rows.at(-1)?.seq ?? last;

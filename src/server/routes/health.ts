@@ -2,8 +2,10 @@ import { json, type Route } from '../http.js';
 
 /** What the health endpoints ask of the rest of the program. */
 export interface HealthProbe {
-  /** The database answers and its migrations are applied. */
-  databaseReady(): boolean;
+  /** The database answers, its migrations are applied and its writes go through. */
+  databaseReady(): Promise<boolean>;
+  /** Why the database fails, when it does (writes refused, a damaged file): shown by /readyz. */
+  databaseProblem?(): string | null;
   /** The scheduler is running (not stopped, not stopping). */
   schedulerRunning(): boolean;
   /**
@@ -13,18 +15,22 @@ export interface HealthProbe {
   polling?(): { fresh: boolean; lastSuccessAt: number };
 }
 
-/** `/livez` (the process answers) and `/readyz` (database, migrations, scheduler, a recent successful poll; 503 otherwise). */
+/**
+ * `/livez` (the process answers) and `/readyz` (database, migrations, writes going
+ * through, scheduler, a recent successful poll; 503 otherwise, with the database's problem).
+ */
 export function healthRoutes(probe: HealthProbe): Route[] {
   return [
-    { method: 'GET', path: '/livez', public: true, handler: (_req, res) => json(res, 200, { status: 'ok' }) },
+    { method: 'GET', path: '/livez', public: true, anyHost: true, handler: (_req, res) => json(res, 200, { status: 'ok' }) },
     {
       method: 'GET',
       path: '/readyz',
       public: true,
-      handler: (_req, res) => {
+      anyHost: true,
+      handler: async (_req, res) => {
         let database = false;
         try {
-          database = probe.databaseReady();
+          database = await probe.databaseReady();
         } catch {
           database = false;
         }
@@ -34,6 +40,7 @@ export function healthRoutes(probe: HealthProbe): Route[] {
         json(res, ready ? 200 : 503, {
           status: ready ? 'ready' : 'not ready',
           database,
+          ...(!database && probe.databaseProblem?.() ? { database_problem: probe.databaseProblem() } : {}),
           scheduler,
           ...(polling ? { polling: polling.fresh, last_poll_success_at: new Date(polling.lastSuccessAt).toISOString() } : {}),
         });

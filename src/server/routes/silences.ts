@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { parseSilenceRequest, silenceState, silenceView, sortSilences, type Silence, type SilenceState } from '../../notify/silences.js';
-import { SilencesRepo } from '../../store/silences-repo.js';
+import { repos } from '../../store/repos.js';
 import type { ServerContext } from '../context.js';
 import { HttpError, json, readJson, type Route } from '../http.js';
 
@@ -18,11 +18,11 @@ const STATES: readonly SilenceState[] = ['active', 'pending', 'expired'];
  * not something derived from data.
  */
 export function silencesRoutes(ctx: ServerContext, opts: { newId?: () => string } = {}): Route[] {
-  const repo = new SilencesRepo(ctx.store.sqlite);
+  const repo = repos(ctx.store).silences;
   const newId = opts.newId ?? randomUUID;
-  const view = (s: Silence, now: number): ReturnType<typeof silenceView> => silenceView(s, now, repo.suppressed(s.id));
-  const byId = (id: string): Silence => {
-    const s = repo.get(id);
+  const view = async (s: Silence, now: number): Promise<ReturnType<typeof silenceView>> => silenceView(s, now, await repo.suppressed(s.id));
+  const byId = async (id: string): Promise<Silence> => {
+    const s = await repo.get(id);
     if (!s) throw new HttpError(404, 'not_found', `no silence with id "${id}"`);
     return s;
   };
@@ -30,14 +30,16 @@ export function silencesRoutes(ctx: ServerContext, opts: { newId?: () => string 
     {
       method: 'GET',
       path: '/api/silences',
-      handler: (req, res) => {
+      handler: async (req, res) => {
         const now = ctx.now();
         const state = req.url.searchParams.get('state');
         if (state !== null && !STATES.includes(state as SilenceState)) {
           throw new HttpError(400, 'bad_request', `state: one of ${STATES.join(', ')} (got "${state}")`);
         }
-        const list = sortSilences(repo.recent(now, now - RECENTLY_EXPIRED_MS), now).filter((s) => state === null || silenceState(s, now) === state);
-        json(res, 200, { data: list.map((s) => view(s, now)) });
+        const list = sortSilences(await repo.recent(now, now - RECENTLY_EXPIRED_MS), now).filter((s) => state === null || silenceState(s, now) === state);
+        const data = [];
+        for (const s of list) data.push(await view(s, now));
+        json(res, 200, { data });
       },
     },
     {
@@ -46,41 +48,41 @@ export function silencesRoutes(ctx: ServerContext, opts: { newId?: () => string 
       handler: async (req, res) => {
         const body = await readJson(req.raw);
         const now = ctx.now();
-        const parsed = parseSilenceRequest(body, now, { createdBy: 'api' });
+        const parsed = parseSilenceRequest(body, now, { createdBy: 'api', maxDurationMs: ctx.config.silences.max_duration_ms });
         if (!parsed.ok) throw new HttpError(400, 'bad_request', parsed.errors.map((e) => `${e.field}: ${e.message}`).join('; '));
         const silence: Silence = { id: newId(), ...parsed.silence };
-        repo.add(silence);
+        await ctx.store.transaction((tx) => repos(tx).silences.add(silence));
         ctx.log.info(
           { silence: silence.id, match: silence.match, ends_at: new Date(silence.ends_at).toISOString(), created_by: silence.created_by },
           'silence created',
         );
-        json(res, 201, view(silence, now), { location: `/api/silences/${silence.id}` });
+        json(res, 201, await view(silence, now), { location: `/api/silences/${silence.id}` });
       },
     },
     {
       method: 'GET',
       path: '/api/silenced-events',
-      handler: (req, res) => {
+      handler: async (req, res) => {
         const text = req.url.searchParams.get('limit');
         const limit = text === null || text === '' ? 200 : /^\d{1,4}$/.test(text) ? Number(text) : NaN;
         if (!(limit >= 1 && limit <= 1000)) throw new HttpError(400, 'bad_request', `limit: a whole number from 1 to 1000 (got "${text}")`);
-        json(res, 200, { data: repo.recentlySilenced(limit) });
+        json(res, 200, { data: await repo.recentlySilenced(limit) });
       },
     },
     {
       method: 'GET',
       path: /^\/api\/silences\/([^/]+)$/,
-      handler: (req, res) => json(res, 200, view(byId(req.params[0]!), ctx.now())),
+      handler: async (req, res) => json(res, 200, await view(await byId(req.params[0]!), ctx.now())),
     },
     {
       method: 'POST',
       path: /^\/api\/silences\/([^/]+)\/expire$/,
-      handler: (req, res) => {
+      handler: async (req, res) => {
         const now = ctx.now();
-        const s = byId(req.params[0]!);
+        const s = await byId(req.params[0]!);
         // Expiring one that is already over changes nothing and is not an error.
-        if (repo.expire(s.id, now)) ctx.log.info({ silence: s.id }, 'silence expired');
-        json(res, 200, view(repo.get(s.id)!, now));
+        if (await ctx.store.transaction((tx) => repos(tx).silences.expire(s.id, now))) ctx.log.info({ silence: s.id }, 'silence expired');
+        json(res, 200, await view((await repo.get(s.id))!, now));
       },
     },
   ];

@@ -1,0 +1,182 @@
+import pg from 'pg';
+import type { BatchTx } from './commit-queue.js';
+import { describeStorage, type StoreOptions } from './db.js';
+import { migratePostgres, type Migration } from './migrate.js';
+import { lockPostgres } from './postgres-lock.js';
+import { QueuedStore } from './queued-store.js';
+import type { Statement } from './sql.js';
+
+/**
+ * BIGINT (times in milliseconds, ids, COUNT) and NUMERIC come back from node-postgres as
+ * strings by default (they can exceed 2^53); every such value hostwatch stores is far below
+ * it, so they are read as numbers, like SQLite gives them. Per pool, not pg's global table.
+ */
+const NUMBERS = new Set([20 /* int8 */, 1700 /* numeric */]);
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    NUMBERS.has(oid) ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+};
+
+/**
+ * The transaction-level advisory lock that orders event inserts ("hwevents"). `events.seq`
+ * is the feed cursor; sequence values are handed out at insert time, but transactions commit
+ * in any order, so a reader at cursor 100 could miss seq 99 committed a moment later.
+ * Holding this lock from the first event insert to COMMIT makes event-writing transactions
+ * commit one after another, in the order of their seq values.
+ */
+const EVENTS_LOCK = String(0x68776576656e7473n);
+
+type Queryable = pg.Pool | pg.PoolClient;
+
+async function exec<P, R>(on: Queryable, s: Statement<P, R>, p: P): Promise<pg.QueryResult> {
+  const c = s.compile('postgres');
+  // Named: each connection parses and plans the statement once, then only binds values.
+  return on.query({ name: c.name, text: c.sql, values: s.args('postgres', p) });
+}
+
+/** One batch transaction on a connection checked out of the pool for it. */
+class PostgresTx implements BatchTx {
+  readonly dialect = 'postgres' as const;
+  private eventsOrdered = false;
+  /** eventsOrdered when the current savepoint was opened (a rolled-back unit's lock is released with it). */
+  private orderedAtSavepoint = false;
+
+  constructor(
+    private readonly client: pg.PoolClient,
+    private readonly onEnd: () => void,
+  ) {}
+
+  async all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
+    return (await exec(this.client, s, p)).rows as R[];
+  }
+  async get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
+    return (await exec(this.client, s, p)).rows[0] as R | undefined;
+  }
+  async run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
+    return (await exec(this.client, s, p)).rowCount ?? 0;
+  }
+  async orderEvents(): Promise<void> {
+    if (this.eventsOrdered) return;
+    await this.client.query('SELECT pg_advisory_xact_lock($1)', [EVENTS_LOCK]);
+    this.eventsOrdered = true;
+  }
+  async savepoint(): Promise<void> {
+    this.orderedAtSavepoint = this.eventsOrdered;
+    await this.client.query('SAVEPOINT hw_unit');
+  }
+  async release(): Promise<void> {
+    await this.client.query('RELEASE SAVEPOINT hw_unit');
+  }
+  async rollbackTo(): Promise<void> {
+    await this.client.query('ROLLBACK TO SAVEPOINT hw_unit');
+    await this.client.query('RELEASE SAVEPOINT hw_unit');
+    this.eventsOrdered = this.orderedAtSavepoint;
+  }
+  // PostgreSQL's COMMIT returns once the commit is durable (synchronous_commit).
+  async commit(): Promise<{ durable: Promise<void> }> {
+    await this.client.query('COMMIT');
+    this.client.release();
+    this.onEnd();
+    return { durable: Promise.resolve() };
+  }
+  async rollback(): Promise<void> {
+    try {
+      await this.client.query('ROLLBACK');
+      this.client.release();
+    } catch (e) {
+      // A connection that cannot even roll back is broken: drop it from the pool.
+      this.client.release(e as Error);
+    } finally {
+      this.onEnd();
+    }
+  }
+}
+
+/**
+ * The PostgreSQL engine: a node-postgres pool. Statements outside a transaction run on any
+ * pooled connection; each batch of the commit queue holds one connection from BEGIN to
+ * COMMIT. Used for a cluster of instances (a later phase) and wherever a server database is
+ * preferred to a file.
+ */
+export class PostgresStore extends QueuedStore {
+  readonly engine = 'postgres' as const;
+  readonly dialect = 'postgres' as const;
+  private open = 0;
+  private ended = false;
+
+  constructor(
+    readonly pool: pg.Pool,
+    readonly description: string,
+    latest: number,
+    private readonly lock: { release(): Promise<void> } | null,
+    now: () => number,
+  ) {
+    super(latest, now);
+  }
+
+  get transactionOpen(): boolean {
+    return this.open > 0;
+  }
+
+  async all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
+    return (await exec(this.pool, s, p)).rows as R[];
+  }
+  async get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
+    return (await exec(this.pool, s, p)).rows[0] as R | undefined;
+  }
+  async run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
+    return (await exec(this.pool, s, p)).rowCount ?? 0;
+  }
+  protected answers(): boolean {
+    return !this.ended;
+  }
+
+  protected async shut(): Promise<void> {
+    this.ended = true;
+    await this.pool.end();
+    await this.lock?.release();
+  }
+
+  protected async begin(): Promise<BatchTx> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+    } catch (e) {
+      client.release(e as Error);
+      throw e;
+    }
+    this.open++;
+    return new PostgresTx(client, () => this.open--);
+  }
+}
+
+/** Connect a pool to `url`, apply migrations (under an advisory lock), and return the store. */
+export async function openPostgres(url: string, migrations: Migration[], opts: StoreOptions): Promise<PostgresStore> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    types,
+    application_name: 'hostwatch',
+    // A database that does not answer fails a poll's commit instead of hanging it.
+    connectionTimeoutMillis: 10_000,
+    max: 10,
+  });
+  // An idle connection that breaks (server restart) is dropped by the pool; without a
+  // listener its 'error' would end the process.
+  pool.on('error', (e) => opts.onError?.(e));
+  const description = describeStorage({ engine: 'postgres', url });
+  let lock: { release(): Promise<void> } | null = null;
+  try {
+    if (opts.daemon) lock = await lockPostgres(url, description, (e) => opts.onError?.(new Error(`the daemon's lock connection failed: ${e.message}`)));
+    const client = await pool.connect();
+    try {
+      await migratePostgres(client, migrations, opts.now);
+    } finally {
+      client.release();
+    }
+  } catch (e) {
+    await lock?.release();
+    await pool.end().catch(() => undefined);
+    throw e;
+  }
+  return new PostgresStore(pool, description, migrations.at(-1)?.version ?? 0, lock, opts.now);
+}

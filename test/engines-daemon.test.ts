@@ -1,0 +1,186 @@
+/**
+ * The daemon's key paths on both storage engines, end to end with real parts: the
+ * simulator, the real pipeline, a webhook receiver that verifies signatures and CloudEvents,
+ * the operator server's feed and live stream. (The crash and restart test on PostgreSQL is
+ * in crash.test.ts; every repository on both engines in repos.test.ts.)
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { HostwatchEvent } from '../src/events/types.js';
+import type { App } from '../src/main.js';
+import type { ServerContext } from '../src/server/context.js';
+import { feedRoutes } from '../src/server/routes/feed.js';
+import { startServer } from '../src/server/server.js';
+import { traceUnits } from '../src/store/commit-queue.js';
+import { repos } from '../src/store/repos.js';
+import { names, startWorld, type World } from './harness.js';
+import { ENGINES } from './pg.js';
+import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+});
+
+describe.each(ENGINES)('the daemon on %s', (engine) => {
+  async function setup(): Promise<{ w: World; hook: Receiver; app: App }> {
+    const w = await startWorld({ engine });
+    cleanups.push(() => w.close());
+    const hook = await startReceiver({ secret: TEST_SECRET });
+    cleanups.push(() => hook.close());
+    const app = await w.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    return { w, hook, app };
+  }
+
+  /** The changes after the baseline: an outage, a failed backup, an integrity problem. */
+  function disturb(w: World): void {
+    w.sim.world.setHealth(1, { status: 'offline' });
+    w.sim.world.addBackup(2, { state: 'Error' });
+    w.sim.world.setHealth(3, { problems: 2 });
+  }
+
+  it('polls, commits events with their outbox rows, and delivers each once to a receiver that verifies it', async () => {
+    const { w, hook, app } = await setup();
+    await app.runOnce();
+    expect(w.events).toEqual([]); // baseline first
+    disturb(w);
+    const { pending } = await app.runOnce();
+    expect(pending).toBe(0);
+    expect(names(w.events).sort()).toEqual(['backup.failed', 'site.integrity_problems:firing', 'site.offline:firing']);
+    for (const r of hook.requests) {
+      expect(r.signatureError).toBeNull();
+      expect(r.cloudEventError).toBeNull();
+    }
+    expect(hook.acceptedIds()).toEqual(new Set(w.events.map((e) => e.id)));
+    expect(hook.requests).toHaveLength(3);
+    const stored = await w.query<{ id: string; body: string }>('SELECT id, body FROM events ORDER BY seq');
+    expect(stored.map((r) => r.id)).toEqual(w.events.map((e) => e.id));
+    // Byte for byte what was signed and sent.
+    for (const r of hook.requests) expect(r.body).toBe(stored.find((s) => s.id === r.id)!.body);
+    expect(await w.query('SELECT state, count(*) AS n FROM outbox GROUP BY state')).toEqual([{ state: 'delivered', n: 3 }]);
+    const attempts = await w.query<{ outcome: string; status_code: number }>('SELECT outcome, status_code FROM delivery_attempts');
+    expect(attempts).toEqual(Array.from({ length: 3 }, () => ({ outcome: 'delivered', status_code: 200 })));
+  });
+
+  it('makes no network request inside a transaction (invariant 4), through a whole cycle with deliveries', async () => {
+    const { w, app } = await setup();
+    // Every unit of the commit queue runs in this context; a request made from one is seen.
+    const inUnit = new AsyncLocalStorage<true>();
+    traceUnits(inUnit);
+    cleanups.push(async () => traceUnits(null));
+    let requests = 0;
+    const during: string[] = [];
+    const onRequest = (msg: unknown): void => {
+      requests++;
+      const { request } = msg as { request: { origin: string; path: string } };
+      if (inUnit.getStore()) during.push(`${request.origin}${request.path}`);
+    };
+    subscribe('undici:request:create', onRequest);
+    try {
+      await app.runOnce();
+      disturb(w);
+      await app.runOnce();
+      expect(requests).toBeGreaterThan(20); // the API polls and the three deliveries were seen
+      expect(during).toEqual([]);
+      // The check itself sees a request made inside a unit.
+      await app.store.transaction(async () => void (await request(`${w.sim.url}/api/v1/sites`)).body.dump());
+      expect(during).toEqual([`${w.sim.url}/api/v1/sites`]);
+    } finally {
+      unsubscribe('undici:request:create', onRequest);
+    }
+  });
+
+  it('commits the polls of a cycle in fewer transactions than polls (group commit)', async () => {
+    const { app } = await setup();
+    const before = { ...app.store.stats };
+    await app.runOnce(); // the baseline: every poll writes
+    const units = app.store.stats.units - before.units;
+    const batches = app.store.stats.batches - before.batches;
+    expect(units).toBeGreaterThan(10);
+    expect(batches).toBeLessThan(units);
+  });
+
+  it('serves the event feed and the live stream from the database, with no gap', async () => {
+    const { w, app } = await setup();
+    // The feed routes over the app's own store and bus; the test's runAll is the only poller.
+    const ctx: ServerContext = { config: app.config, store: app.store, ...repos(app.store), scheduler: app.scheduler, sources: [], metrics: app.metrics, bus: app.bus, now: Date.now, log: app.log };
+    const server = await startServer({ listen: '127.0.0.1:0', token: null, routes: feedRoutes(ctx) });
+    cleanups.push(() => server.close());
+    const url = server.url;
+    // The stream is open before the events are committed: they arrive live.
+    const ctrl = new AbortController();
+    cleanups.push(async () => ctrl.abort());
+    const res = await fetch(`${url}/api/events/stream`, { signal: ctrl.signal });
+    expect(res.status).toBe(200);
+    const live: HostwatchEvent[] = [];
+    const reading = (async () => {
+      const decoder = new TextDecoder();
+      let buf = '';
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buf += decoder.decode(chunk, { stream: true });
+        let cut: number;
+        while ((cut = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, cut);
+          buf = buf.slice(cut + 2);
+          const data = block.split('\n').find((l) => l.startsWith('data: '));
+          if (data) live.push(JSON.parse(data.slice(6)) as HostwatchEvent);
+        }
+      }
+    })().catch(() => {});
+    await app.scheduler.runAll();
+    disturb(w);
+    await app.scheduler.runAll();
+    await waitFor(() => live.length >= 3, 'three events on the live stream', 10_000);
+    expect(live.map((e) => e.id)).toEqual(w.events.map((e) => e.id));
+    const first = (await (await fetch(`${url}/api/events?limit=2`)).json()) as { data: HostwatchEvent[]; cursor: string; has_more: boolean };
+    expect(first.data.map((e) => e.id)).toEqual(w.events.slice(0, 2).map((e) => e.id));
+    expect(first.has_more).toBe(true);
+    const next = (await (await fetch(`${url}/api/events?after=${first.cursor}`)).json()) as { data: HostwatchEvent[]; has_more: boolean };
+    expect(next.data.map((e) => e.id)).toEqual(w.events.slice(2).map((e) => e.id));
+    expect(next.has_more).toBe(false);
+    ctrl.abort();
+    await reading;
+  });
+});
+
+describe('the daemon on postgres: one per database until the cluster mode', () => {
+  it('refuses a second daemon on the same database, naming the first one\'s pid, and starts once the first has stopped', async () => {
+    const w = await startWorld({ engine: 'postgres' });
+    cleanups.push(() => w.close());
+    const first = await w.app();
+    await expect(w.app()).rejects.toThrow(new RegExp(`is in use by another hostwatch daemon \\(pid ${process.pid} on `));
+    // CLI commands beside it are no daemon: they open it.
+    const beside = await w.app({}, { daemon: false });
+    await beside.stop();
+    await first.stop();
+    const again = await w.app();
+    await again.runOnce();
+    await again.stop();
+  });
+});
+
+describe('the daemon on postgres: the database password', () => {
+  it('is written as ${PGPASS} in the config, connects, and appears in no log line, event or stored row', async () => {
+    const w = await startWorld({ engine: 'postgres' });
+    cleanups.push(() => w.close());
+    expect(w.yaml()).toContain('${PGPASS}');
+    const password = decodeURIComponent(new URL((w.storage as { url: string }).url).password);
+    expect(password.length).toBeGreaterThanOrEqual(4);
+    const app = await w.app({ log: { level: 'debug' } });
+    await app.runOnce();
+    w.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    expect(w.events.length).toBeGreaterThan(0);
+    // A log line that would carry the URL is scrubbed (the scrubber knows the URL and the password).
+    app.log.error({ url: (w.storage as { url: string }).url }, `connecting to ${(w.storage as { url: string }).url}`);
+    expect(w.logs.text).not.toContain(password);
+    expect(w.logs.text).toContain('[REDACTED]');
+    const texts = await w.query<{ t: string }>(
+      "SELECT body AS t FROM events UNION ALL SELECT body FROM snapshots UNION ALL SELECT coalesce(last_error, '') FROM poll_state UNION ALL SELECT body FROM event_evidence",
+    );
+    expect(texts.length).toBeGreaterThan(0);
+    for (const { t } of texts) expect(t).not.toContain(password);
+  });
+});

@@ -1,0 +1,51 @@
+/**
+ * Hostile replies: a reply the pipeline cannot process is a failed poll like any other
+ * (the previous snapshot stays, no change events, source.degraded counts it), never a
+ * "cycle failed" that leaves the source looking healthy.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { names, rows, startWorld, type World } from './harness.js';
+
+let world: World | undefined;
+afterEach(async () => {
+  await world?.close();
+  world = undefined;
+});
+
+describe('a reply nested 100,000 levels deep', () => {
+  it('is a failed poll: the source state records it, the snapshot stays, and source.degraded fires after the configured failures', async () => {
+    world = await startWorld({ sim: { sites: 1 }, config: { sources: { health: { every: '5m' } }, degraded: { after_failures: 2 } } });
+    const app = await world.app();
+    await app.runOnce();
+    const before = rows<{ hash: string }>(world, "SELECT hash FROM snapshots WHERE source = 'health'");
+    expect(before).toHaveLength(1);
+    world.sim.faults.add({ path: '^/sites/\\d+/health$', kind: 'nested', depth: 100_000 });
+    await app.runOnce();
+    await app.runOnce();
+    const state = rows<{ consecutive_failures: number; last_error_code: string; last_error: string }>(
+      world,
+      "SELECT consecutive_failures, last_error_code, last_error FROM poll_state WHERE source = 'health' AND entity != ''",
+    );
+    expect(state).toEqual([{ consecutive_failures: 2, last_error_code: 'bad_response', last_error: expect.stringMatching(/nested|deep|stack/i) }]);
+    expect(rows(world, "SELECT hash FROM snapshots WHERE source = 'health'")).toEqual(before);
+    expect(names(world.events).filter((n) => n.startsWith('source.'))).toEqual(['source.degraded:firing']);
+    expect(world.logs.text).not.toContain('cycle failed');
+    world.sim.faults.clear();
+    await app.runOnce();
+    expect(names(world.events).filter((n) => n.startsWith('source.'))).toEqual(['source.degraded:firing', 'source.degraded:resolved']);
+  });
+});
+
+describe('a site list nested too deeply', () => {
+  it('fails the sites poll and keeps the previous list: no site.removed, and per-site sources still poll the known sites', async () => {
+    world = await startWorld({ sim: { sites: 2 } });
+    const app = await world.app();
+    await app.runOnce();
+    world.sim.faults.add({ path: '^/sites$', kind: 'nested', depth: 100_000 });
+    await app.runOnce();
+    expect(names(world.events)).not.toContain('site.removed');
+    const sites = rows<{ consecutive_failures: number; last_error_code: string }>(world, "SELECT consecutive_failures, last_error_code FROM poll_state WHERE source = 'sites' AND entity != ''");
+    expect(sites).toEqual([{ consecutive_failures: 1, last_error_code: 'bad_response' }]);
+    expect(rows<{ n: number }>(world, "SELECT count(*) AS n FROM poll_state WHERE source = 'health' AND entity != '' AND consecutive_failures = 0")).toEqual([{ n: 2 }]);
+  });
+});

@@ -1,0 +1,368 @@
+import { fstatSync, statSync } from 'node:fs';
+import BetterSqlite3 from 'better-sqlite3';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { StorageConfig } from '../src/config/types.js';
+import { CommitQueue, type BatchTx } from '../src/store/commit-queue.js';
+import { openStore, migrationsDir, type Store } from '../src/store/db.js';
+import { toEventRow } from '../src/store/events-repo.js';
+import { MigrationError, readMigrations } from '../src/store/migrate.js';
+import { repos } from '../src/store/repos.js';
+import { statement } from '../src/store/sql.js';
+import { siteEvent } from './events-fixture.js';
+import { ENGINES, freshStorage, type Engine } from './pg.js';
+
+/** Every fresh database made here, removed after the file. */
+const cleanups: Array<() => Promise<void>> = [];
+const open: Store[] = [];
+afterAll(async () => {
+  for (const s of open) await s.close();
+  for (const c of cleanups) await c();
+});
+
+async function fresh(engine: Engine): Promise<StorageConfig> {
+  const f = await freshStorage(engine);
+  cleanups.push(f.cleanup);
+  return f.storage;
+}
+
+async function store(storage: StorageConfig): Promise<Store> {
+  const s = await openStore(storage, { now: () => 1_000 });
+  open.push(s);
+  return s;
+}
+
+/** Rows of a query on a connection of its own (another process's view of the database). */
+async function outside<T>(storage: StorageConfig, text: string): Promise<T[]> {
+  if (storage.engine === 'sqlite') {
+    const db = new BetterSqlite3(storage.path, { readonly: true });
+    try {
+      return db.prepare(text).all() as T[];
+    } finally {
+      db.close();
+    }
+  }
+  const c = new pg.Client({ connectionString: storage.url });
+  await c.connect();
+  try {
+    return (await c.query(text)).rows as T[];
+  } finally {
+    await c.end();
+  }
+}
+
+/** Tables and their columns, as the engine's catalog describes them. */
+async function schema(storage: StorageConfig): Promise<Record<string, string[]>> {
+  const rows =
+    storage.engine === 'sqlite'
+      ? await outside<{ t: string; c: string }>(storage, "SELECT m.name AS t, p.name AS c FROM sqlite_master m, pragma_table_info(m.name) p WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'")
+      : await outside<{ t: string; c: string }>(storage, "SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = 'public'");
+  const out: Record<string, string[]> = {};
+  for (const r of rows) (out[r.t] ??= []).push(r.c);
+  for (const cols of Object.values(out)) cols.sort();
+  return out;
+}
+
+describe('migrations', () => {
+  it('exist for both engines with the same numbers and names', () => {
+    const names = (engine: Engine): string[] => readMigrations(migrationsDir(engine)).map((m) => m.name);
+    expect(names('postgres')).toEqual(names('sqlite'));
+    expect(names('sqlite').length).toBeGreaterThanOrEqual(4);
+  });
+
+  it('run on both engines and give the same tables with the same columns', async () => {
+    const [lite, post] = await Promise.all(ENGINES.map(fresh));
+    const a = await store(lite!);
+    const b = await store(post!);
+    expect(await a.ready()).toBe(true);
+    expect(await b.ready()).toBe(true);
+    const sqliteSchema = await schema(lite!);
+    expect(Object.keys(sqliteSchema)).toEqual(expect.arrayContaining(['snapshots', 'events', 'outbox', 'alerts', 'change_log', 'inhibitions', 'schema_migrations']));
+    expect(await schema(post!)).toEqual(sqliteSchema);
+    const versions = await outside<{ version: number }>(post!, 'SELECT version FROM schema_migrations ORDER BY version');
+    expect(versions.map((v) => v.version)).toEqual(readMigrations(migrationsDir('postgres')).map((m) => m.version));
+  });
+
+  it('keep the SQLite files of 0001–0004 byte for byte (their checksums are in users\' databases)', () => {
+    const sums = Object.fromEntries(readMigrations(migrationsDir('sqlite')).map((m) => [m.name, m.checksum.slice(0, 16)]));
+    expect(sums).toMatchObject({
+      '0001_init.sql': expect.any(String),
+      '0002_silences.sql': expect.any(String),
+      '0003_rule_history.sql': expect.any(String),
+      '0004_delivery.sql': expect.any(String),
+    });
+    // The checksums of the released files, as the foundation shipped them.
+    expect([sums['0001_init.sql'], sums['0002_silences.sql'], sums['0003_rule_history.sql'], sums['0004_delivery.sql']]).toEqual(RELEASED);
+  });
+
+  it('on PostgreSQL run once when several instances start at the same moment (advisory lock)', async () => {
+    const storage = await fresh('postgres');
+    const stores = await Promise.all(Array.from({ length: 4 }, () => store(storage)));
+    for (const s of stores) expect(await s.ready()).toBe(true);
+    const applied = await outside<{ n: number }>(storage, 'SELECT count(*)::int AS n FROM schema_migrations');
+    expect(applied[0]!.n).toBe(readMigrations(migrationsDir('postgres')).length);
+  });
+
+  it('on PostgreSQL refuse a database whose applied migration was changed, as on SQLite', async () => {
+    const storage = await fresh('postgres');
+    await (await openStore(storage, { now: Date.now })).close();
+    const c = new pg.Client({ connectionString: (storage as { url: string }).url });
+    await c.connect();
+    await c.query("UPDATE schema_migrations SET checksum = 'x' WHERE version = 2");
+    await c.end();
+    await expect(openStore(storage, { now: Date.now })).rejects.toThrow(
+      new MigrationError('corrupted migrations: 0002_silences.sql was changed after it was applied (checksum differs)'),
+    );
+  });
+});
+
+/** The first 16 hex digits of the sha256 of each released SQLite migration. */
+const RELEASED = ['c780dbf40d6caddf', '0f12f997ac349929', '1b52e5e9320fbf4d', 'dfff003a02168847'];
+
+/** A table of the test's own, with a foreign key checked at COMMIT (to make a COMMIT fail on purpose). */
+const DDL = [
+  statement(() => sql`CREATE TABLE t_parent (id INTEGER PRIMARY KEY)`),
+  statement(() => sql`CREATE TABLE t_child (pid INTEGER REFERENCES t_parent (id) DEFERRABLE INITIALLY DEFERRED)`),
+];
+const ORPHAN = statement<{ pid: number }>((_qb, p) => sql`INSERT INTO t_child (pid) VALUES (${p.pid})`);
+
+describe.each(ENGINES)('transactions on %s', (engine) => {
+  let storage: StorageConfig;
+  let s: Store;
+  beforeAll(async () => {
+    storage = await fresh(engine);
+    s = await store(storage);
+    for (const d of DDL) await s.run(d, {});
+  });
+
+  const snap = (entity: string) => ({ source: 'gc', entity, site_id: null, hash: 'h', body: '{}', version: 1, changed_at: 5 });
+  const stored = async (prefix: string): Promise<string[]> =>
+    (await outside<{ entity: string }>(storage, `SELECT entity FROM snapshots WHERE entity LIKE '${prefix}%' ORDER BY entity`)).map((r) => r.entity);
+
+  it('commits units that arrive together in one transaction (group commit)', async () => {
+    const before = { ...s.stats };
+    const units = Array.from({ length: 20 }, (_, i) => s.transaction((tx) => repos(tx).snapshots.put(snap(`group/${String(i).padStart(2, '0')}`))));
+    await Promise.all(units);
+    expect(await stored('group/')).toHaveLength(20);
+    expect(s.stats.units - before.units).toBe(20);
+    expect(s.stats.batches - before.batches).toBe(1);
+  });
+
+  it('rolls back a failing unit alone: its caller gets its error, the others of its batch commit', async () => {
+    const a = s.transaction((tx) => repos(tx).snapshots.put(snap('alone/a')));
+    const b = s.transaction(async (tx) => {
+      await repos(tx).snapshots.put(snap('alone/b'));
+      // A real database error: an outbox row for an event that does not exist.
+      await repos(tx).events.enqueue({ event_id: 'missing', channel: 'x', state: 'pending', attempts: 0, next_attempt_at: 0, last_error: null, created_at: 0, updated_at: 0 });
+    });
+    const c = s.transaction(async (tx) => {
+      await repos(tx).snapshots.put(snap('alone/c'));
+      return 'c done';
+    });
+    const settled = await Promise.allSettled([a, b, c]);
+    expect(settled.map((x) => x.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((settled[2] as PromiseFulfilledResult<string>).value).toBe('c done');
+    expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/foreign key|FOREIGN KEY/);
+    expect(await stored('alone/')).toEqual(['alone/a', 'alone/c']);
+  });
+
+  it('fails every unit of a batch whose COMMIT fails, and keeps none of their writes', async () => {
+    const ok = s.transaction((tx) => repos(tx).snapshots.put(snap('commitfail/ok')));
+    const orphan = s.transaction((tx) => tx.run(ORPHAN, { pid: 42 }));
+    const settled = await Promise.allSettled([ok, orphan]);
+    expect(settled.map((x) => x.status)).toEqual(['rejected', 'rejected']);
+    expect(await stored('commitfail/')).toEqual([]);
+    // The store goes on working after it.
+    await s.transaction((tx) => repos(tx).snapshots.put(snap('commitfail/after')));
+    expect(await stored('commitfail/')).toEqual(['commitfail/after']);
+  });
+
+  it('resolves a unit only once its writes are committed (another connection sees them)', async () => {
+    const seen = await s
+      .transaction((tx) => repos(tx).snapshots.put(snap('visible/1')))
+      .then(() => stored('visible/'));
+    expect(seen).toEqual(['visible/1']);
+  });
+
+  it('keeps the order of event inserts as the order of seq, the feed cursor', async () => {
+    const events = [siteEvent('order-1', 1), siteEvent('order-2', 1), siteEvent('order-3', 1)];
+    await Promise.all(events.map((e) => s.transaction((tx) => repos(tx).events.addEvent(toEventRow(e)))));
+    const got = await repos(s).events.list(0, { type: null, siteId: null, since: null }, 100);
+    expect(got.map((g) => JSON.parse(g.body).id).filter((id: string) => events.some((e) => e.id === id))).toEqual(events.map((e) => e.id));
+  });
+});
+
+describe('the commit queue gathers units into batches', () => {
+  /** A BatchTx that records what the queue does with it. */
+  function fakeTx(log: string[]): BatchTx {
+    const no = (): Promise<never> => Promise.reject(new Error('no statements here'));
+    return {
+      dialect: 'sqlite',
+      all: no,
+      get: no,
+      run: no,
+      orderEvents: () => Promise.resolve(),
+      savepoint: async () => void log.push('savepoint'),
+      release: async () => void log.push('release'),
+      rollbackTo: async () => void log.push('rollbackTo'),
+      commit: async () => (log.push('commit'), { durable: Promise.resolve() }),
+      rollback: async () => void log.push('rollback'),
+    };
+  }
+  const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+  it('lets units that arrive a few ms apart wait for each other (up to the gather time), then commits them in one transaction', async () => {
+    const log: string[] = [];
+    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 60_000, units: 3 });
+    const a = q.submit(async () => 'a');
+    await new Promise((r) => setTimeout(r, 20));
+    const b = q.submit(async () => 'b');
+    await turn();
+    await turn();
+    // Fewer than 3 queued and the oldest has waited less than a minute: nothing begun yet.
+    expect(log).toEqual([]);
+    const c = q.submit(async () => 'c');
+    expect(await Promise.all([a, b, c])).toEqual(['a', 'b', 'c']);
+    expect(log.filter((l) => l === 'begin' || l === 'commit')).toEqual(['begin', 'commit']);
+    expect(q.stats).toMatchObject({ batches: 1, units: 3 });
+  });
+
+  it('commits a lone unit once the oldest has waited the gather time, not later', async () => {
+    const log: string[] = [];
+    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 30, units: 8 });
+    const t0 = performance.now();
+    await q.submit(async () => undefined);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(25);
+    expect(log).toEqual(['begin', 'commit']);
+  });
+});
+
+describe('SQLite: one connection, one open transaction', () => {
+  let release: () => void = () => {};
+  afterEach(() => release());
+
+  it('makes a statement outside the transaction wait for its commit, so it never reads uncommitted rows', async () => {
+    const storage = await fresh('sqlite');
+    const s = await store(storage);
+    const gate = new Promise<void>((r) => (release = r));
+    let inside!: () => void;
+    const entered = new Promise<void>((r) => (inside = r));
+    const e = siteEvent('gate', 1);
+    // A slow unit: it stands for a transaction whose body is still running.
+    const unit = s.transaction(async (tx) => {
+      await repos(tx).events.addEvent(toEventRow(e));
+      inside();
+      await gate;
+    });
+    await entered;
+    expect(s.transactionOpen).toBe(true);
+    let read: number | null = null;
+    const reading = repos(s).events.lastSeq().then((n) => (read = n));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(read).toBeNull(); // waiting: the uncommitted event is not visible to it
+    release();
+    await unit;
+    await reading;
+    expect(read).toBe(1);
+    expect(s.transactionOpen).toBe(false);
+  });
+});
+
+describe('SQLite: each commit is made durable off the main thread before its units settle', () => {
+  it('settles a unit only after the log file is fsynced, holds the next batch and outside reads until then, and fails the units if the sync fails', async () => {
+    const storage = await fresh('sqlite');
+    const path = (storage as { path: string }).path;
+    const calls: Array<{ fd: number; done: (err: NodeJS.ErrnoException | null) => void }> = [];
+    const s = await openStore(storage, { now: () => 1, fsync: (fd, done) => void calls.push({ fd, done }) });
+    open.push(s);
+    const snap = (entity: string) => ({ source: 'sync', entity, site_id: null, hash: 'h', body: '{}', version: 1, changed_at: 5 });
+    let firstDone = false;
+    const first = s.transaction((tx) => repos(tx).snapshots.put(snap('a'))).then(() => (firstDone = true));
+    await new Promise((r) => setTimeout(r, 20));
+    // Committed and written to the log, but not yet on disk: not settled, nothing announced.
+    expect(calls).toHaveLength(1);
+    expect(fstatSync(calls[0]!.fd).ino).toBe(statSync(`${path}-wal`).ino);
+    expect(firstDone).toBe(false);
+    // A unit that arrives meanwhile waits for the next batch; an outside read waits too.
+    const second = s.transaction((tx) => repos(tx).snapshots.put(snap('b')));
+    let read: unknown = 'waiting';
+    const reading = repos(s).snapshots.head('sync', 'a').then((h) => (read = h));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(calls).toHaveLength(1);
+    expect(read).toBe('waiting');
+    calls[0]!.done(null);
+    await first;
+    await reading;
+    expect(read).toEqual({ hash: 'h', version: 1 });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(calls).toHaveLength(2); // the second batch committed and is being synced
+    calls[1]!.done(Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }));
+    await expect(second).rejects.toThrow('EIO');
+  });
+
+  it('syncs nothing for a batch that only read (clock rules that changed nothing), and settles it at once', async () => {
+    const storage = await fresh('sqlite');
+    const calls: Array<(err: NodeJS.ErrnoException | null) => void> = [];
+    const s = await openStore(storage, { now: () => 1, fsync: (_fd, done) => void calls.push(done) });
+    open.push(s);
+    expect(await s.transaction((tx) => repos(tx).snapshots.head('sync', 'a'))).toBeUndefined();
+    expect(calls).toHaveLength(0);
+    // A write in the same batch as reads is synced as before.
+    const wrote = s.transaction((tx) => repos(tx).snapshots.put({ source: 'sync', entity: 'a', site_id: null, hash: 'h', body: '{}', version: 1, changed_at: 5 }));
+    const read = s.transaction((tx) => repos(tx).snapshots.head('sync', 'b'));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(calls).toHaveLength(1);
+    calls[0]!(null);
+    await wrote;
+    expect(await read).toBeUndefined();
+  });
+});
+
+describe('PostgreSQL: event inserts commit in seq order', () => {
+  it('never lets a feed reader skip an event that a slower transaction commits later', async () => {
+    const storage = await fresh('postgres');
+    // Two stores: two pools, as two processes would have.
+    const a = await store(storage);
+    const b = await store(storage);
+    const reader = repos(await store(storage)).events;
+    const seen: string[] = [];
+    let cursor = 0;
+    let reading = true;
+    const poll = (async () => {
+      while (reading) {
+        for (const row of await reader.list(cursor, { type: null, siteId: null, since: null }, 100)) {
+          seen.push(JSON.parse(row.body).id);
+          cursor = row.seq;
+        }
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    const first = siteEvent('slow-first', 1);
+    const second = siteEvent('fast-second', 1);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let inserted!: () => void;
+    const firstInserted = new Promise<void>((r) => (inserted = r));
+    // The first transaction takes a seq and stays open; the second takes the next seq and
+    // would commit first, if nothing ordered them.
+    const slow = a.transaction(async (tx) => {
+      await repos(tx).events.addEvent(toEventRow(first));
+      inserted();
+      await gate;
+    });
+    await firstInserted;
+    let fastDone = false;
+    const fast = b.transaction((tx) => repos(tx).events.addEvent(toEventRow(second))).then(() => (fastDone = true));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(fastDone).toBe(false); // it waits for the first to commit
+    expect(seen).toEqual([]);
+    release();
+    await slow;
+    await fast;
+    await new Promise((r) => setTimeout(r, 50));
+    reading = false;
+    await poll;
+    expect(seen).toEqual([first.id, second.id]);
+  });
+});
