@@ -214,11 +214,14 @@ export class ApiClient {
     // than an AbortSignal: undici hangs its request objects on a signal's listeners, which
     // kept them alive past young-generation collections and grew the old heap by hundreds
     // of MB at thousands of requests a second (AbortSignal.timeout also lived out its 30 s).
+    // The deadline is real time (performance.now, like the timers), not the injected clock.
+    // A reply read whole after it (its timer could not run first: a busy event loop, a body
+    // already buffered) is a timeout too, so the deadline holds however the timers run.
     let timedOut = false;
     let timer: NodeJS.Timeout | undefined;
     try {
       await this.budget.holdWhilePaused(ticket?.signal);
-      const sentAt = this.now();
+      const deadline = performance.now() + this.opts.timeoutMs;
       const res = await request(url, {
         method: 'GET',
         dispatcher: this.agent,
@@ -235,9 +238,13 @@ export class ApiClient {
       timer = setTimeout(() => {
         timedOut = true;
         res.body.destroy();
-      }, Math.max(0, sentAt + this.opts.timeoutMs - this.now()));
+      }, Math.max(0, deadline - performance.now()));
       status = res.statusCode;
       const text = await this.readCapped(path, res);
+      if (performance.now() > deadline) {
+        timedOut = true;
+        throw new Error('read past the deadline');
+      }
       if (status === 429) {
         // Before the connection is released: nothing else goes out until the budget knows.
         this.budget.rateLimited(parseRetryAfter(res.headers['retry-after'], this.now()));
