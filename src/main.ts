@@ -26,6 +26,7 @@ import { OutboxWorker } from './notify/outbox-worker.js';
 import { eventId } from './events/envelope.js';
 import { operatorEvent } from './events/operator.js';
 import { packageRoot, packageVersion } from './paths.js';
+import type { RequestBudget } from './api/budget.js';
 import { Poller, type PollOutcome } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
 import type { CompiledRule } from './rules/types.js';
@@ -82,6 +83,11 @@ export interface AppOptions {
   onPoll?: (source: string, outcome: PollOutcome) => void;
   /** What ticks the scheduler (benchmarks that scale time tick it faster); default every second. */
   ticker?: SchedulerDeps['ticker'];
+  /**
+   * When each API request may go (pace, 429 pause, priority order). Default: a LocalBudget
+   * at api.max_requests_per_second; a cluster passes one budget its instances share.
+   */
+  budget?: RequestBudget;
   /** How long stop() waits for polls and sends in flight (default STOP_TIMEOUT_MS). */
   stopTimeoutMs?: number;
   /** How long the store must fail before storage.failing fires (default STORAGE_ALERT_AFTER_MS). */
@@ -196,6 +202,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     retries: config.api.retries,
     maxPages: config.api.max_pages,
     maxReplyBytes: config.api.max_reply_bytes,
+    budget: opts.budget,
     now,
     random,
     // Replies are scrubbed of every configured secret before anything is stored.

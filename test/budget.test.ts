@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LocalBudget, priorityRank } from '../src/api/budget.js';
+import { LocalBudget, priorityRank, type RequestBudget } from '../src/api/budget.js';
 import { planBudget, type PlanInput } from '../src/scheduler/budget-plan.js';
 import { names, startWorld, tempDir, type World } from './harness.js';
 import { waitFor } from './receiver.js';
@@ -95,6 +95,24 @@ describe('the request budget', () => {
     expect(budget.state().rate).toBeCloseTo(3.5);
     for (let i = 0; i < 1_000; i++) budget.succeeded();
     expect(budget.state().rate).toBe(10);
+  });
+
+  it('is the one the app is given: every request of a cycle asks it, and a 429 is told to it (the seam of a cluster-wide budget)', async () => {
+    world = await startWorld({ sim: { sites: 2 } });
+    const inner = new LocalBudget({ maxRate: 1000, now: Date.now, sleep: (ms) => new Promise((r) => setTimeout(r, ms)) });
+    const seen = { acquired: 0, limited: [] as Array<number | null> };
+    const budget: RequestBudget = {
+      acquire: (t) => (seen.acquired++, inner.acquire(t)),
+      holdWhilePaused: (signal) => inner.holdWhilePaused(signal),
+      rateLimited: (ms) => (seen.limited.push(ms), inner.rateLimited(ms)),
+      succeeded: () => inner.succeeded(),
+      state: () => inner.state(),
+    };
+    const app = await world.app({}, { budget });
+    world.sim.faults.add({ path: '^/sites/1/health$', kind: 'rate_limit', retry_after: 1, times: 1 });
+    await app.runOnce();
+    expect(seen.acquired).toBe(world.sim.requests.length);
+    expect(seen.limited).toEqual([1_000]);
   });
 
   it('spaces requests by the pace it has after a 429', async () => {
