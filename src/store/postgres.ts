@@ -20,8 +20,9 @@ const types = {
  * The transaction-level advisory lock that orders event inserts ("hwevents"). `events.seq`
  * is the feed cursor; sequence values are handed out at insert time, but transactions commit
  * in any order, so a reader at cursor 100 could miss seq 99 committed a moment later.
- * Holding this lock from the first event insert to COMMIT makes event-writing transactions
- * commit one after another, in the order of their seq values.
+ * Every batch holds this lock from BEGIN to COMMIT, so event-writing transactions commit
+ * one after another, in the order of their seq values (and batches of several cluster
+ * members never deadlock on row locks taken in different orders).
  */
 const EVENTS_LOCK = String(0x68776576656e7473n);
 
@@ -57,11 +58,12 @@ class PostgresTx implements BatchTx {
   async run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
     return (await exec(this.client, s, p)).rowCount ?? 0;
   }
+  // The batch took the events lock at BEGIN (PostgresStore.begin); what is left is to say
+  // that events are coming. The NOTIFY is delivered at COMMIT (and dropped with a rollback
+  // of its savepoint): every instance's live feed wakes once the events are there to read.
   async orderEvents(): Promise<void> {
     if (this.eventsOrdered) return;
-    // The NOTIFY is delivered at COMMIT (and dropped with a rollback): every instance's live
-    // feed wakes once the events are there to read (docs/cluster.md).
-    await this.client.query(`SELECT pg_advisory_xact_lock($1), pg_notify('${EVENTS_CHANNEL}', '')`, [EVENTS_LOCK]);
+    await this.client.query(`SELECT pg_notify('${EVENTS_CHANNEL}', '')`);
     this.eventsOrdered = true;
   }
   async savepoint(): Promise<void> {
@@ -145,6 +147,11 @@ export class PostgresStore extends QueuedStore {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
+      // Every batch, not only those that insert events: taken lazily (at the first event
+      // insert) the lock met row locks (poll state, alerts) held in the other order by the
+      // batches of other cluster members, and PostgreSQL aborted one of them (a deadlock).
+      // Taken first, write batches of the whole cluster commit one after another.
+      await client.query('SELECT pg_advisory_xact_lock($1)', [EVENTS_LOCK]);
     } catch (e) {
       client.release(e as Error);
       throw e;
