@@ -59,6 +59,7 @@ import { Heartbeat } from './selfwatch/heartbeat.js';
 import { StorageWatch } from './selfwatch/storage-watch.js';
 import { Watchdog } from './selfwatch/watchdog.js';
 import { joinCluster, type Cluster } from './cluster/cluster.js';
+import { clusterWorkClaims } from './cluster/work-claims.js';
 
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
@@ -342,6 +343,9 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     onTick: () => {
       if (ownsTimers()) void timekeeper.tick();
     },
+    // In a cluster each due entity is polled by the one member that holds its lease.
+    claims: cluster ? clusterWorkClaims(store, cluster.membership, (source, ids) => poller.handedOver(source, ids), log) : undefined,
+    refreshSites: cluster ? () => poller.refreshSites() : undefined,
   });
 
   // The daemon's heartbeat row: one per instance of a cluster (they share config.name).

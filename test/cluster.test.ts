@@ -9,6 +9,7 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { clusterClaims } from '../src/cluster/delivery-claims.js';
+import { shareOf } from '../src/cluster/work-claims.js';
 import { Membership, TIMERS_LEASE } from '../src/cluster/membership.js';
 import { ClusterRepo } from '../src/store/cluster-repo.js';
 import { openStore, type Store } from '../src/store/db.js';
@@ -200,7 +201,7 @@ describe('a daemon on PostgreSQL as a cluster member', () => {
     expect(body.cluster).toMatchObject({ member: true, instance: 'alpha', timers: true });
     const metrics = await (await request(`${app.serverUrl}/metrics`)).body.text();
     expect(metrics).toMatch(/hostwatch_cluster_member\{hostwatch_instance="alpha"\} 1/);
-    expect(metrics).toMatch(/hostwatch_polls_total\{[^}]*hostwatch_instance="alpha"/);
+    expect(metrics).toMatch(/hostwatch_build_info\{[^}]*hostwatch_instance="alpha"/);
     // A second instance on the same database joins beside it (no refusal) and owns no timers.
     const beta = await w.app({ cluster: { instance: 'beta', lease: '3s' } });
     expect(beta.cluster?.membership.live()).toBe(true);
@@ -248,6 +249,44 @@ describe('a daemon on PostgreSQL as a cluster member', () => {
     await waitFor(() => text.includes(e.id), 'the event committed elsewhere on the stream', 3_000);
     ctrl.abort();
     await reading;
+  });
+});
+
+describe('entity leases', () => {
+  it('split the entities of a source fairly: keep what is held up to the share, take free ones and those of dead holders, give back the excess', () => {
+    const keys = ['1', '2', '3', '4', '5', '6'];
+    // Alone: everything.
+    expect(shareOf(keys, [], 'a', 1)).toEqual({ keep: [], take: keys, release: [] });
+    // A second member joined: a keeps three and gives three back; b takes nothing held by a live a.
+    const heldByA = keys.map((entity) => ({ entity, holder: 'a', live: true }));
+    expect(shareOf(keys, heldByA, 'a', 2)).toEqual({ keep: ['1', '2', '3'], take: [], release: ['4', '5', '6'] });
+    expect(shareOf(keys, heldByA, 'b', 2)).toEqual({ keep: [], take: [], release: [] });
+    // a died: b takes its entities, up to its share.
+    const deadA = keys.map((entity) => ({ entity, holder: 'a', live: false }));
+    expect(shareOf(keys, deadA, 'b', 1)).toEqual({ keep: [], take: keys, release: [] });
+    expect(shareOf(keys, [...deadA.slice(0, 3), ...keys.slice(3).map((entity) => ({ entity, holder: 'c', live: true }))], 'b', 2)).toEqual({
+      keep: [],
+      take: ['1', '2', '3'],
+      release: [],
+    });
+  });
+
+  it('let two daemons on one database poll each site of a cycle once between them, each its share', async () => {
+    const w = await startWorld({ engine: 'postgres', sim: { sites: 6 }, config: { cluster: { lease: '5s' } } });
+    cleanups.push(() => w.close());
+    const a = await w.app({ cluster: { instance: 'a' } });
+    const b = await w.app({ cluster: { instance: 'b' } });
+    // The site list first (one of them holds it), then a cycle of health on both at once.
+    await a.scheduler.runAll();
+    await b.poller.refreshSites();
+    w.sim.requests.length = 0;
+    const health = (app: typeof a) => app.scheduler.runCycle({ def: app.scheduler['deps'].sources.find((s) => s.def.name === 'health')!.def, everyMs: 10_000 } as never, false);
+    const [ra, rb] = await Promise.all([health(a), health(b)]);
+    const polled = w.sim.requests.filter((r) => /\/sites\/\d+\/health$/.test(r.path)).map((r) => r.path).sort();
+    expect(polled).toEqual([1, 2, 3, 4, 5, 6].map((id) => `/api/v1/sites/${id}/health`).sort());
+    expect([ra.outcomes.length, rb.outcomes.length].sort()).toEqual([3, 3]);
+    const leases = await w.query<{ holder: string; n: number }>("SELECT holder, count(*)::int AS n FROM entity_leases WHERE source = 'health' GROUP BY holder");
+    expect(leases.map((l) => l.n)).toEqual([3, 3]);
   });
 });
 

@@ -25,6 +25,21 @@ export interface SchedulerEvents {
   'cycle:skipped': [{ source: string; reason: string }];
 }
 
+/**
+ * Which due work this instance takes: the seam a cluster fills with leases claimed in the
+ * database (cluster/work-claims.ts). Alone, an instance takes everything.
+ */
+export interface WorkClaims {
+  /**
+   * Of a cycle of `source` due at `dueAt`, the entities this instance polls: sites for a
+   * per-site source, `[null]` (the account) for an account source.
+   */
+  claim(source: string, dueAt: number, entities: readonly (SiteInfo | null)[]): readonly (SiteInfo | null)[] | Promise<readonly (SiteInfo | null)[]>;
+}
+
+/** One instance alone: every due entity is its own. */
+export const takeAll: WorkClaims = { claim: (_source, _dueAt, entities) => entities };
+
 export interface SchedulerDeps {
   poller: Poller;
   /**
@@ -45,6 +60,10 @@ export interface SchedulerDeps {
   afterCycle?: (summary: CycleSummary) => void;
   /** Called on every heartbeat second, after the due sources started (the Timekeeper). */
   onTick?: () => void;
+  /** Which due work this instance takes (default: all of it). */
+  claims?: WorkClaims;
+  /** Before a per-site cycle: read the site list another cluster member may have stored. */
+  refreshSites?: () => Promise<void>;
 }
 
 /**
@@ -226,12 +245,17 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.emit('cycle:start', { source: s.def.name });
     const outcomes: PollOutcome[] = [];
     try {
+      const claims = this.deps.claims ?? takeAll;
       if (s.def.per === 'account') {
-        const o = await this.deps.poller.poll(s.def, null);
-        outcomes.push(o);
-        if (details && o.status !== 'failed') await this.pollDetails(s.def, null, details);
+        // In a cluster the account is polled by one member: the one that holds its lease.
+        if ((await claims.claim(s.def.name, startedAt, [null])).length > 0) {
+          const o = await this.deps.poller.poll(s.def, null);
+          outcomes.push(o);
+          if (details && o.status !== 'failed') await this.pollDetails(s.def, null, details);
+        }
       } else {
-        const sites = this.watchedSites();
+        await this.deps.refreshSites?.();
+        const sites = (await claims.claim(s.def.name, startedAt, this.watchedSites())).filter((x): x is SiteInfo => x !== null);
         const spread = stagger ? s.everyMs * (this.deps.spreadFraction ?? 0.5) : 0;
         const step = sites.length > 0 ? spread / sites.length : 0;
         let next = 0;

@@ -60,6 +60,24 @@ const HELD = statement<Record<string, never>, { holder: string; kind: string; n:
     UNION ALL SELECT claimed_by AS holder, 'deliveries' AS kind, count(*)::int AS n FROM outbox WHERE claimed_by IS NOT NULL AND state = 'pending' GROUP BY claimed_by`,
 );
 
+const LIVE_COUNT = statement<Record<string, never>, { n: number }>(
+  () => sql`SELECT count(*)::int AS n FROM cluster_members WHERE lease_until > ${NOW_MS} AND left_at IS NULL`,
+);
+const ENTITY_LEASES = statement<{ source: string }, { entity: string; holder: string; live: boolean }>(
+  (_qb, p) => sql`SELECT entity, holder, ${liveHolder('entity_leases.holder')} AS live FROM entity_leases WHERE source = ${p.source}`,
+);
+// Taken only where nobody live holds the entity: members taking at once get each once.
+const TAKE_ENTITIES = statement<Me & { source: string; entities: string[] }, { entity: string }>(
+  (_qb, p) => sql`
+    INSERT INTO entity_leases (source, entity, holder, since) SELECT ${p.source}, e, ${p.me}, ${NOW_MS} FROM unnest(${p.entities}::text[]) AS e
+    ON CONFLICT (source, entity) DO UPDATE SET holder = EXCLUDED.holder, since = EXCLUDED.since
+    WHERE entity_leases.holder <> EXCLUDED.holder AND NOT ${liveHolder('entity_leases.holder')}
+    RETURNING entity`,
+);
+const RELEASE_SOME = statement<Me & { source: string; entities: string[] }>(
+  (_qb, p) => sql`DELETE FROM entity_leases WHERE source = ${p.source} AND holder = ${p.me} AND entity = ANY(${p.entities}::text[])`,
+);
+
 type ClaimParams = Me & { now: number; limit: number; busy: number[] };
 // A row may be claimed when nobody holds it, its holder is not live, or it is this member's
 // own (left over from a pass that did not send it) and not being sent now (`busy`). Every
@@ -132,6 +150,27 @@ export class ClusterRepo {
   /** Claim the due rows of one group (one message carries them), as claimDue. */
   async claimGroup(me: string, channel: string, groupKey: string, now: number, limit: number, busy: readonly number[]): Promise<DueDelivery[]> {
     return byId(await this.x.all(CLAIM_GROUP, { me, channel, group_key: groupKey, now, limit, busy: [...busy] }));
+  }
+
+  /** How many members are live now. */
+  async liveCount(): Promise<number> {
+    return (await this.x.get(LIVE_COUNT, {}))?.n ?? 0;
+  }
+
+  /** The entity leases of a source: who holds each, and whether the holder is live. */
+  entityLeases(source: string): Promise<Array<{ entity: string; holder: string; live: boolean }>> {
+    return this.x.all(ENTITY_LEASES, { source });
+  }
+
+  /** Take these entities where nobody live holds them; resolves with those taken. */
+  async takeEntities(source: string, entities: readonly string[], me: string): Promise<string[]> {
+    if (entities.length === 0) return [];
+    return (await this.x.all(TAKE_ENTITIES, { source, entities: [...entities], me })).map((r) => r.entity);
+  }
+
+  /** Give up these entities (another member takes them at its next cycle). */
+  async releaseEntities(source: string, entities: readonly string[], me: string): Promise<void> {
+    if (entities.length > 0) await this.x.run(RELEASE_SOME, { source, entities: [...entities], me });
   }
 
   /** Members whose lease ended less than `sinceMs` ago or not yet, with the database's time. */
