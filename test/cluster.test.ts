@@ -23,7 +23,7 @@ import { startWorld } from './harness.js';
 import { freshStorage } from './pg.js';
 import { waitFor } from './receiver.js';
 import { hostwatch } from './run-cli.js';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -300,6 +300,13 @@ describe('cluster config', () => {
     expect(r.errors).toEqual([
       expect.objectContaining({ path: 'cluster', line: 3, message: expect.stringMatching(/^needs PostgreSQL \(storage\.url\): .*SQLite file \(storage\.path\) is used by one daemon at a time/) }),
     ]);
+  });
+
+  it('accepts the compose example\'s config, each instance named by its environment', () => {
+    const text = readFileSync(join(process.cwd(), 'examples', 'cluster', 'hostwatch.yaml'), 'utf8');
+    const env = { HOSTWATCH_INSTANCE: 'hostwatch-2', PGPASS: 'pw', HOSTWATCH_API_KEY: 'k', HOSTWATCH_TOKEN: 't', WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' };
+    const r = parseConfig(text, 'hostwatch.yaml', env, { sourceNames: SOURCE_NAMES });
+    expect(r.ok ? { storage: r.config.storage.engine, cluster: r.config.cluster } : r.errors).toEqual({ storage: 'postgres', cluster: { instance: 'hostwatch-2', lease_ms: 30_000 } });
   });
 
   it('takes cluster.instance and cluster.lease with PostgreSQL, defaulting the lease to 30 s, and refuses a lease under a second', () => {
