@@ -55,13 +55,14 @@ async function pgStore(): Promise<{ store: Store; url: string }> {
 }
 
 /** A member over `store` whose heartbeats the test makes by hand, with a clock it moves. */
-function member(store: Store, name: string, leaseMs: number): { m: Membership; clock: { t: number } } {
+function member(store: Store, name: string, leaseMs: number, o: { pid?: number; alive?: (pid: number) => boolean; instance?: string } = {}): { m: Membership; clock: { t: number } } {
   const clock = { t: 0 };
   let n = 0;
   const m = new Membership({
     repo: new ClusterRepo(store),
-    instance: name,
-    pid: 1,
+    instance: o.instance ?? name,
+    pid: o.pid ?? 1,
+    pidAlive: o.alive ?? (() => true),
     host: 'test',
     leaseMs,
     leases: [TIMERS_LEASE],
@@ -118,6 +119,26 @@ describe('cluster membership on PostgreSQL', () => {
       ['a', false, true],
       ['b', true, false],
     ]);
+  });
+});
+
+describe('a restart of an instance', () => {
+  it('takes over at once from the earlier run of its name on its host when that process is gone, and leaves a live namesake alone', async () => {
+    const { store } = await pgStore();
+    const first = member(store, 'first', 30_000, { instance: 'web-1', pid: 4242 });
+    await first.m.beat();
+    expect(first.m.holds(TIMERS_LEASE)).toBe(true);
+    // Started again while the first run's process still runs (a twin): nothing is taken.
+    const twin = member(store, 'twin', 30_000, { instance: 'web-1', pid: 5151, alive: () => true });
+    await twin.m.beat();
+    expect(twin.m.holds(TIMERS_LEASE)).toBe(false);
+    await twin.m.leave();
+    // The first run was SIGKILLed (its pid is gone): the new run takes its work without waiting for the lease.
+    const again = member(store, 'again', 30_000, { instance: 'web-1', pid: 6161, alive: (pid) => pid !== 4242 });
+    await again.m.beat();
+    expect(again.m.holds(TIMERS_LEASE)).toBe(true);
+    const members = await new ClusterRepo(store).members(60_000);
+    expect(members.filter((m) => m.live).map((m) => m.id)).toEqual(['again#1']);
   });
 });
 

@@ -9,14 +9,18 @@ import type { Store } from '../store/db.js';
 import { clusterClaims } from './delivery-claims.js';
 import { Membership, TIMERS_LEASE } from './membership.js';
 
-/** An instance's cluster name when `cluster.instance` is not set: its host and pid. */
-export function defaultInstance(host = hostname(), pid = process.pid): string {
-  return `${host}-${pid}`.replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 63);
+/**
+ * An instance's cluster name when `cluster.instance` is not set: its host name, so a
+ * restart on the same host is known as the same instance (and takes over its earlier run's
+ * work at once). Several instances on one host need names of their own.
+ */
+export function defaultInstance(host = hostname()): string {
+  return host.replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 63) || 'hostwatch';
 }
 
 /** This daemon as a member of the cluster of its PostgreSQL database (docs/cluster.md). */
 export interface Cluster {
-  /** This instance's name (cluster.instance, or host-pid). */
+  /** This instance's name (cluster.instance, or the host name). */
   instance: string;
   membership: Membership;
   /** The outbox rows this member sends. */

@@ -31,6 +31,18 @@ export interface MembershipDeps {
   newId: () => string;
   log: Logger;
   scrub: (text: string) => string;
+  /** Whether a process of this host runs (default: signal 0). */
+  pidAlive?: (pid: number) => boolean;
+}
+
+/** Whether a process of this host runs: signal 0 reaches it (EPERM: it runs as another user). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /**
@@ -105,6 +117,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
     try {
       if (this.memberId === '' || !(await d.repo.renew(this.memberId, d.leaseMs))) {
         if (this.memberId !== '') this.lose();
+        else await this.replaceEarlierRun();
         const id = d.newId();
         await d.repo.join({ id, instance: d.instance, pid: d.pid, host: d.host }, d.leaseMs);
         this.memberId = id;
@@ -129,6 +142,26 @@ export class Membership extends EventEmitter<MembershipEvents> {
     } catch (e) {
       // The lease runs out by itself if this goes on: the member stops sending and ticking.
       d.log.warn({ err: d.scrub(String(e)), lease_left_ms: Math.round(this.remainingMs()) }, 'cluster heartbeat failed');
+    }
+  }
+
+  /**
+   * A restart after a crash: the member of the earlier run of this instance (same name,
+   * same host, its process gone, or our own pid in a restarted container) still looks live
+   * until its lease runs out, holding its entities and claims. It is dead for sure, so it
+   * leaves now and the new run takes its work at once. A live process of the same name is
+   * left alone (names should be unique: said in the log).
+   */
+  private async replaceEarlierRun(): Promise<void> {
+    const d = this.deps;
+    const alive = d.pidAlive ?? pidAlive;
+    for (const m of await d.repo.namesakes(d.instance, d.host)) {
+      if (m.pid === d.pid || !alive(m.pid)) {
+        await d.repo.leave(m.id);
+        d.log.info({ member: m.id, pid: m.pid }, 'the earlier run of this instance is gone: its work is taken over at once');
+      } else {
+        d.log.warn({ member: m.id, pid: m.pid, instance: d.instance }, 'another live process uses this cluster.instance name on this host; give each instance its own name');
+      }
     }
   }
 

@@ -60,7 +60,7 @@ export interface Config {
  * how it is named and how long a silent member keeps its work.
  */
 export interface ClusterConfig {
-  /** This instance's name among the members; null: `<host>-<pid>`, chosen at start. */
+  /** This instance's name among the members; null: the host name. */
   instance: string | null;
   /** A member that has not renewed its lease for this long is dead: its work is taken over. */
   lease_ms: number;

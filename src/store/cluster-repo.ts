@@ -60,6 +60,9 @@ const HELD = statement<Record<string, never>, { holder: string; kind: string; n:
     UNION ALL SELECT claimed_by AS holder, 'deliveries' AS kind, count(*)::int AS n FROM outbox WHERE claimed_by IS NOT NULL AND state = 'pending' GROUP BY claimed_by`,
 );
 
+const NAMESAKES = statement<{ instance: string; host: string }, { id: string; pid: number }>(
+  (_qb, p) => sql`SELECT id, pid FROM cluster_members WHERE instance = ${p.instance} AND host = ${p.host} AND left_at IS NULL AND lease_until > ${NOW_MS}`,
+);
 const LIVE_COUNT = statement<Record<string, never>, { n: number }>(
   () => sql`SELECT count(*)::int AS n FROM cluster_members WHERE lease_until > ${NOW_MS} AND left_at IS NULL`,
 );
@@ -150,6 +153,11 @@ export class ClusterRepo {
   /** Claim the due rows of one group (one message carries them), as claimDue. */
   async claimGroup(me: string, channel: string, groupKey: string, now: number, limit: number, busy: readonly number[]): Promise<DueDelivery[]> {
     return byId(await this.x.all(CLAIM_GROUP, { me, channel, group_key: groupKey, now, limit, busy: [...busy] }));
+  }
+
+  /** Live members of this instance name on this host (an earlier run of it, or a twin). */
+  namesakes(instance: string, host: string): Promise<Array<{ id: string; pid: number }>> {
+    return this.x.all(NAMESAKES, { instance, host });
   }
 
   /** How many members are live now. */
