@@ -1,6 +1,6 @@
 /**
- * The baseline process of memory.ts: an ApiClient alone (same options as the daemon's, rate
- * limit lifted) fetching + JSON.parse-ing every response of a full cycle — the site list,
+ * The baseline process of memory.ts: an ApiClient alone (same options as the daemon's, the
+ * same pace) fetching + JSON.parse-ing every response of a full cycle — the site list,
  * jobs, and health/usage/backups of every site — in the shape of Scheduler.runAll(), the
  * results dropped. It imports only the client and the source registry, so its RSS is that of
  * "fetch + parse", not of the daemon's modules.
@@ -8,18 +8,19 @@
 import { ApiClient } from '../src/api/client.js';
 import { isTopLevel, jobsSource, pathOf, SOURCES, sitesSource } from '../src/sources/registry.js';
 import { isApiError } from '../src/api/errors.js';
-import { BENCH_KEY, pool, UNLIMITED_RPS } from './common.js';
+import { BENCH_KEY, pool } from './common.js';
 import { arg, measured } from './sample.js';
 
 const url = arg('url');
 const concurrency = Number(arg('concurrency'));
 const cycles = Number(arg('cycles'));
+const rps = Number(arg('rps'));
 
 const client = new ApiClient({
   baseUrl: url,
   key: BENCH_KEY,
   timeoutMs: 30_000, // the config default, as the daemon uses it
-  maxRequestsPerSecond: UNLIMITED_RPS,
+  maxRequestsPerSecond: rps,
   maxConcurrency: concurrency,
   retries: 1,
   maxPages: 1000,

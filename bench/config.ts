@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { parseConfig } from '../src/config/parse.js';
 import type { Config } from '../src/config/types.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { CONFIG_SOURCES } from '../src/main.js';
 import { BENCH_KEY, BENCH_SECRET, UNLIMITED_RPS } from './common.js';
 
 /**
@@ -22,6 +22,8 @@ export function benchConfig(opts: {
   webhookUrl?: string;
   concurrency?: number;
   logLevel?: string;
+  /** The pace; default unlimited (see above). The memory part runs at 1,000, the most a config allows. */
+  rps?: number;
 }): Config {
   const written: Record<string, unknown> = {
     name: 'bench',
@@ -32,8 +34,8 @@ export function benchConfig(opts: {
   };
   if (opts.webhookUrl) written['channels'] = [{ name: 'hooks', type: 'webhook', url: '${HOOK_URL}', secret: '${HOOK_SECRET}' }];
   const env = { SIM_URL: opts.url, API_KEY: BENCH_KEY, DB: opts.dbPath, PG_URL: opts.pgUrl ?? '', HOOK_URL: opts.webhookUrl ?? '', HOOK_SECRET: BENCH_SECRET };
-  const r = parseConfig(stringify(written), join(tmpdir(), 'bench.yaml'), env, { sourceNames: SOURCE_NAMES });
+  const r = parseConfig(stringify(written), join(tmpdir(), 'bench.yaml'), env, CONFIG_SOURCES);
   if (!r.ok) throw new Error(`bench config invalid:\n${r.errors.map((e) => `${e.path}: ${e.message}`).join('\n')}`);
-  r.config.api.max_requests_per_second = UNLIMITED_RPS;
+  r.config.api.max_requests_per_second = opts.rps ?? UNLIMITED_RPS;
   return r.config;
 }

@@ -8,11 +8,15 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { preferSmallHeap } from '../src/heap.js';
 import { createApp, type App } from '../src/main.js';
 import type { SqliteStore } from '../src/store/sqlite.js';
 import { nullStream, tempDir } from './common.js';
 import { benchConfig } from './config.js';
 import { arg, measured, type MemorySample } from './sample.js';
+
+// As `hostwatch run` and `poll --once` start (src/heap.ts): what is measured is what runs.
+preferSmallHeap();
 
 const url = arg('url');
 const sites = Number(arg('sites'));
@@ -20,6 +24,7 @@ const concurrency = Number(arg('concurrency'));
 const ticked = Number(arg('ticked-cycles'));
 const ticksPerCycle = Number(arg('ticks'));
 const restart = arg('restart') === 'yes';
+const rps = Number(arg('rps'));
 
 async function tick(): Promise<void> {
   const res = await fetch(`${url}/_sim/tick`, {
@@ -41,7 +46,7 @@ const receiver = createServer((req, res) => {
 await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
 const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
 const tmp = tempDir();
-const config = benchConfig({ url, dbPath: `${tmp.dir}/memory.db`, concurrency, webhookUrl: hook });
+const config = benchConfig({ url, dbPath: `${tmp.dir}/memory.db`, concurrency, webhookUrl: hook, rps });
 let events = 0;
 const build = (): Promise<App> => createApp(config, { logDestination: nullStream(), onEvents: (e) => (events += e.length) });
 let app = await build();

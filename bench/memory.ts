@@ -9,12 +9,13 @@
  * ticking before each — and the slope of post-GC heap and RSS over them).
  * Also: an unchanged cycle writes no snapshot row (SQLite total_changes() over the cycle).
  */
-import { jsonLines, round, slope, spawnNode, startSimChild } from './common.js';
+import { jsonLines, MB, round, slope, spawnNode, startSimChild } from './common.js';
 import type { MemorySample } from './sample.js';
 
 export interface MemorySize {
   sites: number;
   concurrency: number;
+  rps: number;
   ticksPerCycle: number;
   bare: { cycleMs: number; peakRssMB: number; rssAfterGcMB: number; idleRssMB: number; requests: number };
   daemon: {
@@ -54,23 +55,30 @@ export interface MemoryOptions {
   sizes?: Array<{ sites: number; bareCycles: number; tickedCycles: number; restart: boolean }>;
   concurrency?: number;
   ticksPerCycle?: number;
+  /**
+   * The pace of both processes. Default 1,000 requests/s, the most a config allows: the
+   * daemon at its busiest. (Unlimited, the unchanged cycle of 10,000 sites ran at 15,000
+   * requests/s, a pace no config can ask for, and its heap grew with it.)
+   */
+  rps?: number;
   log?: (line: string) => void;
 }
 
 export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[]> {
   const sizes = opts.sizes ?? [
     { sites: 1_000, bareCycles: 2, tickedCycles: 8, restart: true },
-    { sites: 10_000, bareCycles: 1, tickedCycles: 4, restart: false },
+    { sites: 10_000, bareCycles: 1, tickedCycles: 3, restart: false },
   ];
   const concurrency = opts.concurrency ?? 4;
   const ticks = opts.ticksPerCycle ?? 10;
+  const rps = opts.rps ?? MAX_CONFIGURABLE_RPS;
   const log = opts.log ?? (() => {});
   const out: MemorySize[] = [];
   for (const size of sizes) {
     const sim = await startSimChild({ sites: size.sites });
     try {
       const run = async (mode: 'bare' | 'daemon'): Promise<MemorySample[]> => {
-        const common = ['--url', sim.url, '--concurrency', String(concurrency)];
+        const common = ['--url', sim.url, '--concurrency', String(concurrency), '--rps', String(rps)];
         const child =
           mode === 'bare'
             ? spawnNode('bare-child.js', [...common, '--cycles', String(size.bareCycles)], ['--expose-gc'])
@@ -100,6 +108,7 @@ export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[
       out.push({
         sites: size.sites,
         concurrency,
+        rps,
         ticksPerCycle: ticks,
         bare: { cycleMs: bareLast.ms, peakRssMB: barePeak, rssAfterGcMB: bareLast.rssMB, idleRssMB: bareIdle.rssMB, requests: bareLast.polls ?? 0 },
         daemon: {
@@ -114,6 +123,50 @@ export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[
         },
         ratios: { unchangedCycleTime: round(unchanged.ms / bareLast.ms, 3), peakRss: round(peak / barePeak, 2) },
       });
+    } finally {
+      await sim.close();
+    }
+  }
+  return out;
+}
+
+/** The highest `api.max_requests_per_second` a config accepts. */
+const MAX_CONFIGURABLE_RPS = 1_000;
+
+export interface BigReply {
+  /** What the simulator sent for one entity's reply. */
+  bytes: number;
+  chunked: boolean;
+  /** How that entity's poll ended (too_large above api.max_reply_bytes). */
+  outcome: string;
+  idleRssMB: number;
+  peakRssMB: number;
+  cycleMs: number;
+}
+
+/**
+ * One `poll --once` cycle of 200 sites in which one reply (a site's DNS) is huge: 60 MB with
+ * a Content-Length, 60 MB without (read until the cap), and 15 MB (under the 16 MB default
+ * cap, so read, parsed, diffed and stored). The daemon in its own process; peak RSS
+ * (getrusage) against the PRODUCT.md target of 250 MB.
+ */
+export async function benchBigReply(opts: { sites?: number; log?: (line: string) => void } = {}): Promise<BigReply[]> {
+  const cases = [
+    { bytes: 60 * MB, chunked: false },
+    { bytes: 60 * MB, chunked: true },
+    { bytes: 15 * MB, chunked: true },
+  ];
+  const out: BigReply[] = [];
+  for (const c of cases) {
+    const sim = await startSimChild({ sites: opts.sites ?? 200 });
+    try {
+      const child = spawnNode('reply-child.js', ['--url', sim.url, '--bytes', String(c.bytes), '--chunked', c.chunked ? 'yes' : 'no'], ['--expose-gc']);
+      const samples = await jsonLines<MemorySample>(child);
+      const idle = samples.find((s) => s.phase === 'idle')!;
+      const cycle = samples.find((s) => s.phase === 'baseline')!;
+      const row = { ...c, outcome: cycle.outcome ?? '?', idleRssMB: idle.rssMB, peakRssMB: Math.max(...samples.map((s) => s.maxRssMB)), cycleMs: cycle.ms };
+      opts.log?.(`big reply ${Math.round(c.bytes / MB)} MB${c.chunked ? ' (no Content-Length)' : ''}: ${row.outcome}, peak RSS ${row.peakRssMB} MB`);
+      out.push(row);
     } finally {
       await sim.close();
     }

@@ -48,7 +48,7 @@ export async function benchReevaluate(opts: { sites?: number; rounds?: number; l
   let app: App | null = null;
   try {
     const config = benchConfig({ url: sim.url, dbPath: `${tmp.dir}/reevaluate.db` });
-    for (const name of SOURCE_NAMES) if (!KEEP.has(name)) config.sources[name] = { enabled: false, every_ms: null, max_events: 100 };
+    for (const name of SOURCE_NAMES) if (!KEEP.has(name)) config.sources[name] = { enabled: false, every_ms: null, priority: null, max_events: 100 };
     const a = await createApp(config, { logDestination: nullStream() });
     app = a;
     log(`reevaluate: first cycle of ${sites} sites (backups, hourly backups)`);

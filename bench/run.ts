@@ -1,7 +1,8 @@
 /**
  * `npm run bench` = `npm run build && node --expose-gc dist/bench/run.js [part...]`
  *
- * Runs every benchmark (or the parts named: pipeline, engines, memory, latency, diff, reevaluate), each against a
+ * Runs every benchmark (or the parts named: pipeline, engines, memory, latency, diff,
+ * reevaluate, freshness, requests), each against a
  * baseline measured in the same run, prints readable tables, checks the PRODUCT.md targets
  * and writes everything to dist/bench-results.json. docs/benchmarks.md explains the numbers.
  */
@@ -11,8 +12,10 @@ import { machine, round, table } from './common.js';
 import { benchDiff } from './diff.js';
 import { benchEngines, type EnginesResult } from './engines.js';
 import { benchLatency, type LatencyResult } from './latency.js';
-import { benchMemory, type MemorySize } from './memory.js';
+import { benchBigReply, benchMemory, type BigReply, type MemorySize } from './memory.js';
 import { benchPipeline, type PipelineResult } from './pipeline.js';
+import { benchFreshness, type FreshnessRun } from './freshness.js';
+import { benchRequests, type RequestsResult } from './requests.js';
 import { benchReevaluate, type ReevaluateResult } from './reevaluate.js';
 
 type DiffRow = Awaited<ReturnType<typeof benchDiff>>[number];
@@ -28,7 +31,7 @@ const verdict = (ok: boolean): Target['result'] => (ok ? 'met' : 'MISSED');
 /** PRODUCT.md: at most 1.25× a bare fetch+parse, the first (baseline) poll at most 2× (group commit). */
 const limit = (c: string): number => (c === 'baseline' ? 2 : 1.25);
 
-const PARTS = ['pipeline', 'engines', 'memory', 'latency', 'diff', 'reevaluate'] as const;
+const PARTS = ['pipeline', 'engines', 'memory', 'latency', 'diff', 'reevaluate', 'freshness', 'requests'] as const;
 type Part = (typeof PARTS)[number];
 
 const asked = process.argv.slice(2);
@@ -58,8 +61,11 @@ const results: {
   loadAvg1mAtEnd?: number;
   pipeline?: PipelineResult;
   memory?: MemorySize[];
+  bigReply?: BigReply[];
   latency?: LatencyResult;
   engines?: EnginesResult;
+  freshness?: FreshnessRun[];
+  requests?: RequestsResult[];
   diff?: DiffRow[];
   reevaluate?: ReevaluateResult;
   targets: Target[];
@@ -147,7 +153,7 @@ if (parts.has('memory')) {
   const sizes = await benchMemory({ log });
   results.memory = sizes;
   for (const s of sizes) {
-    print(`\n2. Full cycle, ${s.sites.toLocaleString('en-US')} sites × every source (${s.daemon.cycles[0]?.polls ?? '?'} polls), concurrency ${s.concurrency}; ${s.ticksPerCycle} world ticks before each "ticked" cycle`);
+    print(`\n2. Full cycle, ${s.sites.toLocaleString('en-US')} sites × every source (${s.daemon.cycles[0]?.polls ?? '?'} polls), concurrency ${s.concurrency}, ${s.rps} requests/s; ${s.ticksPerCycle} world ticks before each "ticked" cycle`);
     print(
       table(
         ['process / cycle', 'cycle ms', 'RSS after GC MB', 'anon / file MB', 'heap used / total MB', 'peak RSS MB', 'events', 'SQLite changes', 'snapshot rows written'],
@@ -174,6 +180,18 @@ if (parts.has('memory')) {
         `unchanged cycle ${x(s.ratios.unchangedCycleTime)} the bare cycle; ` +
         `slope over cycles ${s.daemon.steadyCycles.join(', ')}: RSS ${s.daemon.rssSlopeMBPerCycle} MB/cycle, heap ${s.daemon.heapSlopeMBPerCycle} MB/cycle`,
     );
+  }
+  log('memory: one huge reply in a poll --once cycle (200 sites)');
+  const replies = await benchBigReply({ log });
+  results.bigReply = replies;
+  print(`\n2b. One huge reply (one site's DNS) in a poll --once cycle of 200 sites; api.max_reply_bytes at its default (16 MB)`);
+  print(table(['reply', 'poll of that entity', 'idle RSS MB', 'peak RSS MB', 'cycle ms'], replies.map((r) => [`${fmt(r.bytes / 1048576, 0)} MB${r.chunked ? ', no Content-Length' : ''}`, r.outcome, fmt(r.idleRssMB), fmt(r.peakRssMB), String(r.cycleMs)])));
+  for (const r of replies.filter((x) => x.bytes >= 60 * 1048576)) {
+    results.targets.push({
+      target: `a 60 MB reply never lifts RSS past 250 MB${r.chunked ? ' (no Content-Length)' : ''}`,
+      measured: `peak ${fmt(r.peakRssMB)} MB; the poll: ${r.outcome}`,
+      result: verdict(r.peakRssMB < 250),
+    });
   }
   const big = sizes.find((s) => s.sites === 10_000);
   if (big) {
@@ -273,6 +291,52 @@ if (parts.has('diff')) {
       measured: ours.map((r) => `${r.inputs}: ${x(r.ratio!)}`).join('; '),
       result: verdict(worst.ratio! >= 1),
     });
+  }
+}
+
+if (parts.has('freshness')) {
+  log('freshness: 1,000 sites, every default source, 5 requests/s (time ×30), with priorities and at equal priority');
+  const runs = await benchFreshness({ log });
+  results.freshness = runs;
+  const first = runs[0]!;
+  print(`\n7. Freshness: ${first.sites.toLocaleString('en-US')} sites, every default source, api.max_requests_per_second 5; time ×${first.k} (intervals ÷${first.k}, budget ×${first.k}), figures in unscaled seconds`);
+  print(
+    table(
+      ['run', 'offline events', 'missed', 'p50 s', 'p90 s', 'p99 s', 'max s', `target p99 ≤ ${first.healthIntervalS + 30} s`, 'health catch-up s', 'needed / allowed req/h'],
+      runs.map((r) => [r.mode, String(r.offline.n), String(r.offline.missed), fmt(r.offline.p50), fmt(r.offline.p90), fmt(r.offline.p99), fmt(r.offline.max), r.offline.p99 <= r.healthIntervalS + 30 && r.offline.missed === 0 ? 'met' : 'MISSED', String(r.healthCatchUpS), `${r.plan.neededPerHour.toLocaleString('en-US')} / ${r.plan.allowedPerHour.toLocaleString('en-US')}`]),
+    ),
+  );
+  for (const r of runs) {
+    print(`\n   ${r.mode}: per-site sources, the interval between two polls of one site (unscaled seconds)`);
+    const perSite = r.sources.filter((x) => x.polls >= r.sites);
+    print(table(['source', 'priority', 'configured s', 'planned s', 'gap median s', 'gap p90 s', 'polls'], perSite.map((x) => [x.source, x.priority, fmt(x.configuredS, 0), fmt(x.plannedS, 0), x.gapMedianS === null ? '—' : fmt(x.gapMedianS, 0), x.gapP90S === null ? '—' : fmt(x.gapP90S, 0), String(x.polls)])));
+  }
+  const pr = runs.find((r) => r.mode === 'priorities')!;
+  const eq = runs.find((r) => r.mode === 'equal priority')!;
+  results.targets.push({
+    target: `freshness: site.offline at the webhook p99 ≤ health interval + 30 s (1,000 sites, 5 requests/s)`,
+    measured: `p99 ${fmt(pr.offline.p99)} s over ${pr.offline.n} events (${pr.offline.missed} missed); equal priority (baseline): p99 ${fmt(eq.offline.p99)} s`,
+    result: verdict(pr.offline.p99 <= pr.healthIntervalS + 30 && pr.offline.missed === 0),
+  });
+  for (const name of ['usage', 'backups']) {
+    const x = pr.sources.find((s) => s.source === name);
+    if (!x) continue;
+    const ok = x.gapMedianS !== null && x.gapMedianS <= x.plannedS * 1.1;
+    results.targets.push({
+      target: `freshness: ${name} still polled, stretched no more than the budget forces`,
+      measured: x.gapMedianS === null ? `${x.polls} polls, no site polled twice in the run (planned every ${fmt(x.plannedS, 0)} s)` : `median gap ${fmt(x.gapMedianS, 0)} s against ${fmt(x.plannedS, 0)} s planned (${fmt(x.configuredS, 0)} s configured)`,
+      result: x.gapMedianS === null ? 'not shown' : verdict(ok),
+    });
+  }
+}
+
+if (parts.has('requests')) {
+  log('requests per site per hour, per source, at the default intervals (1,000 sites)');
+  const res = await benchRequests({ log });
+  results.requests = res;
+  for (const r of res) {
+    print(`\n8. Requests per site per hour at the default intervals, ${r.account} account (${r.sites.toLocaleString('en-US')} sites, ${r.cycles} full cycles after the baseline; ${r.failedPolls} failed polls)`);
+    print(table(['source', 'requests per cycle', 'interval s', 'per site per hour'], [...r.rows.map((x) => [x.source, fmt(x.perCycle), String(x.everyS), fmt(x.perSitePerHour, 3)]), ['total', '', '', fmt(r.totalPerSitePerHour, 2)]]));
   }
 }
 

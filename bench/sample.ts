@@ -33,6 +33,8 @@ export interface MemorySample {
   snapshotWrites?: number;
   /** Source-level poll_state rows (entity '') written in the cycle: Poller.finishCycle writes one per source. */
   sourceStateWrites?: number;
+  /** The big-reply part: how the poll of the entity with the huge reply ended. */
+  outcome?: string;
 }
 
 export function arg(name: string): string {

@@ -3,11 +3,12 @@
  * measured without the simulated API's world, JSON.stringify and HTTP server in the same
  * process (on a 2-core machine the simulator gets the other core).
  *
- *   node dist/bench/sim-child.js --sites 10000 --seed 7
+ *   node dist/bench/sim-child.js --sites 10000 --seed 7 [--log 200000]
  *
  * Prints one JSON line `{"url": ...}` once listening; the parent drives the world through
- * the /_sim control interface (docs/simulator.md). No request log (maxRequests 0), no
- * ticker: the world changes only when the benchmark says so.
+ * the /_sim control interface (docs/simulator.md). No request log unless `--log N` asks for
+ * one (bench/requests.ts counts requests), no ticker: the world changes only when the
+ * benchmark says so.
  */
 import { startSimulator } from '../src/simulator/index.js';
 
@@ -18,7 +19,8 @@ function arg(name: string, fallback: number): number {
   return v;
 }
 
-const sim = await startSimulator({ sites: arg('sites', 500), seed: arg('seed', 1), tickMs: false, maxRequests: 0 });
+// --log N keeps the last N request records (GET /_sim/requests), for benchmarks that count requests.
+const sim = await startSimulator({ sites: arg('sites', 500), seed: arg('seed', 1), tickMs: false, maxRequests: arg('log', 0) });
 process.stdout.write(`${JSON.stringify({ url: sim.url, pid: process.pid })}\n`);
 
 const stop = (): void => {

@@ -166,6 +166,9 @@ export async function catchUpAndStop(
   let caughtUp = true;
   await waitFor(() => allArrived(w, truth), 'every expected event at the receiver', timeoutMs, 250).catch(() => (caughtUp = false));
   const caughtUpS = secondsSince(from);
+  // The killed runs may have delivered everything already: SIGTERM goes to a daemon that has
+  // started (its handler installed), as the stop being measured is the running daemon's.
+  await waitFor(() => daemon.output.join('').includes('hostwatch started'), 'the daemon started', timeoutMs, 50).catch(() => undefined);
   const asked = Date.now();
   daemon.proc.kill('SIGTERM');
   const { code, signal } = await daemon.exited;

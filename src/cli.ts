@@ -5,7 +5,7 @@ import { parseDuration } from './config/duration.js';
 import { loadConfig } from './config/load.js';
 import { ConfigErrors } from './config/errors.js';
 import type { Config } from './config/types.js';
-import { createApp, rulesFor, SOURCE_NAMES, type App } from './main.js';
+import { CONFIG_SOURCES, createApp, rulesFor, SOURCE_NAMES, type App } from './main.js';
 import type { HostwatchEvent } from './events/types.js';
 import { formatEventLine } from './notify/channels/console.js';
 import { Dispatcher, isHumanChannel } from './notify/dispatch.js';
@@ -33,6 +33,12 @@ import { repos } from './store/repos.js';
 import { listOf, siteInfoFromRecord } from './pipeline/plan.js';
 import { sitesSource } from './sources/registry.js';
 import { enabledSources, pathsFor, scopesFor } from './sources/select.js';
+import { preferSmallHeap } from './heap.js';
+import { configPlan, describePlan, sitesThatFit, sourcePriorities } from './scheduler/budget-plan.js';
+
+// The daemon's commands run with a heap sized for memory, not speed (src/heap.ts), set as
+// the process starts, before the daemon is built.
+if (['run', 'poll', 'demo'].includes(process.argv[2] ?? '')) preferSmallHeap();
 
 /**
  * Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments, 3 (`poll --once`)
@@ -64,7 +70,7 @@ function configFile(given: string | undefined): string {
  */
 async function load(file: string | undefined, opts: { secretsOptional?: boolean } = {}): Promise<Config> {
   try {
-    return await loadConfig(configFile(file), process.env, { sourceNames: SOURCE_NAMES, secretsOptional: opts.secretsOptional === true });
+    return await loadConfig(configFile(file), process.env, { ...CONFIG_SOURCES, secretsOptional: opts.secretsOptional === true });
   } catch (e) {
     if (e instanceof ConfigErrors) fail(e.format(), EXIT_CONFIG);
     throw e;
@@ -168,22 +174,25 @@ program
 
 program
   .command('check')
-  .description('validate the config and the rules, and everything `run` would refuse; print every error; exit 2 on any')
+  .description('validate the config and the rules, and everything `run` would refuse; print every error (exit 2 on any), then what the request budget allows')
   .option('-c, --config <file>', CONFIG_HELP)
   .option('--online', 'also call the API (GET only, nothing written): does the key work, and can each enabled source read? exit 1 when not')
-  .action(async (o: { config?: string; online?: boolean }) => {
+  .option('--sites <n>', 'plan the request budget for this many sites (default: the sites list, else the stored site list)', positiveInt)
+  .action(async (o: { config?: string; online?: boolean; sites?: number }) => {
     const problems: string[] = [];
     let config: Config | null = null;
     try {
-      config = await loadConfig(configFile(o.config), process.env, { sourceNames: SOURCE_NAMES });
+      config = await loadConfig(configFile(o.config), process.env, CONFIG_SOURCES);
     } catch (e) {
       if (!(e instanceof ConfigErrors)) throw e;
       problems.push(e.format());
     }
     let ruleCount = 0;
+    let rules: ReturnType<typeof rulesFor> = [];
     if (config) {
       try {
-        ruleCount = rulesFor(config).length;
+        rules = rulesFor(config);
+        ruleCount = rules.length;
       } catch (e) {
         if (!(e instanceof RuleErrors)) throw e;
         problems.push(e.message);
@@ -205,8 +214,50 @@ program
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
     process.stdout.write(`${config!.file}: OK (${ruleCount} rules, ${config!.channels.length} channels)\n`);
+    for (const line of await budgetLines(config!, rules, o.sites)) process.stdout.write(`${line}\n`);
     if (o.online) await checkOnline(config!);
   });
+
+/**
+ * What `check` says about the request budget: for the number of sites given, listed in
+ * `sites`, or stored by a daemon in the SQLite file at storage.path; without any, how many
+ * sites fit. (A PostgreSQL database is not connected to: `check` works offline.)
+ */
+async function budgetLines(config: Config, rules: ReturnType<typeof rulesFor>, given: number | undefined): Promise<string[]> {
+  const sources = enabledSources(config);
+  const priorities = sourcePriorities(sources, rules, config);
+  let sites = given ?? (config.sites === 'all' ? null : config.sites.length);
+  let note = given !== undefined ? ' (--sites)' : config.sites === 'all' ? '' : ' (the sites list)';
+  const storage = config.storage;
+  if (sites === null && storage.engine === 'sqlite' && storage.path !== ':memory:' && existsSync(storage.path)) {
+    const stored = await storedSiteCount(storage);
+    if (stored !== null) {
+      sites = stored;
+      note = ` (the site list stored in ${storage.path})`;
+    }
+  }
+  if (sites !== null) return describePlan(configPlan(config, sources, priorities, sites), config.api.max_requests_per_second, note);
+  const fit = sitesThatFit(config, sources, priorities);
+  return [
+    `request budget: the number of sites is not known yet (no site list stored; pass --sites N to plan for N sites)`,
+    fit === null ? '  the intervals fit the budget at any number of sites' : `  every interval is met up to ${fit.toLocaleString('en-US')} sites at api.max_requests_per_second ${config.api.max_requests_per_second}; beyond that, the least important sources are polled less often`,
+  ];
+}
+
+/** The number of sites in the site list a daemon stored (null when none is stored or the file cannot be read). */
+async function storedSiteCount(storage: Config['storage']): Promise<number | null> {
+  let store: Store | null = null;
+  try {
+    // Read-only: check writes nothing, and a daemon may hold the file.
+    store = await openStore(storage, { now: Date.now, readonly: true });
+    const row = await repos(store).snapshots.get(sitesSource.name, sitesSource.name);
+    return row ? listOf(sitesSource, JSON.parse(row.body)).length : null;
+  } catch {
+    return null;
+  } finally {
+    await store?.close().catch(() => undefined);
+  }
+}
 
 /** `check --online`: the key and each enabled source's scope, against the real API. */
 async function checkOnline(config: Config): Promise<void> {

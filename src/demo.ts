@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { timingSafeEqual } from 'node:crypto';
 import { parseConfig } from './config/parse.js';
-import { createApp, SOURCE_NAMES, type App } from './main.js';
+import { CONFIG_SOURCES, createApp, SOURCE_NAMES, type App } from './main.js';
 import { signWebhook } from './notify/channels/webhook.js';
 import type { CronState } from './simulator/families/cron.js';
 import type { RankState } from './simulator/families/rank.js';
@@ -89,7 +89,7 @@ export async function runDemo(opts: DemoOptions): Promise<Demo> {
   for (const f of [db, `${db}-wal`, `${db}-shm`]) rmSync(f, { force: true });
   const build = (listen: string): Promise<App> => {
     const parsed = parseConfig(DEMO_CONFIG.replace('${DEMO_SOURCES}', demoSources()), '<demo>', { SIM_URL: sim.url, HOOK_URL: hook.url, DEMO_DB: db, DEMO_LISTEN: listen }, {
-      sourceNames: SOURCE_NAMES,
+      ...CONFIG_SOURCES,
       baseDir: process.cwd(),
     });
     if (!parsed.ok) throw new Error(`demo config is invalid: ${JSON.stringify(parsed.errors)}`);

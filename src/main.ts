@@ -26,10 +26,11 @@ import { OutboxWorker } from './notify/outbox-worker.js';
 import { eventId } from './events/envelope.js';
 import { operatorEvent } from './events/operator.js';
 import { packageRoot, packageVersion } from './paths.js';
-import { Poller } from './pipeline/poller.js';
+import type { RequestBudget } from './api/budget.js';
+import { Poller, type PollOutcome } from './pipeline/poller.js';
 import { loadRules } from './rules/parse.js';
 import type { CompiledRule } from './rules/types.js';
-import { Scheduler, type ScheduledSource } from './scheduler/scheduler.js';
+import { Scheduler, type ScheduledSource, type SchedulerDeps } from './scheduler/scheduler.js';
 import { EventEmitter } from 'node:events';
 import { Metrics } from './metrics.js';
 import type { AppBusEvents, ServerContext } from './server/context.js';
@@ -41,9 +42,10 @@ import { metricsRoutes } from './server/routes/metrics.js';
 import { silencesRoutes } from './server/routes/silences.js';
 import { startServer } from './server/server.js';
 import { Fetcher } from './sources/fetch.js';
-import { SOURCES } from './sources/registry.js';
+import { isTopLevel, SOURCE_READ_BY, SOURCES } from './sources/registry.js';
 import { enabledSources, pathsFor } from './sources/select.js';
 import { Followups } from './scheduler/followups.js';
+import { configPlan, describePlan, sourcePriorities } from './scheduler/budget-plan.js';
 import { openStore, type Store } from './store/db.js';
 import type { PruneResult } from './store/history-repo.js';
 import { repos } from './store/repos.js';
@@ -64,6 +66,9 @@ import { clusterWorkClaims } from './cluster/work-claims.js';
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
 
+/** What config parsing needs to know of the sources (names; who reads details and views). */
+export const CONFIG_SOURCES = { sourceNames: SOURCE_NAMES, readBy: SOURCE_READ_BY } as const;
+
 /** Injection points for tests, the demo and benchmarks; production uses the defaults. */
 export interface AppOptions {
   now?: () => number;
@@ -77,6 +82,15 @@ export interface AppOptions {
   channels?: Channel[];
   /** How chat channels wait between messages (tests pass a recorder). */
   sleep?: (ms: number) => Promise<void>;
+  /** Called after every poll of an entity (benchmarks time each entity's polls). */
+  onPoll?: (source: string, outcome: PollOutcome) => void;
+  /** What ticks the scheduler (benchmarks that scale time tick it faster); default every second. */
+  ticker?: SchedulerDeps['ticker'];
+  /**
+   * When each API request may go (pace, 429 pause, priority order). Default: a LocalBudget
+   * at api.max_requests_per_second; a cluster passes one budget its instances share.
+   */
+  budget?: RequestBudget;
   /** How long stop() waits for polls and sends in flight (default STOP_TIMEOUT_MS). */
   stopTimeoutMs?: number;
   /** How long the store must fail before storage.failing fires (default STORAGE_ALERT_AFTER_MS). */
@@ -202,6 +216,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     maxConcurrency: config.api.max_concurrency,
     retries: config.api.retries,
     maxPages: config.api.max_pages,
+    maxReplyBytes: config.api.max_reply_bytes,
+    budget: opts.budget,
     now,
     random,
     // Replies are scrubbed of every configured secret before anything is stored.
@@ -278,6 +294,16 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   });
   const scheduled: ScheduledSource[] = enabledSources(config);
   const followups = new Followups(scheduled.map((s) => s.def));
+  const priorities = sourcePriorities(scheduled, rules, config);
+  const fetcher = new Fetcher(client, {
+    options: (name, siteId) => ({ paths: pathsFor(config, name, siteId) }),
+    stored: async (ref) => {
+      const row = await snapshots.get(ref.source.name, ref.entity);
+      return row === undefined ? undefined : (JSON.parse(row.body) as unknown);
+    },
+    onOldestFirst: (source) =>
+      log.warn({ source: source.name, endpoint: source.path }, 'this list is served oldest first, not newest first as assumed (A31): it is read whole at every poll'),
+  });
   incidents = new IncidentTracker({
     config: config.incidents,
     rules,
@@ -295,7 +321,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   const poller: Poller = await Poller.open({
     labeler: new SiteLabeler(config.site_labels),
     incidents,
-    fetcher: new Fetcher(client, (name, siteId) => ({ paths: pathsFor(config, name, siteId) })),
+    fetcher,
     sources: scheduled.map((s) => s.def),
     onFetched: (ref, data) => followups.observe(ref, data),
     instance: config.name,
@@ -310,7 +336,10 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     sitesMax: config.sites_max,
     degraded: config.degraded,
     maxEvents: (name) => config.sources[name]?.max_events ?? DEFAULTS.maxEventsPerPoll,
-    onPoll: (source, o) => metrics.poll(source, o, o.durationMs ?? 0),
+    onPoll: (source, o) => {
+      metrics.poll(source, o, o.durationMs ?? 0);
+      opts.onPoll?.(source, o);
+    },
     onEvents: announce,
   });
   const timekeeper = new Timekeeper({
@@ -323,7 +352,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   });
   // A cycle older than two of the slowest of (the heartbeat, the quickest source) no
   // longer counts as succeeding: the pings stop when cycles stop.
-  const quickest = Math.min(...scheduled.filter((s) => s.def.per !== 'record').map((s) => s.everyMs));
+  const quickest = Math.min(...scheduled.filter((s) => isTopLevel(s.def)).map((s) => s.everyMs));
   const heartbeat = config.heartbeat
     ? new Heartbeat({ config: config.heartbeat, staleMs: 2 * Math.max(config.heartbeat.every_ms, quickest), now, log })
     : null;
@@ -335,6 +364,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     concurrency: config.api.max_concurrency,
     now,
     log,
+    plan: (sites) => configPlan(config, scheduled, priorities, sites),
+    ticker: opts.ticker,
     afterCycle: (s) => {
       const failed = s.outcomes.filter((o) => o.status === 'failed').length;
       log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
@@ -350,6 +381,25 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
 
   // The daemon's heartbeat row: one per instance of a cluster (they share config.name).
   const daemonName = cluster?.instance ?? config.name;
+  metrics.watchScheduling(scheduler, client.budget);
+  let loggedPlan = '';
+  scheduler.on('budget:plan', (plan) => {
+    const lines = describePlan(plan, config.api.max_requests_per_second);
+    const text = lines.join('\n');
+    if (text === loggedPlan) return;
+    loggedPlan = text;
+    // Said once at start and again whenever the number of sites changes what fits.
+    log[plan.short ? 'warn' : 'info'](
+      {
+        sites: plan.sites,
+        needed_per_hour: Math.round(plan.neededPerHour),
+        allowed_per_hour: plan.allowedPerHour,
+        stretched: Object.fromEntries(plan.sources.filter((p) => p.stretch > 1).map((p) => [p.name, `${Math.round(p.everyMs / 1000)}s→${Math.round(p.effectiveEveryMs / 1000)}s`])),
+      },
+      text,
+    );
+  });
+
   let stopped = false;
   let pruneTimer: NodeJS.Timeout | null = null;
   let heartbeatTimer: NodeJS.Timeout | null = null;
@@ -392,7 +442,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     },
     async start() {
       if (config.server.listen) {
-        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log };
+        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log, pace: () => client.budget.state() };
         server = await startServer({
           listen: config.server.listen,
           token: config.server.token,
@@ -418,7 +468,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
         app.serverUrl = server.url;
       }
       log.info(
-        { sources: scheduled.map((s) => `${s.def.name}/${s.everyMs / 1000}s`), channels: [...channels.keys()], rules: rules.length },
+        { sources: scheduled.map((s) => `${s.def.name}/${s.everyMs / 1000}s${priorities.has(s.def.name) ? `/${priorities.get(s.def.name)}` : ''}`), channels: [...channels.keys()], rules: rules.length },
         'hostwatch started',
       );
       if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');

@@ -2,6 +2,8 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { HostwatchEvent } from './events/types.js';
 import type { PollOutcome } from './pipeline/poller.js';
 import type { EventsRepo } from './store/events-repo.js';
+import type { RequestBudget } from './api/budget.js';
+import type { Scheduler } from './scheduler/scheduler.js';
 
 /** prom-client's gauges whose names end in `_total` (a counter's suffix); their labelled twins stay. */
 const GAUGES_NAMED_LIKE_COUNTERS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
@@ -29,7 +31,7 @@ export class Metrics {
   private readonly events: Counter<'type'>;
   private readonly deliveries: Counter<'channel' | 'outcome'>;
 
-  constructor(db: MetricsSources, now: () => number, build: { version: string }) {
+  constructor(db: MetricsSources, private readonly now: () => number, build: { version: string }) {
     const { outbox } = db;
     collectDefaultMetrics({ register: this.registry });
     for (const name of GAUGES_NAMED_LIKE_COUNTERS) this.registry.removeSingleMetric(name);
@@ -81,6 +83,64 @@ export class Metrics {
       async collect() {
         const oldest = await outbox.oldestPendingCreatedAt();
         this.set(oldest === null ? 0 : Math.max(0, (now() - oldest) / 1000));
+      },
+    });
+  }
+
+  /**
+   * Per-source scheduling gauges (effective interval, lag behind schedule, the current
+   * cycle's progress; the last success is read from the database above) and the request budget (needed vs allowed per hour, the
+   * adaptive pace, a 429 pause), read from the scheduler and the budget at each scrape.
+   */
+  watchScheduling(scheduler: Pick<Scheduler, 'progress' | 'budgetPlan'>, budget: Pick<RequestBudget, 'state'>): void {
+    const registers = [this.registry];
+    const now = this.now;
+    const perSource = (name: string, help: string, value: (p: ReturnType<Scheduler['progress']>[number]) => number | null): void => {
+      new Gauge({
+        name,
+        help,
+        labelNames: ['source'],
+        registers,
+        collect() {
+          this.reset();
+          for (const p of scheduler.progress()) {
+            const v = value(p);
+            if (v !== null) this.set({ source: p.name }, v);
+          }
+        },
+      });
+    };
+    perSource('hostwatch_source_effective_interval_seconds', 'The interval a source runs at: its configured one, stretched when the request budget is short.', (p) => p.effectiveEveryMs / 1000);
+    perSource('hostwatch_source_lag_seconds', 'How far a source is behind its schedule (0 when on time).', (p) => p.lagMs / 1000);
+    perSource('hostwatch_source_cycle_remaining', 'Entities of the current cycle not polled yet (0 between cycles).', (p) => (p.cycle ? p.cycle.total - p.cycle.done : 0));
+    new Gauge({
+      name: 'hostwatch_request_budget_per_hour',
+      help: 'API requests per hour: needed at the configured intervals, allowed by api.max_requests_per_second, planned at the effective intervals.',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        const plan = scheduler.budgetPlan();
+        if (!plan) return;
+        this.set({ kind: 'needed' }, Math.round(plan.neededPerHour));
+        this.set({ kind: 'allowed' }, plan.allowedPerHour);
+        this.set({ kind: 'planned' }, Math.round(plan.plannedPerHour));
+      },
+    });
+    new Gauge({
+      name: 'hostwatch_api_pace_requests_per_second',
+      help: 'The pace requests go at now: api.max_requests_per_second, lower for a while after a 429.',
+      registers,
+      collect() {
+        this.set(budget.state().rate);
+      },
+    });
+    new Gauge({
+      name: 'hostwatch_api_paused_seconds',
+      help: 'Seconds left of a pause the API asked for (429 Retry-After); 0 when none.',
+      registers,
+      collect() {
+        const until = budget.state().pausedUntil;
+        this.set(until === null ? 0 : Math.max(0, (until - now()) / 1000));
       },
     });
   }

@@ -93,7 +93,10 @@ describe('the API client', () => {
     sim.faults.add({ path: '^/sites/1/usage$', kind: 'rate_limit', retry_after: 7, times: 1 });
     const { client, sleeps } = makeClient();
     await client.get('/sites/1/usage');
-    expect(sleeps).toEqual([7000]);
+    // The whole client paused for 7 s from the 429's arrival (a millisecond may pass before the wait).
+    expect(sleeps).toHaveLength(1);
+    expect(sleeps[0]).toBeGreaterThan(6_900);
+    expect(sleeps[0]).toBeLessThanOrEqual(7_000);
   });
 
   it('gives up at once when Retry-After is longer than a poll may wait', async () => {
@@ -134,6 +137,32 @@ describe('the API client', () => {
     expect(err.code).toBe('timeout');
     expect(err.retryable).toBe(true);
     expect(`${err.message} ${JSON.stringify(err)}`).not.toContain(KEY);
+  });
+
+  it('does not retry a timeout within the poll: a slow entity holds its worker for one timeout, not one per retry', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    sim.faults.add({ path: '^/sites/1/health$', kind: 'latency', ms: 1000 });
+    const { client, sleeps } = makeClient({ timeoutMs: 200, retries: 3 });
+    const err = await thrown(client.get('/sites/1/health'));
+    expect(err.code).toBe('timeout');
+    expect(sim.requests.filter((r) => r.path === '/api/v1/sites/1/health')).toHaveLength(1);
+    expect(sleeps).toEqual([]);
+  });
+
+  it('drops a reply larger than max_reply_bytes as too_large, whether or not it says its length', async () => {
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    sim.faults.add({ path: '^/sites/1/health$', kind: 'oversize', bytes: 300_000 });
+    sim.faults.add({ path: '^/sites/1/usage$', kind: 'oversize', bytes: 300_000, chunked: true });
+    const { client } = makeClient({ maxReplyBytes: 100_000 });
+    const declared = await thrown(client.get('/sites/1/health'));
+    expect(declared.code).toBe('too_large');
+    expect(declared.retryable).toBe(false);
+    expect(declared.message).toBe('/sites/1/health: the reply is larger than api.max_reply_bytes (97.7 KB): Content-Length 293 KB');
+    const read = await thrown(client.get('/sites/1/usage'));
+    expect(read.code).toBe('too_large');
+    expect(read.message).toBe('/sites/1/usage: the reply is larger than api.max_reply_bytes (97.7 KB): more than 97.7 KB read, the rest not');
+    // Under the cap, the same client reads normally.
+    expect(((await client.get('/sites/1/nameservers')) as Record<string, unknown>)['pointed']).toBeDefined();
   });
 
   it('reports truncated JSON as bad_response naming the endpoint', async () => {

@@ -8,6 +8,7 @@ import { loadConfig } from '../src/config/load.js';
 import { parseConfig, type ParseResult } from '../src/config/parse.js';
 import type { Config } from '../src/config/types.js';
 import { SOURCES } from '../src/sources/registry.js';
+import { CONFIG_SOURCES } from '../src/main.js';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/config/', import.meta.url));
 const REPO = fileURLToPath(new URL('../', import.meta.url));
@@ -59,14 +60,15 @@ describe('valid configs', () => {
         max_concurrency: 8,
         retries: 5,
         max_pages: 200,
+        max_reply_bytes: 16 * 1024 * 1024,
       },
       storage: { engine: 'sqlite', path: '/srv/hostwatch/state/hostwatch.db' },
       sites: [12, 40, 7],
       sites_max: 10_000,
       sources: {
-        health: { enabled: true, every_ms: 120_000, max_events: 100 },
-        rank: { enabled: false, every_ms: null, max_events: 100 },
-        backups: { enabled: true, every_ms: null, max_events: 100 },
+        health: { enabled: true, every_ms: 120_000, priority: null, max_events: 100 },
+        rank: { enabled: false, every_ms: null, priority: null, max_events: 100 },
+        backups: { enabled: true, every_ms: null, priority: null, max_events: 100 },
       },
       rules: ['/srv/hostwatch/rules', '/etc/hostwatch/extra.yaml'],
       channels: [
@@ -128,6 +130,7 @@ describe('valid configs', () => {
         max_concurrency: 4,
         retries: 3,
         max_pages: 50,
+        max_reply_bytes: 16 * 1024 * 1024,
       },
       storage: { engine: 'sqlite', path: '/srv/hostwatch/data/hostwatch.db' },
       sites: 'all',
@@ -161,7 +164,7 @@ describe('valid configs', () => {
     const result = parseText(`${MINIMAL}server:\nlog:\nsources:\n  rank:\n`);
     expect(result.ok && result.config.server).toEqual({ listen: null, token: null, not_ready_after_ms: 1_800_000, allowed_hosts: [] });
     expect(result.ok && result.config.log).toEqual({ level: 'info', pretty: false });
-    expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null, max_events: 100 } });
+    expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null, priority: null, max_events: 100 } });
   });
 
   it('sets secure SMTP by default only on port 465', () => {
@@ -274,7 +277,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'a typo in a nested key does not pass silently',
       fixture: 'nested-key-typo.yaml',
       errors: [
-        'nested-key-typo.yaml:4:3: api.timout: unknown key (did you mean timeout?); allowed: base_url, key, timeout, max_requests_per_second, max_concurrency, retries, max_pages',
+        'nested-key-typo.yaml:4:3: api.timout: unknown key (did you mean timeout?); allowed: base_url, key, timeout, max_requests_per_second, max_concurrency, retries, max_pages, max_reply_bytes',
       ],
     },
     {
@@ -409,7 +412,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an empty file asks for the api section',
       fixture: 'empty.yaml',
       errors: [
-        'empty.yaml:1:1: api: is required; must be a map with keys base_url, key, timeout, max_requests_per_second, max_concurrency, retries, max_pages',
+        'empty.yaml:1:1: api: is required; must be a map with keys base_url, key, timeout, max_requests_per_second, max_concurrency, retries, max_pages, max_reply_bytes',
       ],
     },
     {
@@ -642,5 +645,40 @@ describe('YAML features', () => {
     const result = parseText(`${MINIMAL}${lines.join('\n')}\n`);
     const messages = result.ok ? [] : result.errors.map((e) => e.message);
     expect(messages).toContain('uses more than 1000 aliases (*name); write the values out');
+  });
+});
+
+describe('the request budget keys', () => {
+  const withSources = (sources: string, api = ''): ParseResult =>
+    parseConfig(`api:\n  base_url: https://panel.example.com\n  key: hc_live_test\n${api}sources:\n${sources}`, 'budget.yaml', {}, { ...CONFIG_SOURCES, baseDir: BASE_DIR });
+  const errors = (r: ParseResult): string[] => (r.ok ? [] : formatConfigErrors(r.errors).split('\n'));
+
+  it('reads api.max_reply_bytes as a size (binary multiples) or a number of bytes', () => {
+    const size = (v: string): number | string => {
+      const r = withSources('  health: {}\n', `  max_reply_bytes: ${v}\n`);
+      return r.ok ? r.config.api.max_reply_bytes : errors(r).join('\n');
+    };
+    expect(size('16MB')).toBe(16 * 1024 * 1024);
+    expect(size('512 kb')).toBe(512 * 1024);
+    expect(size('1GB')).toBe(1024 ** 3);
+    expect(size('200000')).toBe(200_000);
+    expect(size('1KB')).toBe('budget.yaml:4:20: api.max_reply_bytes: must be a size like 16MB, 512KB or 1GB (or a number of bytes), from 64KB to 1GB (got "1KB")');
+    expect(size('lots')).toBe('budget.yaml:4:20: api.max_reply_bytes: must be a size like 16MB, 512KB or 1GB (or a number of bytes), from 64KB to 1GB (got "lots")');
+  });
+
+  it('takes a priority per scheduled source, and names what is allowed otherwise', () => {
+    const r = withSources('  backups: { priority: critical }\n  seo_metrics: { priority: low }\n');
+    expect(r.ok && r.config.sources['backups']!.priority).toBe('critical');
+    expect(errors(withSources('  backups: { priority: urgent }\n'))).toEqual([
+      'budget.yaml:5:24: sources.backups.priority: must be one of critical, high, normal, low (critical keeps its interval when the request budget is short; low stretches first) (got "urgent")',
+    ]);
+  });
+
+  it('refuses a priority on a detail or a view (naming the source whose cycles read it) and on the site list', () => {
+    expect(errors(withSources('  cron_runs: { priority: high }\n  dns_publishing: { priority: low }\n  sites: { priority: low }\n'))).toEqual([
+      'budget.yaml:5:26: sources.cron_runs.priority: cannot be set here: cron_runs is read in the cycles of cron_list; set sources.cron_list.priority (got "high")',
+      'budget.yaml:6:31: sources.dns_publishing.priority: cannot be set here: dns_publishing is read in the cycles of dns; set sources.dns.priority (got "low")',
+      'budget.yaml:7:22: sources.sites.priority: cannot be set: the site list is always critical (every per-site source depends on it) (got "low")',
+    ]);
   });
 });

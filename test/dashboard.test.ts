@@ -211,4 +211,29 @@ describe('the dashboard', () => {
     expect(problems).toEqual([]);
     await page.close();
   }, 60_000);
+
+  it('shows the catch-up after a start as progress ("8/200 sites"), and the intervals the request budget stretches', async () => {
+    // 200 sites at 2 requests a second: the per-site sources need more than that, so all but
+    // the critical ones stretch, and the catch-up takes long enough to be seen.
+    world = await startWorld({ sim: { sites: 200 }, config: { server: { listen: '127.0.0.1:0' }, api: { max_requests_per_second: 2, max_concurrency: 1 } } });
+    const app = await world.app();
+    await app.start();
+    const url = app.serverUrl!;
+    const { page, problems } = await openPage(`${url}/`);
+    // On the first screen: the catch-up in one line of the summary.
+    await expect.poll(() => page.locator('#sources-summary .catch-up').textContent(), { timeout: 20_000 }).toMatch(/^ Catching up after the start: .*(\d+\/200 sites|waiting their turn)/);
+    // And in the full table, one click away.
+    await page.locator('#sources-details > summary').click();
+    const dns = page.locator('#sources tr[data-source="dns"]');
+    await dns.waitFor();
+    // Not "not polled yet": dns waits its turn behind the critical sources, then shows its progress.
+    await expect.poll(() => dns.locator('.dot').getAttribute('title'), { timeout: 20_000 }).toMatch(/^catching up: (waiting for its turn|\d+\/200 sites)$/);
+    await expect.poll(() => page.locator('#sources tr[data-source="health"]').textContent(), { timeout: 20_000 }).toMatch(/polling \d+\/200 sites/);
+    // A stretched interval reads "every 15m → …".
+    await expect.poll(() => page.locator('#sources tr[data-source="backups"] td.num').first().textContent(), { timeout: 10_000 }).toMatch(/^every 15m → \S+$/);
+    await expect.poll(() => page.locator('#sources-count').textContent(), { timeout: 10_000 }).toMatch(/request budget short: \d+ stretched/);
+    expect(await page.locator('#sources tr[data-source="health"] td.num').first().textContent()).toBe('every 5m');
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
 });

@@ -404,7 +404,7 @@ describe('GET /api/sources', () => {
     expect(by.get('usage')).toMatchObject({ enabled: false, next_run_at: null, every_ms: 1_800_000, last_attempt_at: null });
     // A view and a detail say whose cycle reads them; nothing is degraded after one failure.
     expect(by.get('dns_publishing')).toMatchObject({ read_with: 'dns', degraded: false });
-    expect(by.get('cron_runs')).toMatchObject({ read_with: 'cron_jobs' });
+    expect(by.get('cron_runs')).toMatchObject({ read_with: 'cron_list' });
     expect(by.get('jobs')!.degraded).toBe(false);
     // Nothing secret in the reply.
     expect(JSON.stringify(body)).not.toContain(app.config.api.key);

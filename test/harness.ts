@@ -7,7 +7,7 @@ import { stringify } from 'yaml';
 import { parseConfig } from '../src/config/parse.js';
 import type { Config } from '../src/config/types.js';
 import type { HostwatchEvent } from '../src/events/types.js';
-import { createApp, SOURCE_NAMES, type App, type AppOptions } from '../src/main.js';
+import { CONFIG_SOURCES, createApp, SOURCE_NAMES, type App, type AppOptions } from '../src/main.js';
 import { loadRules } from '../src/rules/parse.js';
 import { packageRoot } from '../src/paths.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/index.js';
@@ -25,7 +25,7 @@ export function tempDir(prefix = 'hostwatch-test-'): { dir: string; cleanup: () 
 
 /** Parse YAML config text exactly as `hostwatch` does, failing the test on any error. */
 export function configFrom(yaml: string, env: Record<string, string>, baseDir: string): Config {
-  const r = parseConfig(yaml, join(baseDir, 'config.yaml'), env, { sourceNames: SOURCE_NAMES, baseDir });
+  const r = parseConfig(yaml, join(baseDir, 'config.yaml'), env, { ...CONFIG_SOURCES, baseDir });
   if (!r.ok) throw new Error(`test config invalid:\n${r.errors.map((e) => `${e.line}: ${e.path}: ${e.message}`).join('\n')}`);
   return r.config;
 }

@@ -34,7 +34,7 @@ describe('hostwatch scopes -c FILE', () => {
   });
 
   it('leaves out the scopes of disabled sources and adds files:read only when paths are watched', () => {
-    const off = ['rank', 'rank_domains', 'reputation', 'reputation_businesses', 'cron_jobs'].map((n) => `  ${n}: { enabled: false }`).join('\n');
+    const off = ['rank', 'rank_domains', 'reputation', 'reputation_businesses', 'cron_list'].map((n) => `  ${n}: { enabled: false }`).join('\n');
     const r = scopes(`${BASE}sources:\n${off}\n  files: { paths: [.htaccess] }\n`);
     const lines = r.stdout.trim().split('\n');
     expect(lines).not.toContain('rank:read');
@@ -45,7 +45,7 @@ describe('hostwatch scopes -c FILE', () => {
 
   it('with --why, names the sources that need each scope', () => {
     const r = scopes(BASE, '--why');
-    expect(r.stdout).toMatch(/^cron:read +cron_jobs, cron_runs$/m);
+    expect(r.stdout).toMatch(/^cron:read +cron_list, cron_jobs, cron_runs$/m);
     expect(r.stdout).toMatch(/^dns:read +dns, dns_publishing, nameservers$/m);
   });
 

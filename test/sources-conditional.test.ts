@@ -59,7 +59,7 @@ describe('conditional requests', () => {
         : { status: 200, body: { data: [{ id: 1 }], next_cursor: 'p2', has_more: true }, headers: { etag: 'W/"a"' } },
     );
     const f = fetcherFor(url);
-    const ref = entityOf(sourceByName('reports')!, null);
+    const ref = entityOf(sourceByName('local_keywords')!, null);
     expect(await f.fetch(ref)).toEqual({ kind: 'data', data: [{ id: 1 }, { id: 2 }] });
     expect(await f.fetch(ref)).toEqual({ kind: 'data', data: [{ id: 1 }, { id: 2 }] });
     expect(seen.map((h) => h['if-none-match'])).toEqual([undefined, undefined, undefined, undefined]);

@@ -153,17 +153,46 @@ describe('detail follow-ups', () => {
   });
 
   it('watches only the named fields when a source says which (cron runs: last_run_at, last_status)', () => {
-    const jobs = src('cron_jobs');
+    const list = src('cron_list');
     const runs = src('cron_runs');
-    const f = new Followups([jobs, runs]);
-    const site = entityOf(jobs, { id: 3, domain: 'x' });
-    f.observe(site, { jobs: [{ id: 7, last_run_at: 'a', next_runs: ['1'] }] });
-    const [t] = f.due(runs, site, 0, DAY);
-    f.done(runs, site, t!.key, t!.sig, 0);
-    f.observe(site, { jobs: [{ id: 7, last_run_at: 'a', next_runs: ['2'] }] });
-    expect(f.due(runs, site, 1, DAY)).toEqual([]);
-    f.observe(site, { jobs: [{ id: 7, last_run_at: 'b', next_runs: ['2'] }] });
-    expect(f.due(runs, site, 2, DAY).map((x) => x.key)).toEqual(['7']);
+    const f = new Followups([list, runs]);
+    const account = entityOf(list, null);
+    f.observe(account, { jobs: [{ id: 7, site_id: 3, last_run_at: 'a', next_runs: ['1'] }] });
+    const [t] = f.due(runs, account, 0, DAY);
+    // A run detail of the account list belongs to the job's own site.
+    expect(t).toMatchObject({ key: '7', siteId: 3 });
+    f.done(runs, account, t!.key, t!.sig, 0);
+    f.observe(account, { jobs: [{ id: 7, site_id: 3, last_run_at: 'a', next_runs: ['2'] }] });
+    expect(f.due(runs, account, 1, DAY)).toEqual([]);
+    f.observe(account, { jobs: [{ id: 7, site_id: 3, last_run_at: 'b', next_runs: ['2'] }] });
+    expect(f.due(runs, account, 2, DAY).map((x) => x.key)).toEqual(['7']);
+  });
+
+  it('reads a site\'s own cron list only when that site\'s jobs in the account list changed, and once more when its last job went', () => {
+    const list = src('cron_list');
+    const jobs = src('cron_jobs');
+    const f = new Followups([list, jobs]);
+    const account = entityOf(list, null);
+    const job = (id: number, site: number, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ id, site_id: site, name: `j${id}`, paused_reason: null, last_run_at: 'a', ...extra });
+    f.observe(account, { jobs: [job(1, 3), job(2, 3), job(3, 4)] });
+    const first = f.due(jobs, account, 0, DAY);
+    expect(first.map((t) => [t.key, t.siteId])).toEqual([['3', 3], ['4', 4]]);
+    for (const t of first) f.done(jobs, account, t.key, t.sig, 0);
+    // A run (volatile fields) changes nothing for the site lists.
+    f.observe(account, { jobs: [job(1, 3, { last_run_at: 'b' }), job(2, 3), job(3, 4)] });
+    expect(f.due(jobs, account, 1, DAY)).toEqual([]);
+    // A job of site 4 paused: only site 4 is read.
+    f.observe(account, { jobs: [job(1, 3), job(2, 3), job(3, 4, { paused_reason: 'timed out 3 times in a row' })] });
+    const paused = f.due(jobs, account, 2, DAY);
+    expect(paused.map((t) => t.key)).toEqual(['4']);
+    f.done(jobs, account, '4', paused[0]!.sig, 2);
+    // Site 4's only job deleted: its list is read once more (to see it go), then no more.
+    f.observe(account, { jobs: [job(1, 3), job(2, 3)] });
+    const gone = f.due(jobs, account, 3, DAY);
+    expect(gone.map((t) => t.key)).toEqual(['4']);
+    f.done(jobs, account, '4', gone[0]!.sig, 3);
+    f.observe(account, { jobs: [job(1, 3), job(2, 3)] });
+    expect(f.due(jobs, account, 4, DAY)).toEqual([]);
   });
 
   it('reads only the newest record for `pick: first` (the newest footprint report)', () => {
@@ -176,20 +205,25 @@ describe('detail follow-ups', () => {
   });
 
   it('forgets the details of a site that left the site list', () => {
-    const jobs = src('cron_jobs');
-    const runs = src('cron_runs');
+    const dns = src('dns');
     const sites = src('sites');
-    const f = new Followups([sites, jobs, runs]);
-    const site = entityOf(jobs, { id: 3, domain: 'x' });
-    f.observe(site, { jobs: [{ id: 7, last_run_at: 'a' }] });
-    const [t] = f.due(runs, site, 0, 1000);
-    f.done(runs, site, t!.key, t!.sig, 0);
+    const domains = src('rank_domains');
+    const keywords = src('rank_keywords');
+    // A per-site parent with a detail: the rank keywords stand in (their parent is account-wide,
+    // so a made-up per-site parent is used).
+    const perSite: SourceDef = { ...dns, name: 'site_parent', key: 'id', listField: 'records' };
+    const child: SourceDef = { ...keywords, name: 'site_child', parent: 'site_parent', path: '/sites/{site_id}/x/{id}', entity: 'sites/{site_id}/x/{id}' };
+    const f = new Followups([sites, perSite, child, domains]);
+    const site = entityOf(perSite, { id: 3, domain: 'x' });
+    f.observe(site, { records: [{ id: 7, v: 'a' }] });
+    const [t] = f.due(child, site, 0, 1000);
+    f.done(child, site, t!.key, t!.sig, 0);
     f.observe(entityOf(sites, null), [{ id: 3 }]);
-    expect(f.due(runs, site, 1, 1000)).toEqual([]);
+    expect(f.due(child, site, 1, 1000)).toEqual([]);
     f.observe(entityOf(sites, null), [{ id: 4 }]);
-    expect(f.due(runs, site, 1, 1000)).toEqual([]); // nothing listed for a site that is gone
-    f.observe(site, { jobs: [{ id: 7, last_run_at: 'a' }] });
-    expect(f.due(runs, site, 1, 1000).map((x) => x.key)).toEqual(['7']); // read afresh if it comes back
+    expect(f.due(child, site, 1, 1000)).toEqual([]); // nothing listed for a site that is gone
+    f.observe(site, { records: [{ id: 7, v: 'a' }] });
+    expect(f.due(child, site, 1, 1000).map((x) => x.key)).toEqual(['7']); // read afresh if it comes back
   });
 
   it('says a source with `fast` is busy while a record is in a busy state', () => {
@@ -228,7 +262,7 @@ describe('enabled sources and scopes', () => {
     const scopes = scopesFor(enabledSources(config));
     expect(scopes.map((s) => s.scope)).toEqual([...scopes.map((s) => s.scope)].sort());
     expect(scopes.map((s) => s.scope)).not.toContain('rank:read');
-    expect(scopes.find((s) => s.scope === 'cron:read')?.sources).toEqual(['cron_jobs', 'cron_runs']);
+    expect(scopes.find((s) => s.scope === 'cron:read')?.sources).toEqual(['cron_list', 'cron_jobs', 'cron_runs']);
     expect(scopes.map((s) => s.scope)).not.toContain('files:read');
     for (const s of scopes) expect(s.scope).toMatch(/:read$/);
   });

@@ -34,3 +34,17 @@ export const SUSPENDED_SITE_STATES: readonly string[] = ['suspended', 'expired',
 
 /** A26: a local business's recent change that edits its profile (the `fields` parameter of rule local-profile-changed). */
 export const PROFILE_EDIT_FIELDS = '(?i)^(name|phone|address)';
+
+/**
+ * A3: the longest a Retry-After may hold requests. A longer pause is still honoured (no
+ * request goes before it ends), but polls fail at once rather than wait: a worker never
+ * sits on a pause of an hour.
+ */
+export const MAX_RETRY_AFTER_MS = 60_000;
+
+/**
+ * A7: the API's own rate limit is not shown, so hostwatch adapts: a 429 halves the pace
+ * (never below `minFraction` of `api.max_requests_per_second`), and every accepted request
+ * adds `increase` of the configured pace back, so a few dozen good replies restore it.
+ */
+export const ADAPTIVE_PACING = { decrease: 0.5, increase: 0.01, minFraction: 0.05 } as const;

@@ -3,7 +3,8 @@ import { Semaphore } from '../semaphore.js';
 import { isRecord } from '../is-record.js';
 import { ApiError } from './errors.js';
 import { replyScrubber } from './scrub.js';
-import { DEFAULT_PAGE_SIZE, isRetryableStatus } from './assumptions.js';
+import { DEFAULT_PAGE_SIZE, isRetryableStatus, MAX_RETRY_AFTER_MS } from './assumptions.js';
+import { LocalBudget, type RequestBudget, type Ticket } from './budget.js';
 
 /** What the client needs to know; everything time-related is injectable for tests. */
 export interface ApiClientOptions {
@@ -14,6 +15,13 @@ export interface ApiClientOptions {
   maxConcurrency: number;
   retries: number;
   maxPages: number;
+  /** The largest reply body read (`api.max_reply_bytes`); a larger one is `too_large`. Default 16 MB. */
+  maxReplyBytes?: number;
+  /**
+   * When each request may go (pace, 429 pause, priority). Default: a LocalBudget at
+   * `maxRequestsPerSecond`; a cluster passes one shared by every instance.
+   */
+  budget?: RequestBudget;
   userAgent?: string;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
@@ -38,15 +46,28 @@ export interface Validators {
 /** A conditional read: `notModified` when the server answered 304, else the data and new validators. */
 export type ConditionalResult<T> = { notModified: true } | { notModified: false; data: T; validators: Validators };
 
+/** A paged read: `partial` when `until` stopped it before the last page. */
+export type ListResult = { notModified: true } | { notModified: false; data: unknown[]; validators: Validators; partial: boolean; pages: number };
+
+/** How urgent a read is, and (paged lists) when to stop reading. */
+export interface ReadOptions {
+  /** Priority and deadline in the request budget; default: normal, due now. */
+  ticket?: Ticket;
+  /**
+   * Paged lists: called with every page's items; `true` stops after that page (a newest-first
+   * list read from the top stops at the first page that reaches known records).
+   */
+  until?: (items: readonly unknown[], page: number) => boolean | Promise<boolean>;
+}
+
 interface Reply {
   body: unknown;
   validators: Validators;
   notModified: boolean;
 }
 
-/** The longest a 429 Retry-After may hold a poll; longer waits fail the poll instead. */
-const MAX_RETRY_AFTER_MS = 60_000;
 const MAX_BACKOFF_MS = 10_000;
+const DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024;
 
 /**
  * Read-only client of the Hosting Control API. It has no way to send anything but GET:
@@ -58,8 +79,10 @@ export class ApiClient {
   private readonly now: () => number;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly random: () => number;
-  private readonly limiter: RateLimiter;
+  /** When each request may go; shared by every caller of this client. */
+  readonly budget: RequestBudget;
   private readonly slots: Semaphore;
+  private readonly maxReplyBytes: number;
   private readonly scrub: (text: string, value: unknown) => unknown;
 
   constructor(private readonly opts: ApiClientOptions) {
@@ -68,14 +91,15 @@ export class ApiClient {
     this.now = opts.now ?? Date.now;
     this.sleep = opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
     this.random = opts.random ?? Math.random;
-    this.limiter = new RateLimiter(opts.maxRequestsPerSecond, this.now, this.sleep);
+    this.budget = opts.budget ?? new LocalBudget({ maxRate: opts.maxRequestsPerSecond, now: this.now, sleep: this.sleep });
+    this.maxReplyBytes = opts.maxReplyBytes ?? DEFAULT_MAX_REPLY_BYTES;
     this.slots = new Semaphore(opts.maxConcurrency);
     this.agent = new Agent({ connections: Math.max(2, opts.maxConcurrency), keepAliveTimeout: 10_000 });
   }
 
   /** GET one resource and return its `data`. Retries transient failures. */
-  async get(path: string, query: Query = {}): Promise<unknown> {
-    const r = await this.getIfChanged(path, query);
+  async get(path: string, query: Query = {}, opts: ReadOptions = {}): Promise<unknown> {
+    const r = await this.getIfChanged(path, query, undefined, opts);
     return (r as { data: unknown }).data;
   }
 
@@ -83,8 +107,8 @@ export class ApiClient {
    * GET one resource, sending If-None-Match / If-Modified-Since from `prev` (the validators
    * of the last reply). A 304 is `notModified`: the caller keeps what it had.
    */
-  async getIfChanged(path: string, query: Query = {}, prev?: Validators): Promise<ConditionalResult<unknown>> {
-    const reply = await this.fetchJson(path, query, prev);
+  async getIfChanged(path: string, query: Query = {}, prev?: Validators, opts: ReadOptions = {}): Promise<ConditionalResult<unknown>> {
+    const reply = await this.fetchJson(path, query, prev, opts.ticket);
     if (reply.notModified) return { notModified: true };
     const body = reply.body;
     if (!isRecord(body) || !('data' in body)) {
@@ -97,16 +121,18 @@ export class ApiClient {
    * GET every page of a paged list and return all items. A failure on any page fails
    * the whole list (invariant 3: a partial list must never look like removals).
    */
-  async list(path: string, query: Query = {}, pageSize = DEFAULT_PAGE_SIZE): Promise<unknown[]> {
-    const r = await this.listIfChanged(path, query, pageSize);
+  async list(path: string, query: Query = {}, pageSize = DEFAULT_PAGE_SIZE, opts: ReadOptions = {}): Promise<unknown[]> {
+    const r = await this.listIfChanged(path, query, pageSize, undefined, opts);
     return (r as { data: unknown[] }).data;
   }
 
   /**
    * Like list(), conditional on the first page: validators are only kept (and sent) for a
-   * list that fit in one page, because a 304 on page 1 says nothing about later pages.
+   * read that ended on page 1, because a 304 on page 1 says nothing about later pages.
+   * With `until`, the read stops after the first page it accepts (`partial` when more pages
+   * were left); the page cap applies only to pages read.
    */
-  async listIfChanged(path: string, query: Query = {}, pageSize = DEFAULT_PAGE_SIZE, prev?: Validators): Promise<ConditionalResult<unknown[]>> {
+  async listIfChanged(path: string, query: Query = {}, pageSize = DEFAULT_PAGE_SIZE, prev?: Validators, opts: ReadOptions = {}): Promise<ListResult> {
     const items: unknown[] = [];
     const seen = new Set<string>();
     let cursor: string | undefined;
@@ -118,7 +144,7 @@ export class ApiClient {
           message: `more than ${this.opts.maxPages} pages; raise api.max_pages to read the whole list`,
         });
       }
-      const reply = await this.fetchJson(path, { ...query, limit: pageSize, cursor }, page === 1 ? prev : undefined);
+      const reply = await this.fetchJson(path, { ...query, limit: pageSize, cursor }, page === 1 ? prev : undefined, opts.ticket);
       if (reply.notModified) {
         if (page === 1) return { notModified: true };
         throw new ApiError({ code: 'bad_response', endpoint: path, message: `page ${page}: 304 to an unconditional request` });
@@ -129,8 +155,10 @@ export class ApiClient {
       }
       for (const item of body['data']) items.push(item);
       const next = body['next_cursor'];
+      const validators = page === 1 ? reply.validators : {};
       // A plain (unpaged) list has neither field: one page is the whole list (A4, A5).
-      if (body['has_more'] !== true) return { notModified: false, data: items, validators: page === 1 ? reply.validators : {} };
+      if (body['has_more'] !== true) return { notModified: false, data: items, validators, partial: false, pages: page };
+      if (opts.until && (await opts.until(body['data'], page))) return { notModified: false, data: items, validators, partial: true, pages: page };
       if (typeof next !== 'string' || next === '') {
         throw new ApiError({ code: 'bad_response', endpoint: path, message: `page ${page}: has_more is true but next_cursor is missing` });
       }
@@ -147,36 +175,53 @@ export class ApiClient {
     await this.agent.close();
   }
 
-  private async fetchJson(path: string, query: Query, prev?: Validators): Promise<Reply> {
+  private async fetchJson(path: string, query: Query, prev: Validators | undefined, ticket: Ticket | undefined): Promise<Reply> {
     let attempt = 0;
     for (;;) {
       try {
-        return await this.once(path, query, prev);
+        return await this.once(path, query, prev, ticket);
       } catch (e) {
-        const err = e instanceof ApiError ? e : toNetworkError(path, e);
-        if (!err.retryable || attempt >= this.opts.retries) throw err;
-        let wait: number;
-        if (err.retryAfterMs !== null) {
-          if (err.retryAfterMs > MAX_RETRY_AFTER_MS) throw err;
-          wait = err.retryAfterMs;
-        } else {
-          // Full jitter (AWS architecture blog): spreads retries of many sites apart.
-          wait = this.random() * Math.min(MAX_BACKOFF_MS, 250 * 2 ** attempt);
-        }
+        const err = e instanceof ApiError ? e : toNetworkError(path, e, false);
+        // A timeout already held this poll for api.timeout: it is tried again at the next poll
+        // of the entity, not now, so one slow entity never holds a worker for timeout × retries.
+        if (!err.retryable || err.code === 'timeout' || attempt >= this.opts.retries) throw err;
+        if (err.retryAfterMs !== null && err.retryAfterMs > MAX_RETRY_AFTER_MS) throw err;
         attempt++;
+        // A 429 with Retry-After paused the whole budget: the retry waits in acquire(), with
+        // every other request. Otherwise (5xx, network, 429 without a date) this request backs off.
+        if (err.statusCode === 429 && err.retryAfterMs !== null) continue;
+        const wait = err.retryAfterMs ?? this.random() * Math.min(MAX_BACKOFF_MS, 250 * 2 ** (attempt - 1));
+        // Full jitter (AWS architecture blog): spreads retries of many sites apart.
         await this.sleep(wait);
       }
     }
   }
 
-  private async once(path: string, query: Query, prev?: Validators): Promise<Reply> {
+  private async once(path: string, query: Query, prev: Validators | undefined, ticket: Ticket | undefined): Promise<Reply> {
     const url = this.root + path + toQueryString(query);
-    await this.limiter.take();
+    try {
+      await this.budget.acquire(ticket);
+    } catch (e) {
+      throw e instanceof ApiError ? e.at(path) : e;
+    }
     const release = await this.slots.acquire();
     const started = this.now();
     let status: number | null = null;
     let code: string | null = null;
+    // One deadline for the whole exchange: undici's headersTimeout bounds the wait for the
+    // headers, and a timer started with the request cuts the body at the same deadline (a
+    // body dripping a byte at a time never trips bodyTimeout). A plain cleared timer rather
+    // than an AbortSignal: undici hangs its request objects on a signal's listeners, which
+    // kept them alive past young-generation collections and grew the old heap by hundreds
+    // of MB at thousands of requests a second (AbortSignal.timeout also lived out its 30 s).
+    // The deadline is real time (performance.now, like the timers), not the injected clock.
+    // A reply read whole after it (its timer could not run first: a busy event loop, a body
+    // already buffered) is a timeout too, so the deadline holds however the timers run.
+    let timedOut = false;
+    let timer: NodeJS.Timeout | undefined;
     try {
+      await this.budget.holdWhilePaused(ticket?.signal);
+      const deadline = performance.now() + this.opts.timeoutMs;
       const res = await request(url, {
         method: 'GET',
         dispatcher: this.agent,
@@ -189,10 +234,23 @@ export class ApiClient {
         },
         headersTimeout: this.opts.timeoutMs,
         bodyTimeout: this.opts.timeoutMs,
-        signal: AbortSignal.timeout(this.opts.timeoutMs),
       });
+      timer = setTimeout(() => {
+        timedOut = true;
+        res.body.destroy();
+      }, Math.max(0, deadline - performance.now()));
       status = res.statusCode;
-      const text = await res.body.text();
+      const text = await this.readCapped(path, res);
+      if (performance.now() > deadline) {
+        timedOut = true;
+        throw new Error('read past the deadline');
+      }
+      if (status === 429) {
+        // Before the connection is released: nothing else goes out until the budget knows.
+        this.budget.rateLimited(parseRetryAfter(res.headers['retry-after'], this.now()));
+      } else {
+        this.budget.succeeded();
+      }
       if (status === 304 && prev !== undefined) return { body: null, validators: prev, notModified: true };
       if (status >= 200 && status < 300) {
         try {
@@ -211,15 +269,52 @@ export class ApiClient {
       code = err.code;
       throw err;
     } catch (e) {
-      if (e instanceof ApiError) throw e;
-      const err = toNetworkError(path, e);
+      if (e instanceof ApiError) {
+        code = e.code;
+        throw e.at(path);
+      }
+      const err = toNetworkError(path, e, timedOut);
       code = err.code;
       throw err;
     } finally {
+      clearTimeout(timer);
       release();
       this.opts.onResponse?.({ endpoint: path, status, durationMs: this.now() - started, code });
     }
   }
+
+  /**
+   * The reply body as text, read no further than `maxReplyBytes`: a larger reply (said by
+   * Content-Length, or found while reading) is dropped with the connection and becomes
+   * `too_large`, so one huge reply never lifts memory by its size.
+   */
+  private async readCapped(path: string, res: { headers: Record<string, string | string[] | undefined>; body: AsyncIterable<Buffer> & { destroy(): unknown } }): Promise<string> {
+    const max = this.maxReplyBytes;
+    const tooLarge = (what: string): ApiError => {
+      res.body.destroy();
+      return new ApiError({ code: 'too_large', endpoint: path, message: `the reply is larger than api.max_reply_bytes (${formatBytes(max)}): ${what}` });
+    };
+    const declared = Number(one(res.headers['content-length']));
+    if (Number.isFinite(declared) && declared > max) throw tooLarge(`Content-Length ${formatBytes(declared)}`);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      size += chunk.length;
+      if (size > max) throw tooLarge(`more than ${formatBytes(max)} read, the rest not`);
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks, size).toString('utf8');
+  }
+}
+
+/** Bytes as people read them: "16 MB", "62.9 MB", "800 bytes". */
+export function formatBytes(n: number): string {
+  if (n < 1024 * 1024) return n < 1024 ? `${n} bytes` : `${+(n / 1024).toFixed(1)} KB`;
+  return `${+(n / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+function one(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
 }
 
 /** Build an ApiError from a non-2xx reply (A1: `{error: {code, message, details}}`, tolerant). */
@@ -266,7 +361,6 @@ export function parseRetryAfter(value: string | string[] | undefined, nowMs: num
 }
 
 function validatorsOf(headers: Record<string, string | string[] | undefined>): Validators {
-  const one = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
   const out: Validators = {};
   const etag = one(headers['etag']);
   const lastModified = one(headers['last-modified']);
@@ -275,10 +369,10 @@ function validatorsOf(headers: Record<string, string | string[] | undefined>): V
   return out;
 }
 
-function toNetworkError(endpoint: string, e: unknown): ApiError {
+function toNetworkError(endpoint: string, e: unknown, timedOut: boolean): ApiError {
   const name = (e as { name?: string })?.name;
   const ucode = String((e as { code?: string })?.code ?? '');
-  const timeout = name === 'TimeoutError' || ucode.includes('TIMEOUT');
+  const timeout = timedOut || name === 'TimeoutError' || ucode.includes('TIMEOUT');
   return new ApiError({
     code: timeout ? 'timeout' : 'network',
     endpoint,
@@ -293,21 +387,4 @@ function toQueryString(q: Query): string {
     if (v !== undefined) parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
   }
   return parts.length ? `?${parts.join('&')}` : '';
-}
-
-
-/** Spaces requests at least 1/rate apart (a leaky bucket), fair in arrival order. */
-class RateLimiter {
-  private nextSlot = 0;
-  private readonly interval: number;
-  constructor(rate: number, private readonly now: () => number, private readonly sleep: (ms: number) => Promise<void>) {
-    this.interval = 1000 / rate;
-  }
-  /** Wait for this request's slot. */
-  async take(): Promise<void> {
-    const now = this.now();
-    const slot = Math.max(now, this.nextSlot);
-    this.nextSlot = slot + this.interval;
-    if (slot > now) await this.sleep(slot - now);
-  }
 }

@@ -4,8 +4,12 @@
  * endpoint path, the status and the server's error code/message.
  */
 
-/** Codes the client produces itself, besides the API's own (`scope_missing`, `not_found`, …). */
-export type ClientErrorCode = 'timeout' | 'network' | 'bad_response' | 'page_cap' | 'aborted';
+/**
+ * Codes the client produces itself, besides the API's own (`scope_missing`, `not_found`, …).
+ * `too_large` is also an API code (a file over 5 MB); the client uses it for a reply over
+ * `api.max_reply_bytes`.
+ */
+export type ClientErrorCode = 'timeout' | 'network' | 'bad_response' | 'page_cap' | 'aborted' | 'too_large';
 
 export class ApiError extends Error {
   override readonly name = 'ApiError';
@@ -36,6 +40,13 @@ export class ApiError extends Error {
     this.details = init.details ?? {};
     this.retryable = init.retryable ?? false;
     this.retryAfterMs = init.retryAfterMs ?? null;
+  }
+
+  /** The same error about another endpoint (a budget refusal is raised before any endpoint is known). */
+  at(endpoint: string): ApiError {
+    if (endpoint === this.endpoint) return this;
+    const { code, statusCode, details, retryable, retryAfterMs } = this;
+    return new ApiError({ code, statusCode, details, retryable, retryAfterMs, endpoint, message: this.message.slice(this.endpoint.length + 2) });
   }
 
   /** For `scope_missing`: the scope the key lacks, as named by the server. */

@@ -33,6 +33,11 @@ export type ParseResult = { ok: true; config: Config } | { ok: false; errors: Co
 export interface ParseOptions {
   /** Names of the sources that exist; `sources:` may only name these. */
   sourceNames: readonly string[];
+  /**
+   * Sources the scheduler does not run itself (details and views), by the source whose
+   * cycle reads them: `priority` belongs to that one.
+   */
+  readBy?: Readonly<Record<string, string>>;
   /** Folder that relative paths (storage.path, rules) resolve against; default: the config file's folder. */
   baseDir?: string;
   /**
@@ -46,7 +51,7 @@ export interface ParseOptions {
 /** Every default, in one place (docs/configuration.md lists the same values). */
 export const DEFAULTS = {
   name: 'hostwatch',
-  api: { timeout_ms: 30_000, max_requests_per_second: 5, max_concurrency: 4, retries: 3, max_pages: 50 },
+  api: { timeout_ms: 30_000, max_requests_per_second: 5, max_concurrency: 4, retries: 3, max_pages: 50, max_reply_bytes: 16 * 1024 * 1024 }, // A30 in docs/api-assumptions.md
   storage: { path: './data/hostwatch.db' },
   channelTimeoutMs: 10_000,
   smtpPort: 587,
@@ -100,7 +105,7 @@ export function parseConfig(text: string, file: string, env: Env, opts: ParseOpt
   const errors = [
     ...tree.errors,
     ...(checked.success ? [] : issuesToErrors(checked.error.issues, [], data, tree, file)),
-    ...crossCheck(data, tree, file),
+    ...crossCheck(data, tree, file, opts.readBy ?? {}),
   ];
   if (errors.length > 0 || !checked.success) return { ok: false, errors: tidy(errors, tree) };
 
@@ -235,12 +240,14 @@ function tidy(errors: readonly ConfigError[], tree: YamlTree): ConfigError[] {
 
 /** The one source that takes `paths` (the opt-in file watch). */
 const PATHS_SOURCE = 'files';
+/** The site list, whose priority is fixed. */
+const SITE_LIST = 'sites';
 
 /**
  * storage names one engine, channel names are unique and routes name defined channels. These run on the written data
  * even when other keys are invalid, so one run reports everything.
  */
-function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] {
+function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonly<Record<string, string>>): ConfigError[] {
   const errors: ConfigError[] = [];
   const record = (data !== null && typeof data === 'object' ? data : {}) as Record<string, unknown>;
   const channels = record['channels'] ?? [];
@@ -267,6 +274,14 @@ function crossCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] 
   const sources = record['sources'];
   if (sources !== null && typeof sources === 'object') {
     for (const [name, override] of Object.entries(sources as Record<string, unknown>)) {
+      const owner = readBy[name];
+      const hasPriority = override !== null && typeof override === 'object' && 'priority' in override;
+      if (owner !== undefined && hasPriority) {
+        errors.push(valueError(['sources', name, 'priority'], `cannot be set here: ${name} is read in the cycles of ${owner}; set sources.${owner}.priority`, data, tree, file));
+      }
+      if (name === SITE_LIST && hasPriority) {
+        errors.push(valueError(['sources', name, 'priority'], 'cannot be set: the site list is always critical (every per-site source depends on it)', data, tree, file));
+      }
       // `paths` only means something to the file watch; elsewhere it would be silently ignored.
       if (name === PATHS_SOURCE || override === null || typeof override !== 'object') continue;
       for (const key of ['paths', 'site_paths']) {
@@ -391,7 +406,12 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
   const resolvePath = (path: string) => (path === ':memory:' ? path : resolve(baseDir, path));
   const sources: Config['sources'] = {};
   for (const [name, override] of Object.entries(written.sources ?? {})) {
-    sources[name] = { enabled: override?.enabled ?? true, every_ms: override?.every ?? null, max_events: override?.max_events ?? DEFAULTS.maxEventsPerPoll };
+    sources[name] = {
+      enabled: override?.enabled ?? true,
+      every_ms: override?.every ?? null,
+      priority: override?.priority ?? null,
+      max_events: override?.max_events ?? DEFAULTS.maxEventsPerPoll,
+    };
     if (override?.paths) sources[name].paths = override.paths;
     if (override?.site_paths) {
       sources[name].site_paths = Object.fromEntries(Object.entries(override.site_paths).map(([id, paths]) => [Number(id), paths]));
@@ -408,6 +428,7 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
       max_concurrency: api.max_concurrency ?? DEFAULTS.api.max_concurrency,
       retries: api.retries ?? DEFAULTS.api.retries,
       max_pages: api.max_pages ?? DEFAULTS.api.max_pages,
+      max_reply_bytes: api.max_reply_bytes ?? DEFAULTS.api.max_reply_bytes,
     },
     storage: written.storage?.url
       ? { engine: 'postgres', url: written.storage.url }

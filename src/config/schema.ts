@@ -6,6 +6,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { validateDetailed as validateCron } from 'node-cron';
+import { PRIORITIES } from '../api/budget.js';
 import { formatDuration, parseDuration } from './duration.js';
 
 /** The start of every unknown-key message; parse.ts splits such issues into one error per key. */
@@ -164,6 +165,29 @@ export function duration(minMs = 0) {
   });
 }
 
+const BYTE_UNITS: Record<string, number> = { '': 1, b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
+
+/** Bytes as `16MB`, `512 KB`, `1GB` (binary multiples) or a plain number of bytes, from min to max. */
+export function parseBytes(value: string | number): number | null {
+  if (typeof value === 'number') return Number.isInteger(value) ? value : null;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?\s*$/i.exec(value);
+  if (!m) return null;
+  const n = Number(m[1]) * BYTE_UNITS[(m[2] ?? '').toLowerCase()]!;
+  return Number.isFinite(n) ? Math.round(n) : null;
+}
+
+function byteSize(min: number, max: number) {
+  const message = `must be a size like 16MB, 512KB or 1GB (or a number of bytes), from 64KB to 1GB`;
+  return z.union([z.number(message), z.string(message)], message).transform((value, ctx) => {
+    const n = parseBytes(value);
+    if (n === null || n < min || n > max) {
+      ctx.addIssue({ code: 'custom', message });
+      return z.NEVER;
+    }
+    return n;
+  });
+}
+
 /** True for an absolute http: or https: URL with a host. */
 export function isHttpUrl(value: string): boolean {
   if (/\s/.test(value)) return false;
@@ -232,6 +256,7 @@ const apiSection = section({
   max_concurrency: integer(1, 64).optional(),
   retries: integer(0, 10).optional(),
   max_pages: integer(1, 10_000).optional(),
+  max_reply_bytes: byteSize(64 * 1024, 1024 * 1024 * 1024).optional(),
 });
 
 const siteList = z
@@ -265,9 +290,11 @@ const sitesSection = z.union(
 );
 
 const filePaths = 'must be a non-empty list of paths inside the site folder, like [.htaccess, wp-config.php]';
+const PRIORITY_MESSAGE = `must be one of ${PRIORITIES.join(', ')} (critical keeps its interval when the request budget is short; low stretches first)`;
 const sourceOverride = section({
   enabled: bool().optional(),
   every: duration(10_000).optional(),
+  priority: z.enum(PRIORITIES, PRIORITY_MESSAGE).optional(),
   max_events: integer(1, 100_000).optional(),
   paths: z.array(text(filePaths), filePaths).min(1, filePaths).optional(),
   site_paths: z
@@ -283,7 +310,7 @@ const sourceOverride = section({
 function sourcesSection(sourceNames: readonly string[]) {
   const shape: Record<string, z.ZodOptional<z.ZodNullable<typeof sourceOverride>>> = {};
   for (const name of sourceNames) shape[name] = sourceOverride.nullable().optional();
-  return section(shape, { unknown: UNKNOWN_SOURCE, notAMap: `must be a map of source names to { enabled, every, paths }` });
+  return section(shape, { unknown: UNKNOWN_SOURCE, notAMap: `must be a map of source names to { enabled, every, priority, paths }` });
 }
 
 const channelName = z.string(M.channelName).regex(/^[a-z0-9_-]+$/, M.channelName);

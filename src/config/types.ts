@@ -1,3 +1,5 @@
+import type { Priority } from '../api/budget.js';
+
 /** Where the data lives: a SQLite file (the embedded default) or a PostgreSQL database. */
 export type StorageConfig = { engine: 'sqlite'; path: string } | { engine: 'postgres'; url: string };
 
@@ -101,12 +103,16 @@ export interface ApiConfig {
   retries: number;
   /** Upper bound of pages read from one paged list in one poll. */
   max_pages: number;
+  /** The largest reply body read; a larger reply fails its poll with `too_large`. */
+  max_reply_bytes: number;
 }
 
 /** Per-source settings; every source is on by default. */
 export interface SourceOverride {
   enabled: boolean;
   every_ms: number | null;
+  /** Which source stretches first when the request budget is short; null: derived from its rules. */
+  priority: Priority | null;
   /** The most events one poll of this source may emit (the rest: one summary event). */
   max_events: number;
   /** `files`: the paths (relative to each site's folder) whose stat is watched on every site. */

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { Ticket } from '../api/budget.js';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../diff/index.js';
@@ -8,6 +9,7 @@ import type { HostwatchEvent } from '../events/types.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
+import { EntityTable } from '../sources/entity-table.js';
 import { checkShape, Fetcher } from '../sources/fetch.js';
 import { recordVolatile } from '../sources/records.js';
 import { reportClientsSource } from '../sources/families/visibility.js';
@@ -97,6 +99,8 @@ export type PollStatus = 'baseline' | 'changed' | 'unchanged' | 'not_applicable'
 
 /** How to take a per-record entity that has no snapshot yet. */
 export interface PollOptions {
+  /** Priority and deadline of its requests in the request budget (default: normal, due now). */
+  ticket?: Ticket;
   /**
    * Compare the first snapshot with an empty list instead of making it a baseline: its
    * parent record is new since the last look, so everything in it is new (a new cron job's
@@ -164,11 +168,12 @@ export class Poller {
   private readonly prepared = new Map<string, PreparedSource>();
   private readonly ruleByName: Map<string, CompiledRule>;
   /**
-   * The stored hash and version of each entity polled since this process started. Being
-   * here also means its alert conditions were checked in this process. An unchanged poll
-   * is answered from this map without touching the database (the common case).
+   * The stored hash (its first 120 bits, see shortHash) and version of each entity polled
+   * since this process started. Being here also means its alert conditions were checked in
+   * this process. An unchanged poll is answered from this table without touching the
+   * database (the common case).
    */
-  private readonly heads = new Map<string, { hash: string; version: number }>();
+  private readonly heads = new EntityTable<{ hash: string; version: number }>();
   /**
    * Entities with an alert whose timer runs (`for`, `keep_firing_for`, `repeat`): an
    * unchanged poll of these is still planned, because time alone can fire, resolve or
@@ -281,10 +286,12 @@ export class Poller {
   private async pollEntity(ref: EntityRef, source: SourceDef, site: SiteInfo | null, recordKey: string | undefined, opts: PollOptions, started: number): Promise<PollOutcome> {
     let got;
     try {
-      got = await this.fetcher.fetch(ref);
+      got = await this.fetcher.fetch(ref, opts.ticket);
     } catch (e) {
       const err = e instanceof ApiError ? e : new ApiError({ code: 'bad_response', endpoint: ref.entity, message: String(e) });
       opts.afterFetch?.(err);
+      // Given up while waiting its turn (shutdown): nothing was read, so nothing is recorded.
+      if (err.code === 'aborted') return { entity: ref.entity, status: 'failed', events: 0, error: err };
       return this.failed(ref, err, started);
     }
     opts.afterFetch?.(null);
@@ -369,8 +376,9 @@ export class Poller {
     const p = this.prepare(ref.source);
     const hash = contentHash(data, p.whole);
     const stateKey = `${ref.source.name}\u0000${ref.entity}`;
-    const cached = this.heads.get(stateKey);
-    if (cached !== undefined && cached.hash === hash && !this.timed.has(stateKey)) {
+    const short = shortHash(hash);
+    const cached = this.heads.get(ref);
+    if (cached !== undefined && cached.hash === short && !this.timed.has(stateKey)) {
       await this.recordSuccess(ref, started);
       return { entity: ref.entity, status: 'unchanged', events: 0 };
     }
@@ -379,7 +387,7 @@ export class Poller {
     const done = await this.commit(async (u) => {
       const { r } = u;
       const head = cached ?? (await r.snapshots.head(ref.source.name, ref.entity));
-      const unchanged = head !== undefined && head.hash === hash;
+      const unchanged = head !== undefined && head.hash === (cached ? short : hash);
       const fromEmpty = head === undefined && opts.fromEmpty === true && ref.source.key !== undefined;
       const before =
         head === undefined ? (fromEmpty ? emptyOf(ref.source) : null) : unchanged ? data : JSON.parse((await r.snapshots.get(ref.source.name, ref.entity))!.body);
@@ -404,7 +412,7 @@ export class Poller {
     // Committed: only now does memory move on (a failed commit leaves it as it was).
     this.afterPlan(stateKey, done.plan, true);
     this.afterSuccess(ref, done.removedSites, done.apiResolved);
-    this.heads.set(stateKey, { hash, version: done.version });
+    this.heads.set(ref, { hash: short, version: done.version });
     if (done.snapshot && ref.source.name === sitesSource.name) this.directory.setSites(data);
     if (done.snapshot && ref.source.name === REPORT_CLIENTS) this.directory.setClients(data);
     return { entity: ref.entity, status: done.status, events: done.events };
@@ -754,7 +762,8 @@ export class Poller {
     for (const kind of apiResolved) this.apiFiring.delete(kind);
     this.failing.delete(`${ref.source.name}\u0000${ref.entity}`);
     if (removedSites.length === 0) return;
-    for (const id of removedSites) this.fetcher.forgetSite(id);
+    this.fetcher.forgetSites(removedSites);
+    this.heads.forgetSites(removedSites);
     // One pass over the in-memory state for all removed sites (not one per site).
     const gone = new Set(removedSites.map(String));
     const isGone = (key: string): boolean => {
@@ -762,7 +771,6 @@ export class Poller {
       return m !== null && gone.has(m[1]!);
     };
     for (const k of [...this.failing]) if (isGone(k)) this.failing.delete(k);
-    for (const k of [...this.heads.keys()]) if (isGone(k)) this.heads.delete(k);
     for (const k of [...this.timed]) if (isGone(k)) this.timed.delete(k);
   }
 
@@ -774,18 +782,21 @@ export class Poller {
    * database on the next poll. Their detail records go with them.
    */
   handedOver(source: string, siteIds: ReadonlyArray<number | null>): void {
-    const sites = new Set(siteIds.filter((id): id is number => id !== null).map(String));
+    const sites = siteIds.filter((id): id is number => id !== null);
     const account = siteIds.includes(null);
-    for (const id of sites) this.fetcher.forgetSite(Number(id));
+    this.fetcher.forgetSites(sites);
+    this.heads.forgetSites(sites);
+    if (account) {
+      this.fetcher.forgetSource(source);
+      this.heads.forgetSource(source);
+    }
+    const ids = new Set(sites.map(String));
     const stale = (key: string): boolean => {
       const m = /\u0000sites\/(\d+)(\/|$)/.exec(key);
-      if (m) return sites.has(m[1]!);
+      if (m) return ids.has(m[1]!);
       return account && key.startsWith(`${source}\u0000`);
     };
-    for (const k of [...this.heads.keys()]) if (stale(k)) this.heads.delete(k);
     for (const k of [...this.timed]) if (stale(k)) this.timed.delete(k);
-    const def = (this.deps.sources ?? []).find((d) => d.name === source);
-    if (account && def) this.fetcher.forget(entityOf(def, null));
   }
 
   /**
@@ -860,6 +871,15 @@ export class Poller {
 }
 
 export { recordVolatile };
+
+/**
+ * The first 120 bits of a content hash as 20 base64url characters, in a string of its own
+ * (a slice of the hex would keep all 64 characters alive): what the head cache compares.
+ * Equal full hashes give equal short ones; a false "unchanged" needs a 2^-120 collision.
+ */
+function shortHash(hex: string): string {
+  return Buffer.from(hex.slice(0, 30), 'hex').toString('base64url');
+}
 
 /** The value a keyed source has when it holds no records yet. */
 function emptyOf(source: SourceDef): unknown {

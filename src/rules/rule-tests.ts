@@ -202,9 +202,10 @@ function parseTestFile(text: string, file: string, dir: string, opts: LoadRulesO
         site.labels = labels as Record<string, string>;
       }
     }
-    // A detail source reads one record of its parent list: per site when its parent is.
+    // A detail source reads one record of its parent list: per site when its parent is, or
+    // when its records name their site (the runs of a job of the account's cron list).
     const parent = source.per === 'record' && source.parent !== undefined ? sourceByName(source.parent) : undefined;
-    const perSite = source.per === 'site' || parent?.per === 'site';
+    const perSite = source.per === 'site' || parent?.per === 'site' || (source.entity ?? '').includes('{site_id}');
     if (perSite && site === null) return err(p('site'), `source ${source.name} is per site: give site: { id: 1, domain: a.example }`);
     const record = raw['record'];
     const needsRecord = (source.entity ?? '').includes('{id}');

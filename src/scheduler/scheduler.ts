@@ -1,14 +1,16 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Logger } from 'pino';
+import { priorityRank, type Priority, type Ticket } from '../api/budget.js';
 import type { PollOutcome, Poller } from '../pipeline/poller.js';
 import { Semaphore } from '../semaphore.js';
 import { entityOf, isTopLevel, sitesSource } from '../sources/registry.js';
 import type { EnabledSource } from '../sources/select.js';
 import type { SiteInfo, SourceDef } from '../sources/types.js';
-import { Followups } from './followups.js';
+import type { BudgetPlan } from './budget-plan.js';
+import { Followups, type DetailTarget } from './followups.js';
 
-/** A source with its effective interval (what `enabledSources` gives). */
+/** A source with its configured interval (what `enabledSources` gives). */
 export type ScheduledSource = EnabledSource;
 
 export interface CycleSummary {
@@ -22,12 +24,15 @@ export interface CycleSummary {
 export interface SchedulerEvents {
   'cycle:start': [{ source: string }];
   'cycle:end': [CycleSummary];
-  'cycle:skipped': [{ source: string; reason: string }];
+  /** A cycle started after its time because the previous one was still handing out polls. */
+  'cycle:late': [{ source: string; lateMs: number }];
+  /** The request budget was planned again (at start, and when the number of sites changed). */
+  'budget:plan': [BudgetPlan];
 }
 
 /**
  * Which due work this instance takes: the seam a cluster fills with leases claimed in the
- * database (cluster/work-claims.ts). Alone, an instance takes everything.
+ * database. Alone, an instance takes everything.
  */
 export interface WorkClaims {
   /**
@@ -40,10 +45,25 @@ export interface WorkClaims {
 /** One instance alone: every due entity is its own. */
 export const takeAll: WorkClaims = { claim: (_source, _dueAt, entities) => entities };
 
+/** Where a source is in its work, for the dashboard and the metrics. */
+export interface SourceProgress {
+  name: string;
+  priority: Priority;
+  /** The interval it runs at: the configured one, stretched when the budget is short. */
+  effectiveEveryMs: number;
+  stretch: number;
+  /** The cycle handing out polls now (entities polled of those claimed), or null. */
+  cycle: { done: number; total: number; startedAt: number } | null;
+  /** True once a whole cycle ran since start (the catch-up is over). */
+  caughtUp: boolean;
+  /** How far behind its schedule the source is (0 when on time). */
+  lagMs: number;
+}
+
 export interface SchedulerDeps {
   poller: Poller;
   /**
-   * The enabled sources. Top-level ones are scheduled; per-record ones are read in their
+   * The enabled sources. Top-level ones are scheduled; detail sources are read in their
    * parent's cycle (their `everyMs` is the slow schedule); views are the poller's business.
    */
   sources: readonly ScheduledSource[];
@@ -52,19 +72,69 @@ export interface SchedulerDeps {
   sites: 'all' | readonly number[];
   now: () => number;
   log: Logger;
-  /** Polls of one source in flight at once (the API client limits requests further). */
+  /** Polls of one cycle in flight at once (the API client's budget paces requests further). */
   concurrency: number;
   /** Part of each interval over which per-site polls are spread (no burst at :00). */
   spreadFraction?: number;
   /** Called after each source cycle (writes the source-level poll state). */
   afterCycle?: (summary: CycleSummary) => void;
-  /** Called on every heartbeat second, after the due sources started (the Timekeeper). */
-  onTick?: () => void;
+  /**
+   * The request budget for a number of sites: effective intervals and priorities. Without
+   * it every source runs at its configured interval, at normal priority (the site list critical).
+   */
+  plan?: (sites: number) => BudgetPlan;
   /** Which due work this instance takes (default: all of it). */
   claims?: WorkClaims;
   /** Before a per-site cycle: read the site list another cluster member may have stored. */
   refreshSites?: () => Promise<void>;
+  /** How staggered polls wait for their slot (tests may inject). */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  /**
+   * Calls `tick` on a schedule until stopped, and `missed` when a beat could not run (the
+   * event loop was blocked). Default: a node-cron task every second. A benchmark that runs
+   * time k times faster passes one k times faster.
+   */
+  ticker?: Ticker;
+  /** Called on every heartbeat second, after the due sources started (the Timekeeper). */
+  onTick?: () => void;
 }
+
+/** What ticks the scheduler: `tick` on every beat, `missed` for a beat that could not run. */
+export type Ticker = (tick: () => void, missed: () => void) => { stop(): Promise<void> };
+
+/** The default heartbeat: node-cron, every second, never two ticks at once. */
+function everySecond(log: Logger): Ticker {
+  return (tick, missed) => {
+    // node-cron's own messages become log lines (stderr), never raw text on stdout.
+    const task: ScheduledTask = cron.schedule('* * * * * *', tick, { name: 'hostwatch-heartbeat', noOverlap: true, logger: cronLogger(log) });
+    task.on('execution:missed', missed);
+    return {
+      async stop() {
+        await task.stop();
+        await task.destroy();
+      },
+    };
+  };
+}
+
+/** What the scheduler keeps per top-level source. */
+interface SourceState {
+  source: ScheduledSource;
+  priority: Priority;
+  effectiveEveryMs: number;
+  nextRun: number;
+  /** The cycle still handing out polls (the next one waits for it), or null. */
+  dispatching: { done: number; total: number; startedAt: number; nextSlot: () => number } | null;
+  /** Entities of this source being polled now (site id, or -1 for the account). */
+  inFlight: Set<number>;
+  caughtUp: boolean;
+  /** Came due while the previous cycle was still handing out polls. */
+  late: boolean;
+  /** Cycles not finished yet (a straggler's cycle may end after the next one started). */
+  running: Set<Promise<CycleSummary[]>>;
+}
+
+const ACCOUNT = -1;
 
 /**
  * How many polls of one source run at once, for an API concurrency. More than the API's
@@ -77,43 +147,71 @@ export function pollWorkers(concurrency: number): number {
 }
 
 /**
- * Decides when each source runs. One node-cron heartbeat a second checks which sources
- * are due; a source never runs twice at once (a due source still running is skipped and
- * reported). Every source runs once at start (catch-up: a restart polls everything).
+ * Decides when each source runs. One node-cron heartbeat a second checks which sources are
+ * due. At start every source runs once without stagger (the catch-up): the request budget
+ * serves critical sources first, the rest as it allows. After that each source runs at its
+ * effective interval (stretched when the budget is short, least important first), its
+ * per-site polls spread over part of it. A cycle that runs late delays the next one only
+ * until it has handed out its last poll: the next starts then, never skipped; a poll still
+ * in flight (one slow entity) holds up neither its cycle nor the next, which passes over it.
  */
 export class Scheduler extends EventEmitter<SchedulerEvents> {
-  private readonly nextRun = new Map<string, number>();
-  private readonly inFlight = new Map<string, Promise<CycleSummary>>();
-  private task: ScheduledTask | null = null;
+  private readonly state = new Map<string, SourceState>();
+  private task: { stop(): Promise<void> } | null = null;
   private readonly abort = new AbortController();
   private warnedMissing = new Set<number>();
   private readonly followups: Followups;
   private readonly topLevel: readonly ScheduledSource[];
   private readonly everyOf = new Map<string, number>();
+  private readonly claims: WorkClaims;
+  private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
+  private plan: BudgetPlan | null = null;
+  private plannedSites = -1;
 
   constructor(private readonly deps: SchedulerDeps) {
     super();
     this.followups = deps.followups ?? new Followups(deps.sources.map((s) => s.def));
     this.topLevel = deps.sources.filter((s) => isTopLevel(s.def));
     for (const s of deps.sources) this.everyOf.set(s.def.name, s.everyMs);
-    // Every staggered wait listens on this one signal (a pool per source, several sources).
+    this.claims = deps.claims ?? takeAll;
+    this.sleep = deps.sleep ?? abortableSleep;
+    for (const s of this.topLevel) {
+      this.state.set(s.def.name, {
+        source: s,
+        priority: s.def.name === sitesSource.name ? 'critical' : 'normal',
+        effectiveEveryMs: s.everyMs,
+        nextRun: 0,
+        dispatching: null,
+        inFlight: new Set(),
+        caughtUp: false,
+        late: false,
+        running: new Set(),
+      });
+    }
+    // Every staggered wait listens on this one signal (a pool per cycle, several sources).
     setMaxListeners(0, this.abort.signal);
+    this.replan();
   }
 
-  /** Start the heartbeat; the site list first, then everything else. */
+  /** Start the heartbeat; the site list first, then everything else at once (the catch-up). */
   start(): void {
     const now = this.deps.now();
-    for (const s of this.topLevel) this.nextRun.set(s.def.name, now);
-    // node-cron's own messages become log lines (stderr), never raw text on stdout.
-    this.task = cron.schedule('* * * * * *', () => this.tick(), { name: 'hostwatch-heartbeat', noOverlap: true, logger: cronLogger(this.deps.log) });
-    // A missed beat costs nothing (the next beat polls what is due), but a burst of them
-    // means the event loop was blocked: one warning per minute at most, with the count.
-    this.task.on('execution:missed', () => this.missedBeat());
+    for (const st of this.state.values()) st.nextRun = now;
+    // Said at start: what the budget allows for the sites known so far.
+    if (this.plan) this.emit('budget:plan', this.plan);
+    this.task = (this.deps.ticker ?? everySecond(this.deps.log))(
+      () => this.tick(),
+      () => this.missedBeat(),
+    );
     this.tick();
   }
 
   private missed = { count: 0, warnedAt: -Infinity };
 
+  /**
+   * A missed beat costs nothing (the next beat polls what is due), but a burst of them
+   * means the event loop was blocked: one warning per minute at most, with the count.
+   */
   private missedBeat(): void {
     this.missed.count++;
     const now = this.deps.now();
@@ -122,20 +220,20 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.missed = { count: 0, warnedAt: now };
   }
 
-  /** Stop scheduling, cut staggered waits short and wait for polls in flight to finish. */
+  /** Stop scheduling, cut waits short and wait for polls in flight to finish. */
   async stop(): Promise<void> {
     this.abort.abort();
     await this.task?.stop();
-    await this.task?.destroy();
     this.task = null;
-    await Promise.allSettled(this.inFlight.values());
+    await Promise.allSettled([...this.state.values()].flatMap((st) => [...st.running]));
   }
 
   /** One full cycle of every source, the site list first, without stagger (`poll --once`). */
   async runAll(): Promise<CycleSummary[]> {
     const out: CycleSummary[] = [];
     const sites = this.topLevel.find((s) => s.def.name === sitesSource.name);
-    if (sites) out.push(await this.runCycle(sites, false));
+    if (sites) out.push(...(await this.runCycleWithDetails(sites, false)));
+    this.replan();
     const rest = this.topLevel.filter((s) => s.def.name !== sitesSource.name);
     for (const summaries of await Promise.all(rest.map((s) => this.runCycleWithDetails(s, false)))) out.push(...summaries);
     return out;
@@ -148,12 +246,53 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   /** When a source is next due (epoch ms); null when it is not scheduled or the scheduler is not running. */
   nextRunOf(name: string): number | null {
-    return this.running ? (this.nextRun.get(name) ?? null) : null;
+    return this.running ? (this.state.get(name)?.nextRun ?? null) : null;
   }
 
   /** Is any source cycle in progress? */
   get busy(): boolean {
-    return this.inFlight.size > 0;
+    return [...this.state.values()].some((st) => st.running.size > 0);
+  }
+
+  /** The request budget as last planned (null before the first plan). */
+  budgetPlan(): BudgetPlan | null {
+    return this.plan;
+  }
+
+  /** Where every scheduled source is in its work. */
+  progress(): SourceProgress[] {
+    const now = this.deps.now();
+    return [...this.state.values()].map((st) => {
+      const d = st.dispatching;
+      return {
+        name: st.source.def.name,
+        priority: st.priority,
+        effectiveEveryMs: st.effectiveEveryMs,
+        stretch: st.effectiveEveryMs / st.source.everyMs,
+        cycle: d ? { done: d.done, total: d.total, startedAt: d.startedAt } : null,
+        caughtUp: st.caughtUp,
+        // Behind schedule: the next poll's slot has passed, or the next cycle is overdue.
+        lagMs: d ? Math.max(0, now - d.nextSlot()) : this.running ? Math.max(0, now - st.nextRun) : 0,
+      };
+    });
+  }
+
+  /** Plan the budget for the current number of sites (again when it changed). */
+  private replan(): void {
+    if (!this.deps.plan) return;
+    const sites = this.watchedSites().length;
+    if (sites === this.plannedSites && this.plan) return;
+    this.plannedSites = sites;
+    this.plan = this.deps.plan(sites);
+    for (const p of this.plan.sources) {
+      const st = this.state.get(p.name);
+      if (!st) continue;
+      // A shorter effective interval applies from now; a longer one from the next cycle.
+      if (st.dispatching === null && st.nextRun > 0) st.nextRun = Math.min(st.nextRun, st.nextRun - st.effectiveEveryMs + p.effectiveEveryMs);
+      st.effectiveEveryMs = p.effectiveEveryMs;
+      st.priority = p.priority;
+    }
+    this.emit('budget:plan', this.plan);
   }
 
   private tick(): void {
@@ -167,37 +306,63 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   private startDue(): void {
     const now = this.deps.now();
+    const sitesSt = this.state.get(sitesSource.name);
     // The site list runs alone first so per-site sources see the current list.
-    const sitesPending = this.inFlight.has(sitesSource.name);
-    for (const s of this.topLevel) {
-      const due = this.nextRun.get(s.def.name) ?? now;
-      if (due > now) continue;
-      if (this.inFlight.has(s.def.name)) {
-        this.emit('cycle:skipped', { source: s.def.name, reason: 'previous cycle still running' });
-        this.deps.log.warn({ source: s.def.name }, 'cycle skipped: the previous one is still running');
-        this.nextRun.set(s.def.name, due + s.everyMs);
+    const sitesPending = sitesSt !== undefined && sitesSt.running.size > 0;
+    for (const st of this.byPriority()) {
+      if (st.nextRun > now) continue;
+      if (st.dispatching) {
+        // Late: it starts as soon as the current one has handed out its polls.
+        st.late = true;
         continue;
       }
-      if (s.def.per === 'site' && sitesPending) continue;
-      this.nextRun.set(s.def.name, Math.max(due + s.everyMs, now));
-      const p = this.runCycleWithDetails(s, true)
-        .then((summaries) => summaries[0]!)
-        .finally(() => this.inFlight.delete(s.def.name));
-      this.inFlight.set(s.def.name, p);
-      if (s.def.name === sitesSource.name) return; // others start on the next tick
+      const def = st.source.def;
+      if (def.per === 'site' && sitesPending) continue;
+      const due = st.nextRun;
+      if (st.late) {
+        st.late = false;
+        this.emit('cycle:late', { source: def.name, lateMs: now - due });
+        this.deps.log.info({ source: def.name, late_ms: now - due }, 'cycle starts late: the previous one ran past its interval');
+      }
+      // The next one is due an interval after this one was due; if it is already past, it
+      // starts right after this one has handed out its polls (never skipped). After the
+      // catch-up (every entity at once) the first staggered cycle starts early by its spread,
+      // so no entity waits longer than an interval for its second poll.
+      st.nextRun = Math.max(due + st.effectiveEveryMs - (st.caughtUp ? 0 : this.spreadOf(st.source, st.effectiveEveryMs)), now);
+      this.track(st, this.runCycleWithDetails(st.source, st.caughtUp, due));
+      if (def.name === sitesSource.name && !st.caughtUp) return; // the others start on the next tick
     }
+  }
+
+  /** How long a staggered cycle of a source spreads its polls over. */
+  private spreadOf(s: ScheduledSource, everyMs: number): number {
+    return s.def.per === 'account' ? 0 : everyMs * (this.deps.spreadFraction ?? 0.5);
+  }
+
+  /** Sources in the order the budget serves them: the site list, then priority, then shorter interval. */
+  private byPriority(): SourceState[] {
+    const first = (st: SourceState): number => (st.source.def.name === sitesSource.name ? 0 : 1);
+    return [...this.state.values()].sort(
+      (a, b) => first(a) - first(b) || priorityRank(a.priority) - priorityRank(b.priority) || a.effectiveEveryMs - b.effectiveEveryMs,
+    );
+  }
+
+  private track(st: SourceState, p: Promise<CycleSummary[]>): void {
+    const tracked = p.finally(() => st.running.delete(tracked));
+    st.running.add(tracked);
+    void tracked.catch(() => undefined);
   }
 
   /**
    * Run one cycle of a source and of the detail sources it drives; the first summary is
    * the source's own, then one per enabled detail source.
    */
-  async runCycleWithDetails(s: ScheduledSource, stagger: boolean): Promise<CycleSummary[]> {
+  async runCycleWithDetails(s: ScheduledSource, stagger: boolean, dueAt?: number): Promise<CycleSummary[]> {
     const children = this.followups.childrenOf(s.def);
     const details = new Map<string, PollOutcome[]>(children.map((c) => [c.name, []]));
     const startedAt = this.deps.now();
     for (const c of children) this.emit('cycle:start', { source: c.name });
-    const own = await this.runCycle(s, stagger, details);
+    const own = await this.runCycle(s, stagger, details, dueAt);
     const out = [own];
     for (const c of children) {
       const outcomes = details.get(c.name)!;
@@ -217,20 +382,35 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /** Adaptive polling: a source with `fast` that saw a busy record is due again after `fast.everyMs`. */
   private adapt(def: SourceDef): void {
     const fast = def.fast;
-    if (!fast || !this.followups.isBusy(def)) return;
+    const st = this.state.get(def.name);
+    if (!fast || !st || !this.followups.isBusy(def)) return;
     const soon = this.deps.now() + fast.everyMs;
-    const next = this.nextRun.get(def.name);
-    if (next !== undefined && soon < next) this.nextRun.set(def.name, soon);
+    if (st.nextRun > 0 && soon < st.nextRun) st.nextRun = soon;
   }
 
-  /** The details of `parent`'s records under one parent entity that are due, read one by one. */
-  private async pollDetails(parent: SourceDef, site: SiteInfo | null, out: Map<string, PollOutcome[]>): Promise<void> {
+  /** The ticket of a poll: its source's priority, due by `slot` plus an interval (earliest first). */
+  private ticket(def: SourceDef, slot: number): Ticket {
+    const st = this.state.get(def.name);
+    const priority = priorityRank(st?.priority ?? (def.name === sitesSource.name ? 'critical' : 'normal'));
+    return { priority, deadline: slot + (st?.effectiveEveryMs ?? def.defaultEveryMs), signal: this.abort.signal };
+  }
+
+  /** The details of `parent` under one parent entity that are due, read one by one. */
+  private async pollDetails(parent: SourceDef, site: SiteInfo | null, out: Map<string, PollOutcome[]>, ticket: Ticket): Promise<void> {
     const parentRef = entityOf(parent, site);
+    let directory: Map<number, SiteInfo> | null = null;
     for (const child of this.followups.childrenOf(parent)) {
       const everyMs = this.everyOf.get(child.name) ?? child.defaultEveryMs;
       for (const t of this.followups.due(child, parentRef, this.deps.now(), everyMs)) {
         if (this.abort.signal.aborted) return;
-        const o = await this.deps.poller.poll(child, site, t.key, { fromEmpty: t.isNew });
+        const where = site ?? this.siteOf(t, (directory ??= this.directory()));
+        if (where === undefined) {
+          // A site gone from the list (or not watched): nothing to read, and nothing left to see go.
+          if (Followups.isGone(t)) this.followups.done(child, parentRef, t.key, t.sig, this.deps.now());
+          continue;
+        }
+        const o = await this.deps.poller.poll(child, where, child.per === 'site' ? undefined : t.key, { fromEmpty: t.isNew, ticket });
+        if (o.error?.code === 'aborted') return;
         out.get(child.name)?.push(o);
         if (o.status !== 'failed') this.followups.done(child, parentRef, t.key, t.sig, this.deps.now());
         // A missing scope fails every detail alike: stop at the first.
@@ -239,67 +419,114 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     }
   }
 
-  /** Run one cycle of a source: one poll for the account, or one per watched site. */
-  async runCycle(s: ScheduledSource, stagger: boolean, details?: Map<string, PollOutcome[]>): Promise<CycleSummary> {
+  /** The watched site a detail target belongs to (null: the account; undefined: not watched or unknown). */
+  private siteOf(t: DetailTarget, directory: Map<number, SiteInfo>): SiteInfo | null | undefined {
+    if (t.siteId === null) return null;
+    return directory.get(t.siteId);
+  }
+
+  private directory(): Map<number, SiteInfo> {
+    return new Map(this.watchedSites().map((s) => [s.id, s]));
+  }
+
+  /**
+   * Run one cycle of a source: one poll for the account, or one per watched site. `dueAt`:
+   * a scheduled cycle (it tracks the source's progress and in-flight entities); without it,
+   * a one-off cycle (`runAll`) that leaves the schedule alone.
+   */
+  async runCycle(s: ScheduledSource, stagger: boolean, details?: Map<string, PollOutcome[]>, dueAt?: number): Promise<CycleSummary> {
     const startedAt = this.deps.now();
+    const st = dueAt === undefined ? undefined : this.state.get(s.def.name);
     this.emit('cycle:start', { source: s.def.name });
     const outcomes: PollOutcome[] = [];
+    const every = this.state.get(s.def.name)?.effectiveEveryMs ?? s.everyMs;
     try {
-      const claims = this.deps.claims ?? takeAll;
-      if (s.def.per === 'account') {
-        // In a cluster the account is polled by one member: the one that holds its lease.
-        if ((await claims.claim(s.def.name, startedAt, [null])).length > 0) {
-          const o = await this.deps.poller.poll(s.def, null);
-          outcomes.push(o);
-          if (details && o.status !== 'failed') await this.pollDetails(s.def, null, details);
+      if (s.def.per !== 'account') await this.deps.refreshSites?.();
+      const all: (SiteInfo | null)[] = s.def.per === 'account' ? [null] : this.watchedSites();
+      const entities = await this.claims.claim(s.def.name, dueAt ?? startedAt, all);
+      const spread = stagger ? this.spreadOf(s, every) : 0;
+      const step = entities.length > 0 ? spread / entities.length : 0;
+      const slotOf = (i: number): number => startedAt + i * step;
+      let next = 0;
+      let started = 0;
+      const dispatch = { done: 0, total: entities.length, startedAt, nextSlot: () => slotOf(started) };
+      if (st) st.dispatching = dispatch;
+      const handedOut = (): void => {
+        started++;
+        if (st && st.dispatching === dispatch && started >= entities.length) {
+          st.dispatching = null;
+          // The catch-up is over once every entity had its first poll handed out.
+          st.caughtUp = true;
+          // Late already: the next cycle starts now, not at the next heartbeat.
+          if (st.nextRun <= this.deps.now() && this.running) {
+            st.late = true;
+            setImmediate(() => this.running && this.startDue());
+          }
         }
-      } else {
-        await this.deps.refreshSites?.();
-        const sites = (await claims.claim(s.def.name, startedAt, this.watchedSites())).filter((x): x is SiteInfo => x !== null);
-        const spread = stagger ? s.everyMs * (this.deps.spreadFraction ?? 0.5) : 0;
-        const step = sites.length > 0 ? spread / sites.length : 0;
-        let next = 0;
-        // Every site of a cycle would get the same 403: stop at the first one.
-        let blocked = false;
-        // At most `concurrency` of this source's polls fetch at once; the others wait for
-        // their commit (a slot is freed when a poll's fetch is over).
-        const fetching = new Semaphore(this.deps.concurrency);
-        const worker = async (): Promise<void> => {
-          while (!blocked && !this.abort.signal.aborted) {
-            const i = next++;
-            if (i >= sites.length) return;
-            const wait = startedAt + i * step - this.deps.now();
-            if (wait > 0) await sleep(wait, this.abort.signal);
-            const release = await fetching.acquire();
-            if (blocked || this.abort.signal.aborted) {
-              release();
-              return;
-            }
-            let o: PollOutcome;
+      };
+      if (entities.length === 0 && st) st.dispatching = null;
+      // Every site of a cycle would get the same 403: stop at the first one.
+      let blocked = false;
+      const giveUp = (): void => {
+        next = entities.length;
+        if (st?.dispatching === dispatch) st.dispatching = null;
+      };
+      // At most `concurrency` of this cycle's polls fetch at once; the others wait for their
+      // commit (a slot is freed when a poll's fetch is over).
+      const fetching = new Semaphore(this.deps.concurrency);
+      const worker = async (): Promise<void> => {
+        while (!this.abort.signal.aborted) {
+          const i = next;
+          if (i >= entities.length) return;
+          if (blocked) return giveUp();
+          next++;
+          const entity = entities[i]!;
+          const wait = slotOf(i) - this.deps.now();
+          if (wait > 0) await this.sleep(wait, this.abort.signal);
+          if (this.abort.signal.aborted) return;
+          const id = entity?.id ?? ACCOUNT;
+          // Still being polled by the last cycle (one slow entity): pass over it, it is not held up by us nor we by it.
+          if (st?.inFlight.has(id)) {
+            handedOut();
+            continue;
+          }
+          st?.inFlight.add(id);
+          const release = await fetching.acquire();
+          try {
+            if (this.abort.signal.aborted) return;
+            if (blocked) return giveUp();
+            handedOut();
             // Stopped as soon as the fetch says so, before the next poll takes the slot.
             const afterFetch = (error: { code: string } | null): void => {
               if (error?.code === 'scope_missing') blocked = true;
               release();
             };
-            try {
-              o = await this.deps.poller.poll(s.def, sites[i]!, undefined, { afterFetch });
-            } finally {
-              release();
-            }
+            const ticket = this.ticket(s.def, slotOf(i));
+            const o = await this.deps.poller.poll(s.def, entity, undefined, { ticket, afterFetch });
+            release();
+            if (o.error?.code === 'aborted') return;
             outcomes.push(o);
+            dispatch.done++;
             if (o.error?.code === 'scope_missing') blocked = true;
-            else if (details && o.status !== 'failed') await this.pollDetails(s.def, sites[i]!, details);
+            else if (details && o.status !== 'failed') await this.pollDetails(s.def, entity, details, ticket);
+          } finally {
+            release();
+            st?.inFlight.delete(id);
           }
-        };
-        // A bounded pool, not one promise per site: memory stays flat with 10,000 sites.
-        const pool = Math.max(1, Math.min(pollWorkers(this.deps.concurrency), sites.length));
-        await Promise.all(Array.from({ length: pool }, worker));
-      }
+        }
+      };
+      // A bounded pool, not one promise per site: memory stays flat with 10,000 sites.
+      const pool = Math.max(1, Math.min(pollWorkers(this.deps.concurrency), entities.length));
+      await Promise.all(Array.from({ length: pool }, worker));
+      if (st?.dispatching === dispatch) st.dispatching = null;
       await this.deps.poller.finishCycle(s.def, outcomes);
     } catch (e) {
+      if (st) st.dispatching = null;
       // poll() does not throw for API failures; this is a bug or a database error.
       this.deps.log.error({ source: s.def.name, err: String(e) }, 'cycle failed');
     }
+    if (st && !this.abort.signal.aborted) st.caughtUp = true;
+    if (s.def.name === sitesSource.name) this.replan();
     this.adapt(s.def);
     const summary = { source: s.def.name, startedAt, durationMs: this.deps.now() - startedAt, outcomes };
     this.deps.afterCycle?.(summary);
@@ -335,7 +562,7 @@ export function cronLogger(log: Logger): { info(m: string): void; warn(m: string
   };
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
+function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const t = setTimeout(done, ms);
     function done(): void {

@@ -1,5 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
+import type { BudgetState } from '../api/budget.js';
 import type { Config } from '../config/types.js';
 import type { HostwatchEvent } from '../events/types.js';
 import type { Metrics } from '../metrics.js';
@@ -30,4 +31,6 @@ export interface ServerContext {
   bus: EventEmitter<AppBusEvents>;
   now: () => number;
   log: Logger;
+  /** The API client's request budget now (pace, pause), when the app has one. */
+  pace?: () => BudgetState;
 }

@@ -6,9 +6,9 @@
  */
 import { SimulatorError } from './world.js';
 
-export type FaultKind = 'status' | 'latency' | 'rate_limit' | 'truncated' | 'reset' | 'nested' | 'body';
+export type FaultKind = 'status' | 'latency' | 'rate_limit' | 'truncated' | 'reset' | 'nested' | 'body' | 'oversize';
 
-export const FAULT_KINDS: readonly FaultKind[] = ['status', 'latency', 'rate_limit', 'truncated', 'reset', 'nested', 'body'];
+export const FAULT_KINDS: readonly FaultKind[] = ['status', 'latency', 'rate_limit', 'truncated', 'reset', 'nested', 'body', 'oversize'];
 
 export interface FaultSpec {
   /** Regex source matched against the path after /api/v1, e.g. '^/sites/3/health$'. */
@@ -30,6 +30,10 @@ export interface FaultSpec {
   method?: string;
   /** Apply this many times, then expire; default: until cleared. */
   times?: number;
+  /** For 'oversize': the size of the 200 reply, a valid JSON `{"data": …}` padded to it; default 64 MB. */
+  bytes?: number;
+  /** For 'oversize': sent in chunks without Content-Length (the size shows only while reading). */
+  chunked?: boolean;
 }
 
 /** A fault as stored: its id, the spec, and how many applications remain. */
@@ -119,10 +123,15 @@ function validate(input: unknown): FaultSpec {
   copyInt(spec, out, 'depth', 1, 10_000_000);
   copyInt(spec, out, 'page', 1, 1_000_000);
   copyInt(spec, out, 'times', 1, 1_000_000_000);
+  copyInt(spec, out, 'bytes', 64, 1_073_741_824);
+  if (spec.chunked !== undefined) {
+    if (typeof spec.chunked !== 'boolean') throw invalid('chunked must be true or false');
+    out.chunked = spec.chunked;
+  }
   return out;
 }
 
-function copyInt(from: Record<string, unknown>, to: FaultSpec, key: 'status' | 'ms' | 'retry_after' | 'depth' | 'page' | 'times', min: number, max: number): void {
+function copyInt(from: Record<string, unknown>, to: FaultSpec, key: 'status' | 'ms' | 'retry_after' | 'depth' | 'page' | 'times' | 'bytes', min: number, max: number): void {
   const v = from[key];
   if (v === undefined || v === null) return;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {

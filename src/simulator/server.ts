@@ -77,6 +77,10 @@ export function createListener(ctx: ListenerContext): Listener {
             req.socket.destroy();
             return;
           }
+          if (plan.action?.kind === 'oversize') {
+            sendOversize(res, requestId, plan.action.bytes ?? 64 * 1024 * 1024, plan.action.chunked === true);
+            return;
+          }
           let reply: Reply;
           try {
             reply =
@@ -178,6 +182,36 @@ function record(ctx: ListenerContext, entry: RequestRecord): void {
   ctx.requests.push(entry);
   // Trim in batches so recording stays O(1) amortised.
   if (ctx.requests.length > ctx.maxRequests * 1.1 + 10) ctx.requests.splice(0, ctx.requests.length - ctx.maxRequests);
+}
+
+/**
+ * A 200 reply of `bytes` bytes of valid JSON (`{"data":{"padding":"xxx…"}}`), written in
+ * 64 KB chunks as the client reads them, so the simulator never holds it whole. `chunked`:
+ * no Content-Length, the client learns the size only by reading.
+ */
+function sendOversize(res: ServerResponse, requestId: string, bytes: number, chunked: boolean): void {
+  const head = '{"data":{"padding":"';
+  const tail = '"}}';
+  const fill = Math.max(0, bytes - head.length - tail.length);
+  res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': requestId, ...(chunked ? {} : { 'content-length': head.length + fill + tail.length }) });
+  // The client hangs up once it has read enough: that is expected, not an error.
+  res.on('error', () => undefined);
+  const CHUNK = 64 * 1024;
+  const block = Buffer.alloc(CHUNK, 'x');
+  let left = fill;
+  res.write(head);
+  const pump = (): void => {
+    while (left > 0 && !res.destroyed) {
+      const n = Math.min(CHUNK, left);
+      left -= n;
+      if (!res.write(n === CHUNK ? block : block.subarray(0, n))) {
+        res.once('drain', pump);
+        return;
+      }
+    }
+    if (!res.destroyed) res.end(tail);
+  };
+  pump();
 }
 
 function send(res: ServerResponse, requestId: string, reply: Reply): void {

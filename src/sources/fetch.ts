@@ -1,9 +1,12 @@
+import type { Ticket } from '../api/budget.js';
 import type { ApiClient, Validators } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { isRecord } from '../is-record.js';
+import { EntityTable } from './entity-table.js';
+import { keptRecords, TopRead } from './newest-first.js';
 import { recordsAt, kindOf } from './records.js';
 import { pathOf } from './registry.js';
-import type { EntityRef } from './types.js';
+import type { EntityRef, SourceDef } from './types.js';
 
 /** What one fetch gave: new data, "unchanged since last time" (304), or "does not apply" (409 off the CDN). */
 export type FetchResult = { kind: 'data'; data: unknown } | { kind: 'not_modified' } | { kind: 'not_applicable'; code: string };
@@ -16,6 +19,16 @@ export interface SourceOptions {
 /** The options of a source for a site (null: the account). */
 export type OptionsOf = (source: string, siteId: number | null) => SourceOptions;
 
+/** What else a Fetcher may read besides the API. */
+export interface FetcherDeps {
+  /** Per-source options from config (`files.paths`); default none. */
+  options?: OptionsOf;
+  /** The stored snapshot value of an entity (undefined: none): newest-first lists stop at what it holds. */
+  stored?: (ref: EntityRef) => unknown | Promise<unknown>;
+  /** Told once per source when a newest-first list turns out to be served oldest first. */
+  onOldestFirst?: (source: SourceDef) => void;
+}
+
 /**
  * Fetches entities. Remembers the ETag / Last-Modified of each entity's last good reply
  * (in memory: after a restart the first poll is unconditional) and sends them back, so
@@ -23,34 +36,47 @@ export type OptionsOf = (source: string, siteId: number | null) => SourceOptions
  */
 export class Fetcher {
   /**
-   * Per source: the validators of each entity, packed as `etag\nlast-modified` and keyed by
-   * site id where one entity per site (or the entity name): with 10,000 sites × every
-   * per-site source this stays small (docs/benchmarks.md).
+   * The validators of each entity: the ETag alone (the usual case: one string the reply
+   * made), else packed as `etag\nlast-modified`.
    */
-  private readonly validators = new Map<string, Map<number | string, string>>();
+  private readonly validators = new EntityTable<string>();
+  private readonly options: OptionsOf;
+  private readonly warnedOldestFirst = new Set<string>();
 
   constructor(
     private readonly client: ApiClient,
-    private readonly options: OptionsOf = () => ({}),
-  ) {}
+    private readonly deps: FetcherDeps = {},
+  ) {
+    this.options = deps.options ?? (() => ({}));
+  }
 
   /**
    * Fetch one entity and check the reply has the shape the source needs. Bad API data
    * becomes an ApiError `bad_response` naming the endpoint and what was wrong, so the poll
    * fails and the previous snapshot stays (invariant 3), rather than being diffed as a change.
    */
-  async fetch(ref: EntityRef): Promise<FetchResult> {
+  async fetch(ref: EntityRef, ticket?: Ticket): Promise<FetchResult> {
     const { source } = ref;
     const path = pathOf(source, ref.siteId, ref.recordKey);
     try {
-      if (source.each) return { kind: 'data', data: checkShape(ref, path, await this.fetchEach(ref, path)) };
+      if (source.each) return { kind: 'data', data: checkShape(ref, path, await this.fetchEach(ref, path, ticket)) };
       const prev = this.recall(ref);
-      const r = source.paged
-        ? await this.client.listIfChanged(path, source.query, source.pageSize, prev)
-        : await this.client.getIfChanged(path, source.query, prev);
-      if (r.notModified) return { kind: 'not_modified' };
-      const data = checkShape(ref, path, r.data);
-      this.remember(ref, r.validators);
+      let value: unknown;
+      let validators: Validators;
+      if (source.paged) {
+        const top = this.topRead(ref);
+        const r = await this.client.listIfChanged(path, source.query, source.pageSize, prev, { ticket, until: top?.until });
+        if (r.notModified) return { kind: 'not_modified' };
+        value = r.partial && top ? await top.merge(r.data) : r.data;
+        validators = r.validators;
+      } else {
+        const r = await this.client.getIfChanged(path, source.query, prev, { ticket });
+        if (r.notModified) return { kind: 'not_modified' };
+        value = r.data;
+        validators = r.validators;
+      }
+      const data = checkShape(ref, path, value);
+      this.remember(ref, validators);
       return { kind: 'data', data };
     } catch (e) {
       if (e instanceof ApiError && source.notApplicable?.includes(e.code)) return { kind: 'not_applicable', code: e.code };
@@ -58,45 +84,67 @@ export class Fetcher {
     }
   }
 
-  /** Forget the validators of an entity (its snapshot was not written, so a 304 would lie). */
-  forget(ref: EntityRef): void {
-    this.validators.get(ref.source.name)?.delete(slotOf(ref));
+  /**
+   * For a newest-first list: when to stop reading and how to merge, against the stored
+   * snapshot (read only once a page came back, so a 304 costs no database read).
+   */
+  private topRead(ref: EntityRef): { until: (items: readonly unknown[], page: number) => Promise<boolean>; merge: (read: unknown[]) => Promise<unknown[]> } | null {
+    const source = ref.source;
+    if (!source.newestFirst) return null;
+    const def = source as SourceDef & { newestFirst: NonNullable<SourceDef['newestFirst']> };
+    let top: TopRead | null = null;
+    const load = async (): Promise<TopRead> => (top ??= new TopRead(def, keptRecords(source, await this.deps.stored?.(ref))));
+    return {
+      until: async (items, page) => {
+        const t = await load();
+        const stop = t.until(items, page);
+        if (t.oldestFirst && !this.warnedOldestFirst.has(source.name)) {
+          this.warnedOldestFirst.add(source.name);
+          this.deps.onOldestFirst?.(source);
+        }
+        return stop;
+      },
+      merge: async (read) => (await load()).merge(read, true),
+    };
   }
 
-  /** Drop what is kept for a site that left the site list. */
-  forgetSite(siteId: number): void {
-    const mark = `sites/${siteId}/`;
-    for (const bySource of this.validators.values()) {
-      bySource.delete(siteId);
-      for (const k of bySource.keys()) if (typeof k === 'string' && k.startsWith(mark)) bySource.delete(k);
-    }
+  /** Forget the validators of an entity (its snapshot was not written, so a 304 would lie). */
+  forget(ref: EntityRef): void {
+    this.validators.delete(ref);
+  }
+
+  /** Drop what is kept for sites that left the site list. */
+  forgetSites(siteIds: Iterable<number>): void {
+    this.validators.forgetSites(siteIds);
+  }
+
+  /** Drop what is kept for every entity of one source. */
+  forgetSource(source: string): void {
+    this.validators.forgetSource(source);
   }
 
   private recall(ref: EntityRef): Validators | undefined {
-    const packed = this.validators.get(ref.source.name)?.get(slotOf(ref));
+    const packed = this.validators.get(ref);
     if (packed === undefined) return undefined;
+    // A header value never holds a newline: without one, the value is the ETag.
+    if (!packed.includes('\n')) return { etag: packed };
     const [etag, lastModified] = packed.split('\n');
     return { ...(etag ? { etag } : {}), ...(lastModified ? { lastModified } : {}) };
   }
 
   private remember(ref: EntityRef, v: Validators): void {
-    let bySource = this.validators.get(ref.source.name);
-    if (!v.etag && !v.lastModified) {
-      bySource?.delete(slotOf(ref));
-      return;
-    }
-    if (!bySource) this.validators.set(ref.source.name, (bySource = new Map()));
-    bySource.set(slotOf(ref), `${v.etag ?? ''}\n${v.lastModified ?? ''}`);
+    if (!v.etag && !v.lastModified) this.validators.delete(ref);
+    else this.validators.set(ref, v.lastModified ? `${v.etag ?? ''}\n${v.lastModified}` : v.etag!);
   }
 
   /** One request per configured value; `not_found` is a record saying the value does not exist. */
-  private async fetchEach(ref: EntityRef, path: string): Promise<unknown[]> {
+  private async fetchEach(ref: EntityRef, path: string, ticket: Ticket | undefined): Promise<unknown[]> {
     const each = ref.source.each!;
     const values = this.options(ref.source.name, ref.siteId)[each.option] ?? [];
     const out: unknown[] = [];
     for (const value of values) {
       try {
-        const data = await this.client.get(path, { ...ref.source.query, [each.param]: value });
+        const data = await this.client.get(path, { ...ref.source.query, [each.param]: value }, { ticket });
         if (!isRecord(data)) throw new ApiError({ code: 'bad_response', endpoint: path, message: `expected an object, got ${kindOf(data)}` });
         // The key is the configured value, so a server that normalizes paths cannot make a record vanish.
         out.push({ ...data, [each.param]: value, exists: true });
@@ -107,11 +155,6 @@ export class Fetcher {
     }
     return out;
   }
-}
-
-/** The key of an entity within its source: the site id when that names it, else the entity. */
-function slotOf(ref: EntityRef): number | string {
-  return ref.siteId !== null && ref.recordKey === undefined ? ref.siteId : ref.entity;
 }
 
 /** Validate a reply against the source's expectations; returns the snapshot value. */

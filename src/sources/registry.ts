@@ -1,4 +1,4 @@
-import { cronJobsSource, cronRunsSource } from './families/cron.js';
+import { cronJobsSource, cronListSource, cronRunsSource } from './families/cron.js';
 import { site } from './families/define.js';
 import { filesSource } from './families/files.js';
 import * as hosting from './families/hosting.js';
@@ -30,6 +30,8 @@ export const jobsSource: SourceDef = {
   siteField: 'site_id',
   volatile: ['[].updated_at', '[].progress'],
   defaultEveryMs: 5 * MINUTE,
+  // A5: newest first. Running jobs are followed until their end even when newer ones push them down.
+  newestFirst: { keep: 200, open: { field: 'state', values: ['queued', 'running', 'pending'] } },
   // Follow running jobs closely; between jobs there is nothing to follow.
   fast: { field: 'state', values: ['queued', 'running', 'pending'], everyMs: 15_000 },
 };
@@ -50,6 +52,7 @@ export const backupsSource = site('backups', 'backups:read', '/sites/{site_id}/b
   paged: true,
   pageSize: 200,
   key: 'id',
+  newestFirst: { keep: 200, open: { field: 'state', values: ['Pending', 'Creating', 'Storing'] } },
 });
 
 /**
@@ -63,6 +66,7 @@ export const SOURCES: readonly SourceDef[] = [
   usageSource,
   backupsSource,
   hosting.hourlyBackupsSource,
+  cronListSource,
   cronJobsSource,
   cronRunsSource,
   hosting.dnsSource,
@@ -109,12 +113,31 @@ export const SOURCES: readonly SourceDef[] = [
   visibility.researchSource,
 ];
 
+/**
+ * The sources the scheduler does not run itself (details and views), each with the
+ * top-level source whose cycles read it: that one's interval and priority govern it.
+ */
+export const SOURCE_READ_BY: Readonly<Record<string, string>> = Object.fromEntries(
+  SOURCES.filter((s) => !isTopLevel(s)).map((s) => [s.name, ownerOf(s).name]),
+);
+
+/** The top-level source whose cycles read `s` (itself when it is top-level). */
+export function ownerOf(s: SourceDef): SourceDef {
+  let cur = s;
+  for (let guard = 0; !isTopLevel(cur) && guard < 10; guard++) {
+    const up = SOURCES.find((x) => x.name === (cur.from ?? cur.parent));
+    if (!up) break;
+    cur = up;
+  }
+  return cur;
+}
+
 /** Look a source up by its config name. */
 export function sourceByName(name: string): SourceDef | undefined {
   return SOURCES.find((s) => s.name === name);
 }
 
-/** Per-record sources that detail `parent`'s records (not views). */
+/** Detail sources that follow `parent`'s records, one per record or per site (not views). */
 export function childrenOf(parent: SourceDef, among: readonly SourceDef[] = SOURCES): SourceDef[] {
   return among.filter((s) => s.parent === parent.name && s.from === undefined);
 }
@@ -126,7 +149,7 @@ export function viewsOf(origin: SourceDef, among: readonly SourceDef[] = SOURCES
 
 /** True for sources the scheduler runs itself (not details driven by a parent, not views). */
 export function isTopLevel(s: SourceDef): boolean {
-  return s.per !== 'record' && s.from === undefined;
+  return s.parent === undefined && s.from === undefined;
 }
 
 /**

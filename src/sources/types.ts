@@ -1,3 +1,5 @@
+import type { NewestFirst } from './newest-first.js';
+
 /**
  * A source is data, not a class: what to fetch, with which scope, how to key its records
  * and which fields are volatile. Adding a source is one small declaration plus its rules.
@@ -21,6 +23,11 @@ export interface SourceDef {
   /** Read every page of a paged list (`data`, `next_cursor`, `has_more`). */
   paged: boolean;
   pageSize?: number;
+  /**
+   * A paged list served newest first: read from the top and stopped at the first page that
+   * reaches a record already held (newest-first.ts), instead of every page.
+   */
+  newestFirst?: NewestFirst;
   /**
    * Present when the snapshot is a list of records: the field that identifies a record.
    * Rules then run per record, and each record has its own event subject.

@@ -346,9 +346,10 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
     sqlite.pragma('synchronous = FULL');
     sqlite.pragma('busy_timeout = 5000');
     sqlite.pragma('foreign_keys = ON');
-    // 8 MB of page cache (the default is 16): hot rows are few, since unchanged polls
-    // are answered from memory (see Poller's head cache).
-    sqlite.pragma('cache_size = -8000');
+    // 2 MB of page cache (the default is 16): hot rows are few, since unchanged polls
+    // are answered from memory (see Poller's head cache), and pages read again come from
+    // the OS's file cache, outside the process's RSS (docs/benchmarks.md: 10,000 sites).
+    sqlite.pragma('cache_size = -2000');
     // The daemon checks the file before it writes to it: a damaged page would otherwise be
     // found (or not) by whichever query reads it, long after /readyz said ready.
     if (opts.daemon) checkIntact(sqlite, path);

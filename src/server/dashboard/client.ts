@@ -29,6 +29,7 @@ export const DASHBOARD_JS = String.raw`
     eventsLoaded: false,
     fresh: new Map(),
     sources: null,
+    budget: null,
     alerts: null,
     deliveries: null,
     silences: null,
@@ -162,13 +163,35 @@ export const DASHBOARD_JS = String.raw`
     if (s.degraded) return { cls: 'red', text: 'degraded: ' + (failures ? failures + ' cycles failed in a row' : failing + (failing === 1 ? ' entity' : ' entities') + ' failing') };
     if (failures > 0) return { cls: 'amber', text: 'last cycle failed' };
     if (failing > 0) return { cls: 'amber', text: failing + (failing === 1 ? ' entity' : ' entities') + ' failing' };
+    // After a start every source catches up as the request budget allows: progress, not an error.
+    if (s.caught_up === false) return { cls: 'off', text: s.progress ? 'catching up: ' + progressText(s) : 'catching up: waiting for its turn' };
     if (!s.last_attempt_at) return { cls: 'off', text: s.read_with ? 'read with ' + s.read_with : 'not polled yet' };
     return { cls: 'green', text: 'healthy' };
+  }
+
+  // "312/1000 sites": polls of the cycle handing out polls now.
+  function progressText(s) {
+    const p = s.progress;
+    return p ? p.done + '/' + p.total + (s.per === 'site' ? ' sites' : '') : '';
+  }
+
+  // One short line on the first screen: the sources being read now, the rest counted.
+  function catchUpText(list) {
+    const shown = list.filter((s) => s.progress).slice(0, 2);
+    const more = list.length - shown.length;
+    return 'Catching up after the start: ' + (shown.length ? shown.map((s) => s.name + ' ' + progressText(s)).join(', ') + (more ? ', ' : '') : '') + (more ? more + ' more waiting their turn' : '') + '.';
+  }
+
+  function intervalText(s) {
+    if (!s.every_ms) return '';
+    const eff = Number(s.effective_every_ms || 0);
+    return eff > s.every_ms ? 'every ' + span(s.every_ms) + ' → ' + span(eff) : 'every ' + span(s.every_ms);
   }
 
   async function loadSources() {
     const r = await api('/api/sources');
     state.sources = r.data || [];
+    state.budget = r.budget || null;
     renderSources();
   }
 
@@ -195,9 +218,9 @@ export const DASHBOARD_JS = String.raw`
           'tr',
           { 'data-source': s.name, class: 'health-' + health.cls },
           h('td', null, h('span', { class: 'dot dot-' + health.cls, title: health.text }), ' ', h('b', { text: s.name }), h('span', { class: 'muted', text: s.per === 'site' ? ' per site' : '' })),
-          h('td', { class: 'num', text: s.every_ms ? 'every ' + span(s.every_ms) : '' }),
+          h('td', { class: 'num', text: intervalText(s), title: Number(s.effective_every_ms || 0) > s.every_ms ? 'stretched: the request budget cannot meet every interval (priority ' + s.priority + ')' : null }),
           h('td', null, when(s.last_success_at)),
-          h('td', null, when(s.next_run_at)),
+          h('td', { class: s.progress ? 'progress' : null }, s.progress ? 'polling ' + progressText(s) : when(s.next_run_at)),
           h('td', { class: 'num' + (health.cls === 'red' || health.cls === 'amber' ? ' bad' : ''), text: String(s.consecutive_failures || 0) + (failing ? ' / ' + failing : '') }),
           h('td', { class: health.cls === 'off' ? '' : 'error-text' }, err ? [h('code', { text: s.last_error_code || 'error' }), ' ', err] : note),
         );
@@ -207,8 +230,11 @@ export const DASHBOARD_JS = String.raw`
     if (counts.red) parts.push(counts.red + ' failing');
     if (counts.amber) parts.push(counts.amber + ' warning');
     if (counts.off) parts.push(counts.off + ' idle');
+    const b = state.budget;
+    if (b && b.short) parts.push('request budget short: ' + b.stretched + ' stretched (' + Number(b.needed_per_hour).toLocaleString() + ' of ' + Number(b.allowed_per_hour).toLocaleString() + ' requests/hour needed)');
     $('sources-count').textContent = parts.join(' · ');
     const enabled = list.length - list.filter((s) => s.enabled === false).length;
+    const catchingUp = list.filter((s) => s.enabled !== false && s.caught_up === false);
     $('sources-summary').replaceChildren(
       h('span', { class: 'dot dot-' + (counts.red ? 'red' : counts.amber ? 'amber' : 'green') }),
       ' ',
@@ -216,6 +242,7 @@ export const DASHBOARD_JS = String.raw`
         ? h('span', null, h('b', { text: String(counts.green) }), ' of ' + enabled + ' enabled sources healthy; ' + problems.length + ' need' + (problems.length === 1 ? 's' : '') + ' a look:')
         : h('span', null, 'All ', h('b', { text: String(counts.green) }), ' polled sources are healthy.'),
       counts.off ? h('span', { class: 'muted', text: ' ' + counts.off + ' idle (disabled, or read with another source, or not polled yet).' }) : null,
+      catchingUp.length ? h('span', { class: 'catch-up', text: ' ' + catchUpText(catchingUp) }) : null,
     );
     problems.sort((a, b) => (a.health.cls === b.health.cls ? a.s.name.localeCompare(b.s.name) : a.health.cls === 'red' ? -1 : 1));
     $('sources-problems').replaceChildren(

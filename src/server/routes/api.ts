@@ -15,7 +15,7 @@ const DELIVERIES_MAX = 1000;
  */
 export function apiRoutes(ctx: ServerContext): Route[] {
   return [
-    { method: 'GET', path: '/api/sources', handler: async (_req, res) => json(res, 200, { data: await sources(ctx) }) },
+    { method: 'GET', path: '/api/sources', handler: async (_req, res) => json(res, 200, { data: await sources(ctx), budget: budget(ctx) }) },
     { method: 'GET', path: '/api/alerts', handler: async (_req, res) => json(res, 200, { data: (await ctx.alerts.firingWithEvents()).map(alertView) }) },
     {
       method: 'GET',
@@ -33,15 +33,19 @@ export function apiRoutes(ctx: ServerContext): Route[] {
 /**
  * Every known source, enabled or not, with its last poll, failures and next run; `degraded`
  * says its source.degraded alert fires; `read_with` names the source whose cycle reads it
- * (a view re-reads its origin's reply, a detail follows its parent's records).
+ * (a view re-reads its origin's reply, a detail follows its parent's records). For the
+ * sources the scheduler runs: their priority, effective interval (stretched when the
+ * request budget is short), the progress of the cycle handing out polls now, and the lag.
  */
 async function sources(ctx: ServerContext): Promise<unknown[]> {
   const states = new Map((await ctx.snapshots.sourceStates()).map((r) => [r.source, r]));
   const failing = new Map((await ctx.snapshots.failingCounts()).map((r) => [r.source, r.failing]));
   const degraded = new Set((await ctx.alerts.firing()).filter((a) => a.rule === 'source-degraded').map((a) => a.subject.replace(/^sources\//, '')));
   const scheduled = new Map(ctx.sources.map((s) => [s.def.name, s]));
+  const progress = new Map(ctx.scheduler.progress().map((p) => [p.name, p]));
   return SOURCES.map((def) => {
     const state = states.get(def.name);
+    const p = progress.get(def.name);
     return {
       name: def.name,
       per: def.per,
@@ -57,8 +61,35 @@ async function sources(ctx: ServerContext): Promise<unknown[]> {
       degraded: degraded.has(def.name),
       read_with: def.from ?? def.parent ?? null,
       next_run_at: iso(ctx.scheduler.nextRunOf(def.name)),
+      ...(p
+        ? {
+            priority: p.priority,
+            effective_every_ms: p.effectiveEveryMs,
+            stretch: Math.round(p.stretch * 100) / 100,
+            caught_up: p.caughtUp,
+            progress: p.cycle ? { done: p.cycle.done, total: p.cycle.total, started_at: iso(p.cycle.startedAt) } : null,
+            lag_ms: p.lagMs,
+          }
+        : {}),
     };
   });
+}
+
+/** The request budget as planned for the current sites, and the pace the client keeps now. */
+function budget(ctx: ServerContext): unknown {
+  const plan = ctx.scheduler.budgetPlan();
+  const pace = ctx.pace?.();
+  return {
+    sites: plan?.sites ?? null,
+    needed_per_hour: plan ? Math.round(plan.neededPerHour) : null,
+    allowed_per_hour: plan?.allowedPerHour ?? null,
+    planned_per_hour: plan ? Math.round(plan.plannedPerHour) : null,
+    short: plan?.short ?? false,
+    stretched: plan ? plan.sources.filter((s) => s.stretch > 1).length : 0,
+    pace_per_second: pace ? Math.round(pace.rate * 100) / 100 : null,
+    max_per_second: pace?.maxRate ?? null,
+    paused_until: iso(pace?.pausedUntil ?? null),
+  };
 }
 
 function alertView(a: FiringAlert): unknown {

@@ -1,36 +1,43 @@
 /**
- * Cron jobs and their runs. At most 20 runs are kept per job (newest first), so runs are
- * read whenever the job list shows a new run (`last_run_at` / `last_status` moved); the
- * job list itself is cheap and polled every 5 minutes. The interval math is in docs/events.md.
+ * Cron jobs and their runs. The account has at most 25 cron jobs, and `GET /cron-jobs`
+ * lists all of them with their site (A14), so one request every 5 minutes follows every
+ * job of every site: a site's own list (`/sites/{id}/cron-jobs`, with its limits and pause
+ * state) is read only when the account list says that site's jobs changed, and a job's runs
+ * only when the list shows a new run (`last_run_at` / `last_status` moved). The interval
+ * math is in docs/events.md.
  */
 import type { SourceDef } from '../types.js';
-import { site } from './define.js';
+import { list, site } from './define.js';
 import { HOUR, MINUTE } from './time.js';
 
-/** Cron jobs of a site; `paused_reason` is the alert. */
-export const cronJobsSource = site('cron_jobs', 'cron:read', '/sites/{site_id}/cron-jobs', 5 * MINUTE, {
-  key: 'id',
+/** Fields of a cron job that move on every run (the runs themselves are `cron_runs`). */
+const RUN_FIELDS = ['next_runs', 'last_run_at', 'last_status', 'last_exit_code', 'last_duration_seconds', 'run_now_pending', 'updated_at'];
+
+/** Every cron job of the account, each with its site id and domain: drives the two below. */
+export const cronListSource = list('cron_list', 'cron:read', '/cron-jobs', 5 * MINUTE, {
   listField: 'jobs',
-  // These move on every run; the runs themselves are the `cron_runs` source.
-  volatile: [
-    'jobs[].next_runs',
-    'jobs[].last_run_at',
-    'jobs[].last_status',
-    'jobs[].last_exit_code',
-    'jobs[].last_duration_seconds',
-    'jobs[].run_now_pending',
-    'jobs[].updated_at',
-    'limits.site_count',
-    'limits.account_count',
-  ],
+  siteField: 'site_id',
+  volatile: ['count', 'per_account', ...RUN_FIELDS.map((f) => `jobs[].${f}`)],
 });
 
-/** The kept runs of one cron job (detail of a `cron_jobs` record), fetched when it ran. */
+/**
+ * Cron jobs of one site; `paused_reason` is the alert. A detail of the account list, read
+ * for a site when its jobs there changed (added, removed, paused, edited), and at least
+ * every 6 hours while it has jobs.
+ */
+export const cronJobsSource = site('cron_jobs', 'cron:read', '/sites/{site_id}/cron-jobs', 6 * HOUR, {
+  parent: cronListSource.name,
+  key: 'id',
+  listField: 'jobs',
+  volatile: [...RUN_FIELDS.map((f) => `jobs[].${f}`), 'limits.site_count', 'limits.account_count'],
+});
+
+/** The kept runs of one cron job (detail of a `cron_list` record), fetched when it ran. */
 export const cronRunsSource: SourceDef = {
   name: 'cron_runs',
   scope: 'cron:read',
   per: 'record',
-  parent: 'cron_jobs',
+  parent: cronListSource.name,
   path: '/sites/{site_id}/cron-jobs/{id}/runs',
   query: { limit: 20 },
   paged: false,

@@ -47,6 +47,7 @@ export const reportClientsSource = list('report_clients', 'reports:read', '/clie
 export const reportsSource = list('reports', 'reports:read', '/client-reports/reports', 30 * MINUTE, {
   paged: true,
   pageSize: 25,
+  newestFirst: { keep: 100 },
   entity: 'client-reports/reports',
   volatile: ['[].views'],
 });
@@ -89,7 +90,11 @@ export const reputationBrandTermsSource: SourceDef = {
 // ---- footprint -----------------------------------------------------------------------------
 
 export const footprintSource = plan('footprint', 'footprint:read', '/footprint', HOUR);
-export const footprintReportsSource = list('footprint_reports', 'footprint:read', '/footprint/reports', HOUR, { paged: true, pageSize: 25 });
+export const footprintReportsSource = list('footprint_reports', 'footprint:read', '/footprint/reports', HOUR, {
+  paged: true,
+  pageSize: 25,
+  newestFirst: { keep: 100, open: { field: 'state', values: ['queued', 'running'] } },
+});
 /**
  * The findings of the newest report, one record per finding code. One entity whatever the
  * report id, so a new report is compared with the previous one.
