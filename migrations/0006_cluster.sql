@@ -34,6 +34,17 @@ CREATE TABLE entity_leases (
   PRIMARY KEY (source, entity)
 );
 
+-- The API request budget the members share (api.max_requests_per_second, a 429's pause),
+-- one row per budget: the pace's next free turn, the adaptive rate, and until when every
+-- member holds its requests. Times in epoch milliseconds on the database's clock.
+CREATE TABLE cluster_budget (
+  name          TEXT NOT NULL PRIMARY KEY,
+  rate          REAL NOT NULL,
+  next_slot     REAL NOT NULL DEFAULT 0,
+  paused_until  REAL NOT NULL DEFAULT 0,
+  last_decrease REAL NOT NULL DEFAULT 0
+);
+
 -- An outbox row being sent is claimed by one member; claim_token grows with every claim,
 -- and an attempt is recorded only under the token it was sent under (a fencing token).
 ALTER TABLE outbox ADD COLUMN claimed_by TEXT;

@@ -217,7 +217,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     retries: config.api.retries,
     maxPages: config.api.max_pages,
     maxReplyBytes: config.api.max_reply_bytes,
-    budget: opts.budget,
+    // A cluster's members share one pace and one 429 pause (docs/cluster.md).
+    budget: opts.budget ?? (await cluster?.requestBudget(config.api.max_requests_per_second, now)),
     now,
     random,
     // Replies are scrubbed of every configured secret before anything is stored.

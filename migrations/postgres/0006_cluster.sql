@@ -28,6 +28,14 @@ CREATE TABLE entity_leases (
 );
 CREATE INDEX entity_leases_by_holder ON entity_leases (holder);
 
+CREATE TABLE cluster_budget (
+  name          TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  rate          DOUBLE PRECISION NOT NULL,
+  next_slot     DOUBLE PRECISION NOT NULL DEFAULT 0,
+  paused_until  DOUBLE PRECISION NOT NULL DEFAULT 0,
+  last_decrease DOUBLE PRECISION NOT NULL DEFAULT 0
+);
+
 ALTER TABLE outbox ADD COLUMN claimed_by TEXT COLLATE "C";
 ALTER TABLE outbox ADD COLUMN claim_token BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX outbox_claimed ON outbox (claimed_by) WHERE claimed_by IS NOT NULL;

@@ -6,7 +6,10 @@ import type { ClusterConfig } from '../config/types.js';
 import type { DeliveryClaims } from '../notify/outbox-worker.js';
 import { ClusterRepo } from '../store/cluster-repo.js';
 import type { Store } from '../store/db.js';
+import type { RequestBudget } from '../api/budget.js';
+import { BUDGET_CHANNEL, BudgetRepo } from '../store/budget-repo.js';
 import { clusterClaims } from './delivery-claims.js';
+import { SharedBudget } from './shared-budget.js';
 import { Membership, TIMERS_LEASE } from './membership.js';
 
 /**
@@ -17,6 +20,9 @@ import { Membership, TIMERS_LEASE } from './membership.js';
 export function defaultInstance(host = hostname()): string {
   return host.replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 63) || 'hostwatch';
 }
+
+/** The row of the API's request budget (one API, one key, shared by every member). */
+const API_BUDGET = 'api';
 
 /** This daemon as a member of the cluster of its PostgreSQL database (docs/cluster.md). */
 export interface Cluster {
@@ -29,6 +35,11 @@ export interface Cluster {
   ownsTimers(): boolean;
   /** Call `wake` whenever any member commits events (LISTEN/NOTIFY), and after a reconnection. */
   onEventsCommitted(wake: () => void): Promise<void>;
+  /**
+   * The request budget the members share (api.max_requests_per_second for all of them, one
+   * 429 pause), its pause announced on this member's connection.
+   */
+  requestBudget(maxRate: number, now: () => number): Promise<RequestBudget>;
   /** Leave the cluster (what this member held is free at once) and close its connection. */
   leave(): Promise<void>;
 }
@@ -80,7 +91,14 @@ export async function joinCluster(config: ClusterConfig, store: Store, opts: Joi
     membership,
     claims: clusterClaims(store, membership),
     ownsTimers: () => membership.holds(TIMERS_LEASE),
-    onEventsCommitted: (wake) => session.listen(EVENTS_CHANNEL, wake),
+    onEventsCommitted: (wake) => session.listen(EVENTS_CHANNEL, () => wake()),
+    async requestBudget(maxRate, now) {
+      const repo = new BudgetRepo(store);
+      await repo.init(API_BUDGET, maxRate);
+      const budget = new SharedBudget({ repo, name: API_BUDGET, maxRate, now, sleep: (ms) => new Promise((r) => setTimeout(r, ms)), log: opts.log, scrub: opts.scrub });
+      await session.listen(BUDGET_CHANNEL, (payload) => budget.heard(payload));
+      return budget;
+    },
     async leave() {
       await membership.leave();
       await session.close();

@@ -199,7 +199,7 @@ export async function openPostgres(url: string, migrations: Migration[], opts: S
 export class PostgresSession implements Executor {
   readonly dialect = 'postgres' as const;
   private client: Promise<pg.Client> | null = null;
-  private readonly channels = new Map<string, () => void>();
+  private readonly channels = new Map<string, (payload?: string) => void>();
   private closed = false;
 
   constructor(
@@ -223,10 +223,11 @@ export class PostgresSession implements Executor {
   }
 
   /**
-   * Call `wake` on every NOTIFY on `channel`, and once after each reconnection (what was
-   * notified while the connection was down is lost; listeners read again by cursor).
+   * Call `wake` with the payload of every NOTIFY on `channel`, and once without one after
+   * each reconnection (what was notified while the connection was down is lost; listeners
+   * read again).
    */
-  async listen(channel: string, wake: () => void): Promise<void> {
+  async listen(channel: string, wake: (payload?: string) => void): Promise<void> {
     if (!/^[a-z_]+$/.test(channel)) throw new Error(`not a channel name: ${channel}`);
     this.channels.set(channel, wake);
     const c = await this.connection();
@@ -278,7 +279,7 @@ export class PostgresSession implements Executor {
       c.on('end', () => {
         if (this.client === opening) this.client = null;
       });
-      c.on('notification', (n) => this.channels.get(n.channel)?.());
+      c.on('notification', (n) => this.channels.get(n.channel)?.(n.payload));
       await c.connect();
       for (const ch of this.channels.keys()) await c.query(`LISTEN ${ch}`);
       // Whatever was notified while no connection listened: read again.

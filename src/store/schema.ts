@@ -163,6 +163,14 @@ export interface Database {
     holder: string;
     since: number;
   };
+  /** The API request budget the members share: the pace's next turn, the rate, the 429 pause (ms, database clock). */
+  cluster_budget: {
+    name: string;
+    rate: number;
+    next_slot: number;
+    paused_until: number;
+    last_decrease: number;
+  };
   schema_migrations: {
     version: number;
     name: string;
