@@ -159,8 +159,8 @@ export class LocalBudget implements RequestBudget {
   /** A new pause began (a shared pace drops the turns it was given before it). */
   protected paused(): void {}
 
-  /** The next turn's time by the pace (a shared pace may ask the database for it). */
-  protected async nextTurn(): Promise<number> {
+  /** The next turn's time by the pace (a shared pace may have to ask the database for it). */
+  protected nextTurn(): number | Promise<number> {
     return this.nextSlot;
   }
 
@@ -201,7 +201,10 @@ export class LocalBudget implements RequestBudget {
     try {
       while (this.queue.length > 0) {
         const gen = this.pauseGen;
-        const turn = await this.nextTurn();
+        // Asked without a wait when the pace knows: the first request goes at once, before
+        // the others of its burst are even queued.
+        const next = this.nextTurn();
+        const turn = typeof next === 'number' ? next : await next;
         // A pause that began while asking: start over with it.
         if (gen !== this.pauseGen) continue;
         const now = this.opts.now();

@@ -74,13 +74,12 @@ export class SharedBudget extends LocalBudget {
     this.turns = [];
   }
 
-  protected override async nextTurn(): Promise<number> {
-    const now = this.opts.now();
+  protected override nextTurn(): number | Promise<number> {
     // A turn long past is not used late: a burst of old turns would outrun the pace.
-    const stale = now - Math.max(1000 / this.rate, 50);
+    const stale = this.opts.now() - Math.max(1000 / this.rate, 50);
     while (this.turns.length > 0 && this.turns[0]! < stale) this.turns.shift();
-    if (this.turns.length === 0) await this.ask();
-    return this.turns[0] ?? this.opts.now();
+    if (this.turns.length > 0) return this.turns[0]!;
+    return this.ask().then(() => this.turns[0] ?? this.opts.now());
   }
 
   protected override spent(): void {
