@@ -2,13 +2,14 @@
  * `npm run bench` = `npm run build && node --expose-gc dist/bench/run.js [part...]`
  *
  * Runs every benchmark (or the parts named: pipeline, engines, memory, latency, diff,
- * reevaluate, freshness, requests), each against a
+ * reevaluate, freshness, requests, cluster), each against a
  * baseline measured in the same run, prints readable tables, checks the PRODUCT.md targets
  * and writes everything to dist/bench-results.json. docs/benchmarks.md explains the numbers.
  */
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { machine, round, table } from './common.js';
+import { benchCluster, type ClusterResult } from './cluster.js';
 import { benchDiff } from './diff.js';
 import { benchEngines, type EnginesResult } from './engines.js';
 import { benchLatency, type LatencyResult } from './latency.js';
@@ -31,7 +32,7 @@ const verdict = (ok: boolean): Target['result'] => (ok ? 'met' : 'MISSED');
 /** PRODUCT.md: at most 1.25× a bare fetch+parse, the first (baseline) poll at most 2× (group commit). */
 const limit = (c: string): number => (c === 'baseline' ? 2 : 1.25);
 
-const PARTS = ['pipeline', 'engines', 'memory', 'latency', 'diff', 'reevaluate', 'freshness', 'requests'] as const;
+const PARTS = ['pipeline', 'engines', 'memory', 'latency', 'diff', 'reevaluate', 'freshness', 'requests', 'cluster'] as const;
 type Part = (typeof PARTS)[number];
 
 const asked = process.argv.slice(2);
@@ -66,6 +67,7 @@ const results: {
   engines?: EnginesResult;
   freshness?: FreshnessRun[];
   requests?: RequestsResult[];
+  cluster?: ClusterResult;
   diff?: DiffRow[];
   reevaluate?: ReevaluateResult;
   targets: Target[];
@@ -338,6 +340,29 @@ if (parts.has('requests')) {
     print(`\n8. Requests per site per hour at the default intervals, ${r.account} account (${r.sites.toLocaleString('en-US')} sites, ${r.cycles} full cycles after the baseline; ${r.failedPolls} failed polls)`);
     print(table(['source', 'requests per cycle', 'interval s', 'per site per hour'], [...r.rows.map((x) => [x.source, fmt(x.perCycle), String(x.everyS), fmt(x.perSitePerHour, 3)]), ['total', '', '', fmt(r.totalPerSitePerHour, 2)]]));
   }
+}
+
+if (parts.has('cluster')) {
+  log('cluster: takeover after SIGKILL, and throughput with 1, 2 and 3 instances (real processes, one PostgreSQL)');
+  const c = await benchCluster({ log });
+  results.cluster = c;
+  const t = c.takeover;
+  print(`\n9a. Takeover: 3 instances (cluster.lease ${t.leaseMs / 1000} s, health every ${t.everyMs / 1000} s, ${t.sites} sites), SIGKILL of the one holding the most leases → its site's event delivered by another; PostgreSQL: ${c.postgres}`);
+  print(
+    table(
+      ['trial', 'killed', 'health sites it held', 'takeover s', '÷ cluster.lease'],
+      t.trials.map((tr, i) => [String(i + 1), tr.victim, String(tr.held), fmt(tr.ms / 1000, 1), x(tr.ms / t.leaseMs)]),
+    ),
+  );
+  print(`median ${fmt(t.medianMs / 1000, 1)} s, max ${fmt(t.maxMs / 1000, 1)} s (lease + up to one interval expected: ≤ ${fmt((t.leaseMs + t.everyMs) / 1000, 0)} s + delivery); the same change with nobody killed: median ${fmt(t.unkilledMedianMs / 1000, 1)} s`);
+  results.targets.push({
+    target: `takeover after SIGKILL within cluster.lease plus one interval (${(t.leaseMs + t.everyMs) / 1000} s)`,
+    measured: `median ${fmt(t.medianMs / 1000, 1)} s, max ${fmt(t.maxMs / 1000, 1)} s over ${t.trials.length} trials`,
+    result: verdict(t.maxMs <= t.leaseMs + t.everyMs + 2_000),
+  });
+  const h = c.throughput;
+  print(`\n9b. Throughput: ${h.sites.toLocaleString('en-US')} sites × ${h.sources.join(', ')} every 10 s , api.max_requests_per_second 1000 shared; requests at the simulator over ${h.runs[0]?.seconds ?? '?'} s after ${h.warmupS} s of warm-up, a fresh database each`);
+  print(table(['instances', 'requests', 'requests/s', 'vs 1 instance'], h.runs.map((r) => [String(r.instances), String(r.polls), fmt(r.pollsPerSecond, 0), x(r.ratio)])));
 }
 
 results.durationS = round((Date.now() - started) / 1000, 0);

@@ -27,6 +27,8 @@ import { runRuleTestFile } from './rules/rule-tests.js';
 import { backtest, formatBacktest } from './rules/backtest.js';
 import { explainEvent, explainWhyNot, unknownRule, type ExplainDeps } from './rules/explain.js';
 import { describeStorage, openStore, type Store } from './store/db.js';
+import { ClusterRepo } from './store/cluster-repo.js';
+import { clusterStatusLines, readClusterStatus } from './cluster/status.js';
 import { repos } from './store/repos.js';
 import { listOf, siteInfoFromRecord } from './pipeline/plan.js';
 import { sitesSource } from './sources/registry.js';
@@ -513,6 +515,31 @@ async function openDatabase(config: Config, mustExist = true, readonly = false):
 }
 
 registerDeliveryCommands(program, { load, fail, openDatabase, duration, atLeastOne, configHelp: CONFIG_HELP });
+
+program
+  .command('cluster')
+  .description('the cluster of instances on a PostgreSQL database (docs/cluster.md)')
+  .command('status')
+  .description('members, who holds what (entities, deliveries, the timers), lag and last heartbeats (read-only)')
+  .option('-c, --config <file>', `${CONFIG_HELP}; its storage.url is read`)
+  .option('--json', 'the status as one JSON document')
+  .action(async (o: { config?: string; json?: boolean }) => {
+    const config = await load(o.config, { secretsOptional: true });
+    if (config.storage.engine !== 'postgres') {
+      fail(
+        `hostwatch cluster status: ${describeStorage(config.storage)} has no cluster: a SQLite file is used by one daemon at a time. A cluster needs PostgreSQL (storage.url; docs/cluster.md)`,
+        EXIT_CONFIG,
+      );
+    }
+    const store = await openDatabase(config, true);
+    try {
+      const r = repos(store);
+      const status = await readClusterStatus(new ClusterRepo(store), r.events, r.snapshots, Date.now());
+      process.stdout.write(o.json ? `${JSON.stringify(status, null, 2)}\n` : `${clusterStatusLines(status).join('\n')}\n`);
+    } finally {
+      await store.close();
+    }
+  });
 
 /** An event as one terminal line: its time, what the console channel prints, and its id (for explain and redeliver). */
 function eventLine(e: HostwatchEvent): string {

@@ -49,6 +49,7 @@ import { configPlan, describePlan, sourcePriorities } from './scheduler/budget-p
 import { openStore, type Store } from './store/db.js';
 import type { PruneResult } from './store/history-repo.js';
 import { repos } from './store/repos.js';
+import { ClusterRepo } from './store/cluster-repo.js';
 import { HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
 import { DEFAULTS } from './config/parse.js';
 import { hostname } from 'node:os';
@@ -59,6 +60,8 @@ import { Timekeeper } from './scheduler/timekeeper.js';
 import { Heartbeat } from './selfwatch/heartbeat.js';
 import { StorageWatch } from './selfwatch/storage-watch.js';
 import { Watchdog } from './selfwatch/watchdog.js';
+import { joinCluster, type Cluster } from './cluster/cluster.js';
+import { clusterWorkClaims } from './cluster/work-claims.js';
 
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
@@ -93,10 +96,12 @@ export interface AppOptions {
   /** How long the store must fail before storage.failing fires (default STORAGE_ALERT_AFTER_MS). */
   storageAlertAfterMs?: number;
   /**
-   * Open the store as a daemon (default true): take the one-daemon lock of the database, so
-   * a second daemon on it refuses to start.
+   * Open the store as a daemon (default true): on SQLite take the one-daemon lock of the
+   * file (a second daemon refuses to start); on PostgreSQL join the database's cluster.
    */
   daemon?: boolean;
+  /** The cluster's monotonic clock and member ids (tests); defaults: performance.now, randomUUID. */
+  cluster?: { monotonic?: () => number; newId?: () => string };
 }
 
 /**
@@ -128,6 +133,8 @@ export interface App {
   metrics: Metrics;
   /** Live events for in-process consumers (SSE, the dashboard, tests). */
   bus: EventEmitter<AppBusEvents>;
+  /** This daemon's cluster membership (PostgreSQL daemons; null on SQLite and for commands). */
+  cluster: Cluster | null;
   scrub: (text: string) => string;
   /**
    * One full cycle of every enabled source, then deliver what is pending (bounded wait).
@@ -166,9 +173,13 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     daemon: opts.daemon ?? true,
     onError: (e) => log.warn({ err: scrub(String(e)) }, 'database connection lost (the pool replaces it)'),
   });
+  let cluster: Cluster | null = null;
   try {
-    return await wire(config, opts, { now, random, scrub, log, rules, maintenance, dispatcher, store });
+    // Every daemon on PostgreSQL is a member of its database's cluster (docs/cluster.md).
+    if (store.engine === 'postgres' && (opts.daemon ?? true)) cluster = await joinCluster(config.cluster, store, { log, scrub, ...opts.cluster });
+    return await wire(config, opts, { now, random, scrub, log, rules, maintenance, dispatcher, store, cluster });
   } catch (e) {
+    await cluster?.leave();
     await store.close();
     maintenance.close();
     throw e;
@@ -185,14 +196,18 @@ interface Base {
   maintenance: MaintenanceCalendar;
   dispatcher: Dispatcher;
   store: Store;
+  cluster: Cluster | null;
 }
 
 /** Everything that needs the open store. */
 async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> {
-  const { now, random, scrub, log, rules, maintenance, dispatcher, store } = base;
+  const { now, random, scrub, log, rules, maintenance, dispatcher, store, cluster } = base;
+  // The timers (the Timekeeper, retention) run on one member of a cluster; alone, here.
+  const ownsTimers = (): boolean => cluster?.ownsTimers() ?? true;
   // Reads outside a transaction; every write goes through store.transaction.
   const { snapshots, alerts, events, history } = repos(store);
   const metrics = new Metrics({ outbox: events, sources: () => snapshots.sourceStates() }, now, { version: packageVersion() });
+  if (cluster) metrics.clusterMember(cluster.instance, () => ({ member: cluster.membership.live(), timers: cluster.ownsTimers() }));
   const client = new ApiClient({
     baseUrl: config.api.base_url,
     key: config.api.key,
@@ -202,7 +217,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     retries: config.api.retries,
     maxPages: config.api.max_pages,
     maxReplyBytes: config.api.max_reply_bytes,
-    budget: opts.budget,
+    // A cluster's members share one pace and one 429 pause (docs/cluster.md).
+    budget: opts.budget ?? (await cluster?.requestBudget(config.api.max_requests_per_second, now)),
     now,
     random,
     // Replies are scrubbed of every configured secret before anything is stored.
@@ -238,6 +254,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   await notifier.resumeInhibitions(firing);
   const worker = new OutboxWorker({
     store,
+    claims: cluster?.claims,
     disableAfterMs: config.delivery.disable_after_ms,
     onChannelDisabled: async ({ channel, reason, count }) => {
       // An operator event: stored, and delivered to the channels still working.
@@ -355,9 +372,16 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
       heartbeat?.observe(s);
     },
-    onTick: () => void timekeeper.tick(),
+    onTick: () => {
+      if (ownsTimers()) void timekeeper.tick();
+    },
+    // In a cluster each due entity is polled by the one member that holds its lease.
+    claims: cluster ? clusterWorkClaims(store, cluster.membership, (source, ids) => poller.handedOver(source, ids), log) : undefined,
+    refreshSites: cluster ? () => poller.refreshSites() : undefined,
   });
 
+  // The daemon's heartbeat row: one per instance of a cluster (they share config.name).
+  const daemonName = cluster?.instance ?? config.name;
   metrics.watchScheduling(scheduler, client.budget);
   let loggedPlan = '';
   scheduler.on('budget:plan', (plan) => {
@@ -396,11 +420,12 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     notifier,
     metrics,
     bus,
+    cluster,
     scrub,
     async runOnce() {
       const outcomes = (await scheduler.runAll()).flatMap((c) => c.outcomes);
       // Time passed since the last run: clock rules are judged on what is stored now.
-      await timekeeper.tick({ force: true });
+      if (ownsTimers()) await timekeeper.tick({ force: true });
       if (heartbeat) await heartbeat.beat();
       // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour).
       await store.transaction((tx) => repos(tx).delivery.flushGroups(now(), DIGEST_GROUP));
@@ -411,6 +436,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     async pruneHistory() {
       const before = now() - config.history.retention_ms;
       const removed = await store.transaction((tx) => repos(tx).history.prune(before));
+      // Members gone for longer than the history is kept are forgotten too.
+      if (cluster) await new ClusterRepo(store).pruneMembers(config.history.retention_ms);
       if (removed.changeLog + removed.evidence > 0) log.info(removed, 'history pruned');
       return removed;
     },
@@ -427,6 +454,9 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
               databaseProblem: () => store.problem(),
               schedulerRunning: () => scheduler.running,
               polling: () => ({ fresh: now() - poller.lastSuccessAt <= config.server.not_ready_after_ms, lastSuccessAt: poller.lastSuccessAt }),
+              cluster: cluster
+                ? () => ({ member: cluster.membership.live(), instance: cluster.instance, memberId: cluster.membership.id, timers: cluster.ownsTimers() })
+                : undefined,
             }),
             ...metricsRoutes(metrics),
             ...feedRoutes(ctx),
@@ -445,18 +475,23 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');
       worker.start();
       scheduler.start();
+      // Any member's commit of events wakes this instance's live feed (LISTEN/NOTIFY).
+      await cluster?.onEventsCommitted(() => bus.emit('events', []));
       // A sign of life in the database, for commands on it (`redeliver` says whether anyone sends now).
       const startedAt = now();
       const beat = (): Promise<void> =>
         store
-          .transaction((tx) => repos(tx).daemon.beat({ instance: config.name, pid: process.pid, host: hostname(), started_at: startedAt, seen_at: now(), stopped_at: null }))
+          .transaction((tx) => repos(tx).daemon.beat({ instance: daemonName, pid: process.pid, host: hostname(), started_at: startedAt, seen_at: now(), stopped_at: null }))
           .catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'heartbeat write failed'));
       await beat();
       heartbeatTimer = setInterval(() => void beat(), HEARTBEAT_EVERY_MS);
       heartbeatTimer.unref();
       heartbeat?.start();
       // History is pruned at start and then on a schedule, so the database stays bounded.
-      const prune = (): Promise<void> =>
+      const prune = async (): Promise<void> => {
+        if (ownsTimers()) await pruneOwned();
+      };
+      const pruneOwned = (): Promise<void> =>
         app.pruneHistory().then(
           () => undefined,
           (e: unknown) => log.error({ err: scrub(String(e)) }, 'history prune failed'),
@@ -471,7 +506,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       if (pruneTimer) clearInterval(pruneTimer);
       if (heartbeatTimer) {
         clearInterval(heartbeatTimer);
-        await store.transaction((tx) => repos(tx).daemon.stopped(config.name, now())).catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'heartbeat write failed'));
+        await store.transaction((tx) => repos(tx).daemon.stopped(daemonName, now())).catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'heartbeat write failed'));
       }
       heartbeat?.stop();
       // Both at once: no new poll and no new send starts from here; what is in flight may
@@ -488,6 +523,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       await settledBefore(timeUp, [...[...channels.values()].map((c) => c.close?.()), client.close()]);
       clearTimeout(timer);
       maintenance.close();
+      // After the last send is recorded: what this member still claims is free at once.
+      await cluster?.leave();
       await store.close();
       log.info('hostwatch stopped');
     },

@@ -171,4 +171,28 @@ export class Metrics {
   async text(): Promise<string> {
     return this.registry.metrics();
   }
+  /**
+   * In a cluster: every metric carries the instance's name (label `hostwatch_instance`), and
+   * two gauges say whether it is a live member and whether it owns the timers.
+   */
+  clusterMember(instance: string, state: () => { member: boolean; timers: boolean }): void {
+    this.registry.setDefaultLabels({ hostwatch_instance: instance });
+    const registers = [this.registry];
+    new Gauge({
+      name: 'hostwatch_cluster_member',
+      help: 'In a cluster: 1 while this instance is a live member (its lease renewed in time), else 0.',
+      registers,
+      collect() {
+        this.set(state().member ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'hostwatch_cluster_timers_owner',
+      help: 'In a cluster: 1 while this instance owns the timers (the Timekeeper, retention), else 0.',
+      registers,
+      collect() {
+        this.set(state().timers ? 1 : 0);
+      },
+    });
+  }
 }

@@ -101,6 +101,7 @@ describe('valid configs', () => {
       heartbeat: null,
       watchdog: null,
       incidents: { enabled: true, min_sites: { count: 5 }, window_ms: 900_000, wait_ms: 30_000, alerts: [] },
+      cluster: { instance: null, lease_ms: 30_000 },
     } satisfies Config);
   });
 
@@ -155,6 +156,7 @@ describe('valid configs', () => {
       heartbeat: null,
       watchdog: null,
       incidents: { enabled: true, min_sites: { count: 5 }, window_ms: 900_000, wait_ms: 30_000, alerts: [] },
+      cluster: { instance: null, lease_ms: 30_000 },
     } satisfies Config);
   });
 
@@ -268,7 +270,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'an unknown top-level key is an error that suggests the near miss',
       fixture: 'unknown-top-level-key.yaml',
       errors: [
-        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, silences, degraded, log, history, site_labels, heartbeat, watchdog, incidents',
+        'unknown-top-level-key.yaml:4:1: chanels: unknown key (did you mean channels?); allowed: name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, silences, degraded, log, history, site_labels, heartbeat, watchdog, incidents, cluster',
       ],
     },
     {
@@ -417,7 +419,7 @@ describe('invalid configs: every error names file, line, column, key path, value
       name: 'a file that is a list, not a map, lists the top-level keys',
       fixture: 'not-a-map.yaml',
       errors: [
-        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, silences, degraded, log, history, site_labels, heartbeat, watchdog, incidents (got a list)',
+        'not-a-map.yaml:1:1: the file must be a map with keys name, api, storage, sites, sources, rules, channels, routes, maintenance, inhibit, delivery, server, silences, degraded, log, history, site_labels, heartbeat, watchdog, incidents, cluster (got a list)',
       ],
     },
   ];

@@ -10,7 +10,7 @@ import type { WebhookChannelConfig } from '../src/config/types.js';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
 import { WebhookChannel } from '../src/notify/channels/webhook.js';
-import { DEFAULT_RETRY_SCHEDULE_MS } from '../src/notify/retry.js';
+import { DEFAULT_RETRY_SCHEDULE_MS, nextStep } from '../src/notify/retry.js';
 import { mulberry32 } from '../src/simulator/random.js';
 import { testClock, type TestClock } from './clock.js';
 import { siteEvent } from './events-fixture.js';
@@ -43,6 +43,14 @@ async function setup(down: { value: boolean }, config: Record<string, unknown> =
 describe('a receiver that is down for a long time', () => {
   it('the default retry schedule is Standard Webhooks\' own', () => {
     expect(DEFAULT_RETRY_SCHEDULE_MS).toEqual([5e3, 5 * MIN, 30 * MIN, 2 * HOUR, 5 * HOUR, 10 * HOUR, 14 * HOUR, 20 * HOUR, 24 * HOUR]);
+  });
+
+  it('schedules a retry at a whole millisecond whatever the jitter (a time is BIGINT on PostgreSQL)', () => {
+    const failed = { ok: false, retryable: true, statusCode: 503, error: 'HTTP 503' } as const;
+    for (const r of [0, 0.123456, 0.5, 0.987654]) {
+      const step = nextStep(failed, 1, [5_001, 300_000], 1_795_508_835_000, () => r);
+      expect(step.state === 'pending' && Number.isInteger(step.nextAttemptAt)).toBe(true);
+    }
   });
 
   it('down for a simulated day, it gets every event afterwards: each id at least once, none missing, none dead-lettered', async () => {

@@ -145,22 +145,6 @@ describe.each(ENGINES)('the daemon on %s', (engine) => {
   });
 });
 
-describe('the daemon on postgres: one per database until the cluster mode', () => {
-  it('refuses a second daemon on the same database, naming the first one\'s pid, and starts once the first has stopped', async () => {
-    const w = await startWorld({ engine: 'postgres' });
-    cleanups.push(() => w.close());
-    const first = await w.app();
-    await expect(w.app()).rejects.toThrow(new RegExp(`is in use by another hostwatch daemon \\(pid ${process.pid} on `));
-    // CLI commands beside it are no daemon: they open it.
-    const beside = await w.app({}, { daemon: false });
-    await beside.stop();
-    await first.stop();
-    const again = await w.app();
-    await again.runOnce();
-    await again.stop();
-  });
-});
-
 describe('the daemon on postgres: the database password', () => {
   it('is written as ${PGPASS} in the config, connects, and appears in no log line, event or stored row', async () => {
     const w = await startWorld({ engine: 'postgres' });

@@ -64,6 +64,8 @@ export interface World {
   app(overrides?: Record<string, unknown>, opts?: AppOptions): Promise<App>;
   /** The YAML text an app with these overrides would be built from. */
   yaml(overrides?: Record<string, unknown>): string;
+  /** The environment the YAML's ${VAR}s come from (for the CLI run on the world's config). */
+  env: Record<string, string>;
   close(): Promise<void>;
 }
 
@@ -124,6 +126,7 @@ export async function startWorld(
     events,
     base,
     yaml: (overrides = {}) => stringify(merge(base, overrides)),
+    env,
     async app(overrides = {}, appOpts = {}) {
       const config = configFrom(world.yaml(overrides), env, dir);
       const app = await createApp(config, {

@@ -169,9 +169,9 @@ export async function freePort(): Promise<number> {
 }
 
 /** Poll `cond` every `everyMs` until it is true; throw with `what` after `timeoutMs`. */
-export async function waitFor(cond: () => boolean, what: string, timeoutMs = 5_000, everyMs = 10): Promise<void> {
+export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 5_000, everyMs = 10): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
+  while (!(await cond())) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }

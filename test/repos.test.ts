@@ -212,12 +212,12 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
       expect(due.map((d) => d.channel)).toEqual(['hooks']);
       expect(JSON.parse(due[0]!.body)).toEqual(e);
       expect(due[0]!.group_key).toBeNull();
-      await tx((t) =>
-        t.events.recordAttempt(
-          { id: due[0]!.id, state: 'pending', attempts: 1, next_attempt_at: 5_000, last_error: 'HTTP 503', updated_at: 200 },
-          { outbox_id: due[0]!.id, attempt: 1, at: 200, outcome: 'retry', status_code: 503, error: 'HTTP 503', duration_ms: 12 },
-        ),
-      );
+      const attempt = { outbox_id: due[0]!.id, attempt: 1, at: 200, outcome: 'retry', status_code: 503, error: 'HTTP 503', duration_ms: 12 } as const;
+      const update = { id: due[0]!.id, state: 'pending', attempts: 1, next_attempt_at: 5_000, last_error: 'HTTP 503', updated_at: 200 } as const;
+      // Under another claim token (a cluster member that lost its claim): nothing is written.
+      expect(await tx((t) => t.events.recordAttempt({ ...update, state: 'delivered', claim_token: due[0]!.claim_token + 1 }, attempt))).toBe(false);
+      expect((await r.events.outboxFor(e.id)).find((o) => o.channel === 'hooks')).toMatchObject({ state: 'pending', attempts: 0 });
+      expect(await tx((t) => t.events.recordAttempt({ ...update, claim_token: due[0]!.claim_token }, attempt))).toBe(true);
       const view = (await r.events.deliveries({ failed: true, channel: 'hooks' }, 10)).find((d) => d.event_id === e.id);
       expect(view).toMatchObject({ channel: 'hooks', state: 'pending', attempts: 1, last_error: 'HTTP 503', last_status: 503, type: e.type, subject: e.subject });
       expect(await r.events.count('pending')).toBeGreaterThanOrEqual(2);

@@ -1,8 +1,8 @@
 /**
  * The request budget: when each API request may go. One object decides it for the whole
  * client, so a 429 slows every caller at once and a critical poll never queues behind a
- * low one. A cluster-wide budget (several instances sharing one API key) replaces
- * LocalBudget behind the same RequestBudget port.
+ * low one. A cluster's budget (cluster/shared-budget.ts: several instances, one API key)
+ * keeps this queue and takes its turns from the database.
  */
 import { ADAPTIVE_PACING, MAX_RETRY_AFTER_MS } from './assumptions.js';
 import { ApiError } from './errors.js';
@@ -87,9 +87,9 @@ export interface LocalBudgetOptions {
  * check, so tests can inject a sleep that only records.
  */
 export class LocalBudget implements RequestBudget {
-  private rate: number;
+  protected rate: number;
   private nextSlot = 0;
-  private pausedUntil = 0;
+  protected pausedUntil = 0;
   /** Moves on every new pause, so a wait started before it knows to wait again. */
   private pauseGen = 0;
   private lastDecrease = Number.NEGATIVE_INFINITY;
@@ -98,7 +98,7 @@ export class LocalBudget implements RequestBudget {
   private readonly queue: Waiter[] = [];
   private pumping = false;
 
-  constructor(private readonly opts: LocalBudgetOptions) {
+  constructor(protected readonly opts: LocalBudgetOptions) {
     this.rate = opts.maxRate;
   }
 
@@ -140,10 +140,35 @@ export class LocalBudget implements RequestBudget {
       this.rate = Math.max(this.opts.maxRate * ADAPTIVE_PACING.minFraction, this.rate * ADAPTIVE_PACING.decrease);
       this.lastDecrease = now;
     }
-    if (retryAfterMs !== null && retryAfterMs > 0 && now + retryAfterMs > this.pausedUntil) {
-      this.pausedUntil = now + retryAfterMs;
-      this.pauseGen++;
-    }
+    if (retryAfterMs !== null && retryAfterMs > 0) this.pauseUntil(now + retryAfterMs);
+  }
+
+  /** Hold every request until `at` (unless a longer pause already does). */
+  protected pauseUntil(at: number): void {
+    if (at <= this.pausedUntil) return;
+    this.pausedUntil = at;
+    this.pauseGen++;
+    this.paused();
+  }
+
+  /** Requests waiting for their turn. */
+  protected waiting(): number {
+    return this.queue.length;
+  }
+
+  /** A new pause began (a shared pace drops the turns it was given before it). */
+  protected paused(): void {}
+
+  /** The next turn's time by the pace (a shared pace may have to ask the database for it). */
+  protected nextTurn(): number | Promise<number> {
+    return this.nextSlot;
+  }
+
+  /** A turn due at `at` was handed out: the pace moves on. */
+  protected spent(at: number): void {
+    // The slot time, not "now": late timers must not lower the pace; but never ahead of
+    // the clock, so a sleep that only records does not push later slots into the future.
+    this.nextSlot = Math.min(at, this.opts.now()) + 1000 / this.rate;
   }
 
   succeeded(): void {
@@ -152,7 +177,7 @@ export class LocalBudget implements RequestBudget {
 
   state(): BudgetState {
     const paused = this.pausedUntil > this.opts.now() ? this.pausedUntil : null;
-    return { rate: this.rate, maxRate: this.opts.maxRate, pausedUntil: paused, waiting: this.queue.length, rateLimited: this.limited };
+    return { rate: this.rate, maxRate: this.opts.maxRate, pausedUntil: paused, waiting: this.waiting(), rateLimited: this.limited };
   }
 
   /** Why a request must not wait at all: it was aborted, or the pause is longer than a poll may wait. */
@@ -175,11 +200,17 @@ export class LocalBudget implements RequestBudget {
     this.pumping = true;
     try {
       while (this.queue.length > 0) {
+        const gen = this.pauseGen;
+        // Asked without a wait when the pace knows: the first request goes at once, before
+        // the others of its burst are even queued.
+        const next = this.nextTurn();
+        const turn = typeof next === 'number' ? next : await next;
+        // A pause that began while asking: start over with it.
+        if (gen !== this.pauseGen) continue;
         const now = this.opts.now();
-        const at = Math.max(now, this.nextSlot, this.pausedUntil);
+        const at = Math.max(now, turn, this.pausedUntil);
         // Under a millisecond is no wait (timers cannot do less): at a high pace many turns share one.
         if (at - now >= 1) {
-          const gen = this.pauseGen;
           await this.opts.sleep(at - now);
           // A pause that began while sleeping: start over with it.
           if (gen !== this.pauseGen) continue;
@@ -188,9 +219,7 @@ export class LocalBudget implements RequestBudget {
         const w = this.queue.shift();
         if (!w) break;
         if (w.onAbort) w.ticket.signal?.removeEventListener('abort', w.onAbort);
-        // The slot time, not "now": late timers must not lower the pace; but never ahead of
-        // the clock, so a sleep that only records does not push later slots into the future.
-        this.nextSlot = Math.min(at, this.opts.now()) + 1000 / this.rate;
+        this.spent(at);
         const refused = this.refusal(w.ticket.signal);
         if (refused) w.reject(refused);
         else w.resolve();

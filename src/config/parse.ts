@@ -88,6 +88,7 @@ export const DEFAULTS = {
   heartbeat: { every_ms: 5 * 60_000, timeout_ms: 10_000 },
   watchdog: { every_ms: 60 * 60_000 },
   incidents: { min_sites: 5, window_ms: 15 * 60_000, wait_ms: 30_000 },
+  cluster: { lease_ms: 30_000 },
 } as const;
 
 /**
@@ -255,6 +256,20 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
   if (storage !== null && typeof storage === 'object' && 'path' in storage && 'url' in storage) {
     // Either engine, never both: which one would hold the events is not a guess to make.
     errors.push(valueError(['storage', 'url'], 'cannot be combined with storage.path: give path (SQLite) or url (PostgreSQL), not both', data, tree, file));
+  }
+  const cluster = record['cluster'];
+  const postgres = storage !== null && typeof storage === 'object' && 'url' in storage;
+  if (cluster !== null && cluster !== undefined && !postgres) {
+    // A cluster shares one database between processes: a SQLite file is one daemon's.
+    errors.push(
+      valueError(
+        ['cluster'],
+        'needs PostgreSQL (storage.url): a cluster shares one database between instances, and a SQLite file (storage.path) is used by one daemon at a time. Remove cluster:, or set storage.url (docs/cluster.md)',
+        data,
+        tree,
+        file,
+      ),
+    );
   }
   const sources = record['sources'];
   if (sources !== null && typeof sources === 'object') {
@@ -486,6 +501,7 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
       wait_ms: written.incidents?.wait ?? DEFAULTS.incidents.wait_ms,
       alerts: written.incidents?.alerts ?? [],
     },
+    cluster: { instance: written.cluster?.instance ?? null, lease_ms: written.cluster?.lease ?? DEFAULTS.cluster.lease_ms },
   };
 }
 

@@ -30,6 +30,7 @@ const M = {
   rate: 'must be a number greater than 0 and at most 1000',
   path: 'must be a non-empty file path',
   storageUrl: 'must be a PostgreSQL URL like postgres://hostwatch:${PGPASS}@db.example.net:5432/hostwatch',
+  instance: 'must be 1 to 63 letters, digits, ".", "_", ":" or "-", like hostwatch-1 or ${HOSTNAME}',
   sites: 'must be "all", a non-empty list of site ids like [12, 40], or a map like { watch: all, max: 10000 }',
   sitesWatch: 'must be "all" or a non-empty list of site ids, like [12, 40]',
   siteId: 'must be a positive integer site id',
@@ -549,6 +550,13 @@ const heartbeatSection = section({
   timeout: duration(1).optional(),
 });
 
+const clusterSection = section({
+  // Names this instance among the members (cluster status, metrics, logs); unique per process.
+  instance: z.string(M.instance).regex(/^[A-Za-z0-9._:-]{1,63}$/, M.instance).optional(),
+  // Between 1 s (tests, a LAN) and 10 min: the longest an instance that died keeps its work.
+  lease: duration(1_000).refine((ms) => ms <= 600_000, 'must be at most 10m').optional(),
+});
+
 const watchdogSection = section({
   enabled: bool().optional(),
   every: duration(60_000).optional(),
@@ -607,6 +615,7 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
     heartbeat: heartbeatSection.nullish(),
     watchdog: watchdogSection.nullish(),
     incidents: incidentsSection.nullish(),
+    cluster: clusterSection.nullish(),
   };
   return section(shape, { notAMap: `the file must be a map with keys ${Object.keys(shape).join(', ')}` });
 }

@@ -53,6 +53,19 @@ export interface Config {
   watchdog: { every_ms: number } | null;
   /** One `platform.incident` instead of many pages when many sites fire the same alert. */
   incidents: IncidentsConfig;
+  /** Cluster membership (PostgreSQL only; docs/cluster.md). */
+  cluster: ClusterConfig;
+}
+
+/**
+ * `cluster:` — every daemon on a PostgreSQL database is a member of its cluster; these say
+ * how it is named and how long a silent member keeps its work.
+ */
+export interface ClusterConfig {
+  /** This instance's name among the members; null: the host name. */
+  instance: string | null;
+  /** A member that has not renewed its lease for this long is dead: its work is taken over. */
+  lease_ms: number;
 }
 
 /** `{ match, labels }`: labels for the sites the CEL match accepts; `{ from, label }`: a label fed by the API. */

@@ -40,9 +40,40 @@ export function channelHealth(
   return { row: base.failing_since === null ? { ...base, failing_since: since } : null, disabled: null };
 }
 
+/**
+ * Which due rows this worker may send: alone, every due row (`localClaims`); in a cluster,
+ * the rows it claimed in the database (cluster/delivery-claims.ts), each under a claim
+ * token that its attempt is recorded under.
+ */
+export interface DeliveryClaims {
+  /** Due rows to send, oldest first; `busy` rows are being sent by this worker already. */
+  due(now: number, limit: number, busy: readonly number[]): Promise<DueDelivery[]>;
+  /** The due rows of one group (one message carries them), as `due`. */
+  group(channel: string, groupKey: string, now: number, limit: number, busy: readonly number[]): Promise<DueDelivery[]>;
+  /** Rows claimed earlier may still be sent now (checked right before the send). */
+  maySend(rows: readonly DueDelivery[]): boolean;
+}
+
+/** One instance alone: every due row is its own (reads; nothing to claim). */
+export function localClaims(store: Store): DeliveryClaims {
+  const r = repos(store);
+  return {
+    due: (now, limit) => r.events.due(now, limit),
+    group: (channel, groupKey, now, limit) => r.delivery.groupRows(channel, groupKey, now, limit),
+    maySend: () => true,
+  };
+}
+
+/** Thrown inside a record's unit: a row is no longer under the claim it was sent under. */
+class ClaimLost extends Error {
+  override readonly name = 'ClaimLost';
+}
+
 export interface OutboxWorkerDeps {
   /** Reads due rows; each attempt's outcome is one unit of its commit queue. */
   store: Store;
+  /** Which due rows are this worker's (default: every one, localClaims). */
+  claims?: DeliveryClaims;
   /** A channel failing this long without a success is disabled. */
   disableAfterMs: number;
   /** A channel was disabled (the app stores an operator event; the attempt waits for it). */
@@ -105,8 +136,20 @@ export class OutboxWorker {
   private storeFailures = 0;
   private storeRetryAt = 0;
 
+  private readonly claims: DeliveryClaims;
+  /** Attempts whose record found the row claimed by another member (not recorded; theirs now). */
+  claimsLost = 0;
+
   constructor(private readonly deps: OutboxWorkerDeps) {
     this.r = repos(deps.store);
+    this.claims = deps.claims ?? localClaims(deps.store);
+  }
+
+  /** Rows this worker is sending or holds unrecorded (never claimed again meanwhile). */
+  private busy(except?: number): number[] {
+    const out = new Set([...this.inFlight, ...this.unrecorded.keys()]);
+    if (except !== undefined) out.delete(except);
+    return [...out];
   }
 
   /** Start the background loop. */
@@ -169,7 +212,7 @@ export class OutboxWorker {
     const halted = (): boolean => this.stopping || this.storeFailures > 0;
     for (;;) {
       if (halted()) return attempted;
-      const rows = (await this.r.events.due(this.deps.now(), this.deps.concurrency * 4)).filter((r) => !this.inFlight.has(r.id) && !this.unrecorded.has(r.id));
+      const rows = (await this.claims.due(this.deps.now(), this.deps.concurrency * 4, this.busy())).filter((r) => !this.inFlight.has(r.id) && !this.unrecorded.has(r.id));
       if (rows.length === 0) return attempted;
       attempted += await mapLimit(rows, this.deps.concurrency, (r) => this.attempt(r), halted);
     }
@@ -234,6 +277,14 @@ export class OutboxWorker {
     try {
       await this.deps.store.transaction(u.write);
     } catch (e) {
+      if (e instanceof ClaimLost) {
+        // Another member took these rows over (this one was paused or cut off past its
+        // lease): the attempt is theirs to record; holding it back would block nothing.
+        this.claimsLost++;
+        for (const id of u.ids) this.unrecorded.delete(id);
+        this.deps.log.warn({ outbox_ids: u.ids }, 'a delivery claim was lost to another cluster member before its attempt was recorded; not recorded here');
+        return true;
+      }
       u.failures++;
       for (const id of u.ids) this.unrecorded.set(id, u);
       this.storeFailed();
@@ -266,12 +317,17 @@ export class OutboxWorker {
     let rows: DueDelivery[] = [first];
     try {
       if (grouped) {
-        const due = await this.r.delivery.groupRows(first.channel, first.group_key!, this.deps.now(), MAX_GROUP);
+        const due = await this.claims.group(first.channel, first.group_key!, this.deps.now(), MAX_GROUP, this.busy(first.id));
         // Read again: since `first` was read, its group's message may have taken it already.
         const current = due.find((r) => r.id === first.id);
         if (!current) return;
         rows = [current, ...due.filter((r) => r.id !== first.id && !this.inFlight.has(r.id) && !this.unrecorded.has(r.id))];
         for (const r of rows) this.inFlight.add(r.id);
+      }
+      // In a cluster: not after this member's lease may have run out (another may send them).
+      if (!this.claims.maySend(rows)) {
+        this.deps.log.debug({ outbox_ids: rows.map((r) => r.id) }, 'not sending: the cluster lease is not surely held');
+        return;
       }
       const events = rows.map((r) => JSON.parse(r.body) as HostwatchEvent);
       const health = await this.r.delivery.channelState(first.channel);
@@ -297,9 +353,10 @@ export class OutboxWorker {
         const r = repos(tx);
         for (const [i, row] of rows.entries()) {
           const step = steps[i]!;
-          await r.events.recordAttempt(
+          const recorded = await r.events.recordAttempt(
             {
               id: row.id,
+              claim_token: row.claim_token,
               state: step.state,
               attempts: row.attempts + 1,
               next_attempt_at: step.state === 'pending' ? step.nextAttemptAt : row.next_attempt_at,
@@ -316,6 +373,7 @@ export class OutboxWorker {
               duration_ms: now - started,
             },
           );
+          if (!recorded) throw new ClaimLost(`outbox row ${row.id} is no longer under claim ${row.claim_token}`);
         }
         if (result.ok && grouped) await r.delivery.groupSent(first.channel, first.group_key!, now);
         if (checked?.row) await r.delivery.putChannelState({ ...checked.row, disabled_reason: checked.row.disabled_reason && this.deps.scrub(checked.row.disabled_reason) });

@@ -24,6 +24,7 @@ export function nextStep(
   if (!result.retryable) return { state: 'dead', reason: `permanent failure: ${result.error}` };
   const delay = schedule[attempts - 1];
   if (delay === undefined) return { state: 'dead', reason: `gave up after ${attempts} attempts: ${result.error}` };
-  const jittered = delay * (0.8 + 0.4 * random());
+  // Whole milliseconds: a time column is BIGINT on PostgreSQL (a fraction is refused there).
+  const jittered = Math.round(delay * (0.8 + 0.4 * random()));
   return { state: 'pending', nextAttemptAt: now + Math.max(jittered, result.retryAfterMs ?? 0) };
 }

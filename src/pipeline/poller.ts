@@ -224,6 +224,24 @@ export class Poller {
     return p;
   }
 
+  /** The hash of the site list this instance last read or stored (cluster: refreshSites). */
+  private sitesHash: string | null = null;
+
+  /**
+   * Read the stored site list again when another cluster member stored a new one (the
+   * member that holds the site list's lease polls it; the others read what it stored).
+   */
+  async refreshSites(): Promise<void> {
+    const head = await this.r.snapshots.head(sitesSource.name, sitesSource.name);
+    if (head === undefined || head.hash === this.sitesHash) return;
+    const row = await this.r.snapshots.get(sitesSource.name, sitesSource.name);
+    if (!row) return;
+    this.directory.setSites(JSON.parse(row.body));
+    this.sitesHash = row.hash;
+    const clients = await this.r.snapshots.get(REPORT_CLIENTS, entityOf(reportClientsSource, null).entity);
+    if (clients) this.directory.setClients(JSON.parse(clients.body));
+  }
+
   /** The sites known from the last stored site list, in id order (with their labels). */
   sites(): SiteInfo[] {
     return this.directory.all();
@@ -754,6 +772,31 @@ export class Poller {
     };
     for (const k of [...this.failing]) if (isGone(k)) this.failing.delete(k);
     for (const k of [...this.timed]) if (isGone(k)) this.timed.delete(k);
+  }
+
+  /**
+   * Entities of `source` for these sites (null: the account) come back to this instance
+   * from another cluster member, which may have polled and stored them meanwhile: what this
+   * instance kept in memory about them (the last hash and version, conditional-request
+   * validators, pending timers) may be stale, so it is dropped and read again from the
+   * database on the next poll. Their detail records go with them.
+   */
+  handedOver(source: string, siteIds: ReadonlyArray<number | null>): void {
+    const sites = siteIds.filter((id): id is number => id !== null);
+    const account = siteIds.includes(null);
+    this.fetcher.forgetSites(sites);
+    this.heads.forgetSites(sites);
+    if (account) {
+      this.fetcher.forgetSource(source);
+      this.heads.forgetSource(source);
+    }
+    const ids = new Set(sites.map(String));
+    const stale = (key: string): boolean => {
+      const m = /\u0000sites\/(\d+)(\/|$)/.exec(key);
+      if (m) return ids.has(m[1]!);
+      return account && key.startsWith(`${source}\u0000`);
+    };
+    for (const k of [...this.timed]) if (stale(k)) this.timed.delete(k);
   }
 
   /**

@@ -85,6 +85,8 @@ export interface SchedulerDeps {
   plan?: (sites: number) => BudgetPlan;
   /** Which due work this instance takes (default: all of it). */
   claims?: WorkClaims;
+  /** Before a per-site cycle: read the site list another cluster member may have stored. */
+  refreshSites?: () => Promise<void>;
   /** How staggered polls wait for their slot (tests may inject). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   /**
@@ -439,6 +441,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const outcomes: PollOutcome[] = [];
     const every = this.state.get(s.def.name)?.effectiveEveryMs ?? s.everyMs;
     try {
+      if (s.def.per !== 'account') await this.deps.refreshSites?.();
       const all: (SiteInfo | null)[] = s.def.per === 'account' ? [null] : this.watchedSites();
       const entities = await this.claims.claim(s.def.name, dueAt ?? startedAt, all);
       const spread = stagger ? this.spreadOf(s, every) : 0;

@@ -26,6 +26,11 @@ export class EntityTable<V> {
     this.bySource.get(ref.source.name)?.delete(slotOf(ref));
   }
 
+  /** Drop every value of one source (its entities came from another cluster member). */
+  forgetSource(source: string): void {
+    this.bySource.delete(source);
+  }
+
   /** Drop every value about sites that left the site list. */
   forgetSites(siteIds: Iterable<number>): void {
     const ids = new Set(siteIds);

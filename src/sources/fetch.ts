@@ -118,6 +118,11 @@ export class Fetcher {
     this.validators.forgetSites(siteIds);
   }
 
+  /** Drop what is kept for every entity of one source. */
+  forgetSource(source: string): void {
+    this.validators.forgetSource(source);
+  }
+
   private recall(ref: EntityRef): Validators | undefined {
     const packed = this.validators.get(ref);
     if (packed === undefined) return undefined;

@@ -8,7 +8,7 @@ export type OutboxRow = Selectable<Database['outbox']>;
 export type AttemptRow = Selectable<Database['delivery_attempts']>;
 
 /** An outbox row to insert; group_key defaults to null (sent on its own). */
-export type OutboxInsert = Omit<OutboxRow, 'id' | 'group_key'> & { group_key?: string | null };
+export type OutboxInsert = Omit<OutboxRow, 'id' | 'group_key' | 'claimed_by' | 'claim_token'> & { group_key?: string | null };
 
 /** A due outbox row joined with the event body it carries. */
 export interface DueDelivery extends OutboxRow {
@@ -69,12 +69,12 @@ export function toEventRow(e: HostwatchEvent, body: string = JSON.stringify(e)):
   };
 }
 
-type AttemptUpdate = Pick<OutboxRow, 'id' | 'state' | 'attempts' | 'next_attempt_at' | 'last_error' | 'updated_at'>;
+type AttemptUpdate = Pick<OutboxRow, 'id' | 'state' | 'attempts' | 'next_attempt_at' | 'last_error' | 'updated_at' | 'claim_token'>;
 
 const INSERT_EVENT = statement<Omit<EventRow, 'seq'>>((qb, p) =>
   qb.insertInto('events').values(pick(p, COLUMNS.events)).onConflict((oc) => oc.column('id').doNothing()),
 );
-const INSERT_OUTBOX = statement<Omit<OutboxRow, 'id'>>((qb, p) =>
+const INSERT_OUTBOX = statement<Omit<OutboxRow, 'id' | 'claimed_by' | 'claim_token'>>((qb, p) =>
   qb.insertInto('outbox').values(pick(p, COLUMNS.outbox)).onConflict((oc) => oc.columns(['event_id', 'channel']).doNothing()),
 );
 const DUE = statement<{ now: number; limit: number }, DueDelivery>((qb, p) =>
@@ -91,8 +91,11 @@ const DUE = statement<{ now: number; limit: number }, DueDelivery>((qb, p) =>
 const UPDATE_OUTBOX = statement<AttemptUpdate>((qb, p) =>
   qb
     .updateTable('outbox')
-    .set({ state: p.state, attempts: p.attempts, next_attempt_at: p.next_attempt_at, last_error: p.last_error, updated_at: p.updated_at })
-    .where('id', '=', p.id),
+    .set({ state: p.state, attempts: p.attempts, next_attempt_at: p.next_attempt_at, last_error: p.last_error, updated_at: p.updated_at, claimed_by: null })
+    .where('id', '=', p.id)
+    // The fence: only under the claim the row was sent under (a cluster member that lost
+    // its claim records nothing; alone, the token stays 0).
+    .where('claim_token', '=', p.claim_token),
 );
 const INSERT_ATTEMPT = statement<Omit<AttemptRow, 'id'>>((qb, p) => qb.insertInto('delivery_attempts').values(pick(p, COLUMNS.delivery_attempts)));
 const COUNT = statement<{ state: OutboxRow['state'] }, { n: number }>((qb, p) =>
@@ -186,17 +189,22 @@ export class EventsRepo {
   }
 
   /**
-   * Pending deliveries whose time has come, oldest first. (A cluster of instances will
-   * claim these rows instead of reading them: FOR UPDATE SKIP LOCKED, with a lease.)
+   * Pending deliveries whose time has come, oldest first. (Cluster members claim them
+   * instead: ClusterRepo.claimDue.)
    */
   due(now: number, limit: number): Promise<DueDelivery[]> {
     return this.x.all(DUE, { now, limit });
   }
 
-  /** Record the outcome of one attempt and the row's new state (in the caller's transaction). */
-  async recordAttempt(update: AttemptUpdate, attempt: Omit<AttemptRow, 'id'>): Promise<void> {
-    await this.x.run(UPDATE_OUTBOX, update);
+  /**
+   * Record the outcome of one attempt and the row's new state (in the caller's
+   * transaction), and end its claim. Resolves false, writing nothing, when the row is no
+   * longer under the claim token it was sent under (another cluster member took it over).
+   */
+  async recordAttempt(update: AttemptUpdate, attempt: Omit<AttemptRow, 'id'>): Promise<boolean> {
+    if ((await this.x.run(UPDATE_OUTBOX, update)) === 0) return false;
     await this.x.run(INSERT_ATTEMPT, attempt);
+    return true;
   }
 
   /** How many outbox rows are in a state. */

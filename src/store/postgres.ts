@@ -2,9 +2,8 @@ import pg from 'pg';
 import type { BatchTx } from './commit-queue.js';
 import { describeStorage, type StoreOptions } from './db.js';
 import { migratePostgres, type Migration } from './migrate.js';
-import { lockPostgres } from './postgres-lock.js';
 import { QueuedStore } from './queued-store.js';
-import type { Statement } from './sql.js';
+import type { Executor, Statement } from './sql.js';
 
 /**
  * BIGINT (times in milliseconds, ids, COUNT) and NUMERIC come back from node-postgres as
@@ -21,12 +20,16 @@ const types = {
  * The transaction-level advisory lock that orders event inserts ("hwevents"). `events.seq`
  * is the feed cursor; sequence values are handed out at insert time, but transactions commit
  * in any order, so a reader at cursor 100 could miss seq 99 committed a moment later.
- * Holding this lock from the first event insert to COMMIT makes event-writing transactions
- * commit one after another, in the order of their seq values.
+ * Every batch holds this lock from BEGIN to COMMIT, so event-writing transactions commit
+ * one after another, in the order of their seq values (and batches of several cluster
+ * members never deadlock on row locks taken in different orders).
  */
 const EVENTS_LOCK = String(0x68776576656e7473n);
 
-type Queryable = pg.Pool | pg.PoolClient;
+/** The NOTIFY channel of committed events: every instance's feed listens on it. */
+export const EVENTS_CHANNEL = 'hostwatch_events';
+
+type Queryable = pg.Pool | pg.PoolClient | pg.Client;
 
 async function exec<P, R>(on: Queryable, s: Statement<P, R>, p: P): Promise<pg.QueryResult> {
   const c = s.compile('postgres');
@@ -55,9 +58,12 @@ class PostgresTx implements BatchTx {
   async run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
     return (await exec(this.client, s, p)).rowCount ?? 0;
   }
+  // The batch took the events lock at BEGIN (PostgresStore.begin); what is left is to say
+  // that events are coming. The NOTIFY is delivered at COMMIT (and dropped with a rollback
+  // of its savepoint): every instance's live feed wakes once the events are there to read.
   async orderEvents(): Promise<void> {
     if (this.eventsOrdered) return;
-    await this.client.query('SELECT pg_advisory_xact_lock($1)', [EVENTS_LOCK]);
+    await this.client.query(`SELECT pg_notify('${EVENTS_CHANNEL}', '')`);
     this.eventsOrdered = true;
   }
   async savepoint(): Promise<void> {
@@ -106,9 +112,10 @@ export class PostgresStore extends QueuedStore {
 
   constructor(
     readonly pool: pg.Pool,
+    /** The database URL (with its password): for the connections the cluster opens. Never logged. */
+    readonly url: string,
     readonly description: string,
     latest: number,
-    private readonly lock: { release(): Promise<void> } | null,
     now: () => number,
   ) {
     super(latest, now);
@@ -134,13 +141,17 @@ export class PostgresStore extends QueuedStore {
   protected async shut(): Promise<void> {
     this.ended = true;
     await this.pool.end();
-    await this.lock?.release();
   }
 
   protected async begin(): Promise<BatchTx> {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
+      // Every batch, not only those that insert events: taken lazily (at the first event
+      // insert) the lock met row locks (poll state, alerts) held in the other order by the
+      // batches of other cluster members, and PostgreSQL aborted one of them (a deadlock).
+      // Taken first, write batches of the whole cluster commit one after another.
+      await client.query('SELECT pg_advisory_xact_lock($1)', [EVENTS_LOCK]);
     } catch (e) {
       client.release(e as Error);
       throw e;
@@ -164,9 +175,7 @@ export async function openPostgres(url: string, migrations: Migration[], opts: S
   // listener its 'error' would end the process.
   pool.on('error', (e) => opts.onError?.(e));
   const description = describeStorage({ engine: 'postgres', url });
-  let lock: { release(): Promise<void> } | null = null;
   try {
-    if (opts.daemon) lock = await lockPostgres(url, description, (e) => opts.onError?.(new Error(`the daemon's lock connection failed: ${e.message}`)));
     const client = await pool.connect();
     try {
       await migratePostgres(client, migrations, opts.now);
@@ -174,9 +183,114 @@ export async function openPostgres(url: string, migrations: Migration[], opts: S
       client.release();
     }
   } catch (e) {
-    await lock?.release();
     await pool.end().catch(() => undefined);
     throw e;
   }
-  return new PostgresStore(pool, description, migrations.at(-1)?.version ?? 0, lock, opts.now);
+  return new PostgresStore(pool, url, description, migrations.at(-1)?.version ?? 0, opts.now);
+}
+
+/**
+ * A connection of its own, outside the pool: the cluster's heartbeat must not wait behind
+ * busy pooled connections (a live member would lose its lease), and LISTEN needs a session
+ * that stays. It reconnects by itself on its next use after the connection broke; a
+ * statement that gets no answer within `timeoutMs` fails (a partition from the database
+ * must not hang the heartbeat past the lease).
+ */
+export class PostgresSession implements Executor {
+  readonly dialect = 'postgres' as const;
+  private client: Promise<pg.Client> | null = null;
+  private readonly channels = new Map<string, (payload?: string) => void>();
+  private closed = false;
+
+  constructor(
+    private readonly url: string,
+    private readonly applicationName: string,
+    private readonly timeoutMs: number,
+    private readonly onError: (e: Error) => void,
+  ) {}
+
+  async all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
+    return (await this.exec(s, p)).rows as R[];
+  }
+  async get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
+    return (await this.exec(s, p)).rows[0] as R | undefined;
+  }
+  async run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
+    return (await this.exec(s, p)).rowCount ?? 0;
+  }
+  orderEvents(): Promise<void> {
+    return Promise.reject(new Error('events are stored inside a transaction (store.transaction)'));
+  }
+
+  /**
+   * Call `wake` with the payload of every NOTIFY on `channel`, and once without one after
+   * each reconnection (what was notified while the connection was down is lost; listeners
+   * read again).
+   */
+  async listen(channel: string, wake: (payload?: string) => void): Promise<void> {
+    if (!/^[a-z_]+$/.test(channel)) throw new Error(`not a channel name: ${channel}`);
+    this.channels.set(channel, wake);
+    const c = await this.connection();
+    await c.query(`LISTEN ${channel}`);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const c = this.client;
+    this.client = null;
+    await c?.then((x) => x.end()).catch(() => undefined);
+  }
+
+  private async exec<P, R>(s: Statement<P, R>, p: P): Promise<pg.QueryResult> {
+    const c = await this.connection();
+    try {
+      return await exec(c, s, p);
+    } catch (e) {
+      // A timeout leaves the connection in an unknown state: start again on a new one.
+      if ((e as Error).message?.includes('timeout')) this.drop(c);
+      throw e;
+    }
+  }
+
+  private drop(c: pg.Client): void {
+    if (this.client) {
+      this.client = null;
+      void c.end().catch(() => undefined);
+    }
+  }
+
+  private connection(): Promise<pg.Client> {
+    if (this.closed) return Promise.reject(new Error('the session is closed'));
+    if (this.client) return this.client;
+    const c = new pg.Client({
+      connectionString: this.url,
+      types,
+      application_name: this.applicationName.slice(0, 63),
+      connectionTimeoutMillis: this.timeoutMs,
+      query_timeout: this.timeoutMs,
+      keepAlive: true,
+    });
+    const opening = (async () => {
+      c.on('error', (e) => {
+        this.onError(e);
+        if (this.client === opening) this.client = null;
+        void c.end().catch(() => undefined);
+      });
+      c.on('end', () => {
+        if (this.client === opening) this.client = null;
+      });
+      c.on('notification', (n) => this.channels.get(n.channel)?.(n.payload));
+      await c.connect();
+      for (const ch of this.channels.keys()) await c.query(`LISTEN ${ch}`);
+      // Whatever was notified while no connection listened: read again.
+      for (const wake of this.channels.values()) wake();
+      return c;
+    })();
+    this.client = opening;
+    opening.catch(() => {
+      if (this.client === opening) this.client = null;
+      void c.end().catch(() => undefined);
+    });
+    return opening;
+  }
 }

@@ -85,6 +85,10 @@ export interface Database {
     updated_at: number;
     /** Rows of a channel with the same key go out as one message (0004); null: on its own. */
     group_key: ColumnType<string | null, string | null | undefined, string | null>;
+    /** The cluster member sending the row now (0006); null: nobody. */
+    claimed_by: ColumnType<string | null, string | null | undefined, string | null>;
+    /** Grows with every claim: an attempt is recorded only under the token it was sent under. */
+    claim_token: ColumnType<number, number | undefined, number>;
   };
   delivery_attempts: {
     id: Generated<number>;
@@ -133,6 +137,39 @@ export interface Database {
     started_at: number;
     seen_at: number;
     stopped_at: number | null;
+  };
+  /** The cluster (0006, docs/cluster.md): one row per run of an instance; times on the database's clock. */
+  cluster_members: {
+    id: string;
+    instance: string;
+    pid: number;
+    host: string;
+    started_at: number;
+    heartbeat_at: number;
+    lease_until: number;
+    left_at: number | null;
+  };
+  /** Named work one live member does (`timers`); `token` grows with every change of holder. */
+  cluster_leases: {
+    name: string;
+    holder: string | null;
+    token: number;
+    since: number;
+  };
+  /** Which member polls an entity. */
+  entity_leases: {
+    source: string;
+    entity: string;
+    holder: string;
+    since: number;
+  };
+  /** The API request budget the members share: the pace's next turn, the rate, the 429 pause (ms, database clock). */
+  cluster_budget: {
+    name: string;
+    rate: number;
+    next_slot: number;
+    paused_until: number;
+    last_decrease: number;
   };
   schema_migrations: {
     version: number;

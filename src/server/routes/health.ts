@@ -13,11 +13,17 @@ export interface HealthProbe {
    * enough (`server.not_ready_after`): a daemon whose every poll fails is not ready.
    */
   polling?(): { fresh: boolean; lastSuccessAt: number };
+  /**
+   * In a cluster (PostgreSQL): whether this instance is a live member (its lease renewed in
+   * time), its name and member id, and whether it owns the timers.
+   */
+  cluster?(): { member: boolean; instance: string; memberId: string; timers: boolean };
 }
 
 /**
  * `/livez` (the process answers) and `/readyz` (database, migrations, writes going
- * through, scheduler, a recent successful poll; 503 otherwise, with the database's problem).
+ * through, scheduler, a recent successful poll, and in a cluster a live membership; 503
+ * otherwise, with the database's problem).
  */
 export function healthRoutes(probe: HealthProbe): Route[] {
   return [
@@ -36,13 +42,15 @@ export function healthRoutes(probe: HealthProbe): Route[] {
         }
         const scheduler = probe.schedulerRunning();
         const polling = probe.polling?.() ?? null;
-        const ready = database && scheduler && (polling?.fresh ?? true);
+        const cluster = probe.cluster?.() ?? null;
+        const ready = database && scheduler && (polling?.fresh ?? true) && (cluster?.member ?? true);
         json(res, ready ? 200 : 503, {
           status: ready ? 'ready' : 'not ready',
           database,
           ...(!database && probe.databaseProblem?.() ? { database_problem: probe.databaseProblem() } : {}),
           scheduler,
           ...(polling ? { polling: polling.fresh, last_poll_success_at: new Date(polling.lastSuccessAt).toISOString() } : {}),
+          ...(cluster ? { cluster: { member: cluster.member, instance: cluster.instance, member_id: cluster.memberId, timers: cluster.timers } } : {}),
         });
       },
     },

@@ -1,0 +1,107 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { Logger } from 'pino';
+import type { ClusterConfig } from '../config/types.js';
+import type { DeliveryClaims } from '../notify/outbox-worker.js';
+import { ClusterRepo } from '../store/cluster-repo.js';
+import type { Store } from '../store/db.js';
+import type { RequestBudget } from '../api/budget.js';
+import { BUDGET_CHANNEL, BudgetRepo } from '../store/budget-repo.js';
+import { clusterClaims } from './delivery-claims.js';
+import { SharedBudget } from './shared-budget.js';
+import { Membership, TIMERS_LEASE } from './membership.js';
+
+/**
+ * An instance's cluster name when `cluster.instance` is not set: its host name, so a
+ * restart on the same host is known as the same instance (and takes over its earlier run's
+ * work at once). Several instances on one host need names of their own.
+ */
+export function defaultInstance(host = hostname()): string {
+  return host.replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 63) || 'hostwatch';
+}
+
+/** The row of the API's request budget (one API, one key, shared by every member). */
+const API_BUDGET = 'api';
+
+/** This daemon as a member of the cluster of its PostgreSQL database (docs/cluster.md). */
+export interface Cluster {
+  /** This instance's name (cluster.instance, or the host name). */
+  instance: string;
+  membership: Membership;
+  /** The outbox rows this member sends. */
+  claims: DeliveryClaims;
+  /** This member owns the timers now (the Timekeeper, retention pruning). */
+  ownsTimers(): boolean;
+  /** Call `wake` whenever any member commits events (LISTEN/NOTIFY), and after a reconnection. */
+  onEventsCommitted(wake: () => void): Promise<void>;
+  /**
+   * The request budget the members share (api.max_requests_per_second for all of them, one
+   * 429 pause), its pause announced on this member's connection.
+   */
+  requestBudget(maxRate: number, now: () => number): Promise<RequestBudget>;
+  /** Leave the cluster (what this member held is free at once) and close its connection. */
+  leave(): Promise<void>;
+}
+
+export interface JoinOptions {
+  log: Logger;
+  scrub: (text: string) => string;
+  /** Default performance.now (goes on while the process is stopped, never jumps back). */
+  monotonic?: () => number;
+  newId?: () => string;
+}
+
+/**
+ * Join the cluster of a PostgreSQL store: a connection of the membership's own (heartbeats
+ * never wait behind busy pooled connections; LISTEN needs a lasting session), the member
+ * row, and the timers' lease if it is free. Rejects when the database cannot be reached.
+ */
+export async function joinCluster(config: ClusterConfig, store: Store, opts: JoinOptions): Promise<Cluster> {
+  const { PostgresStore, PostgresSession, EVENTS_CHANNEL } = await import('../store/postgres.js');
+  if (!(store instanceof PostgresStore)) throw new Error('a cluster needs PostgreSQL (storage.url)');
+  const instance = config.instance ?? defaultInstance();
+  const host = hostname();
+  // A statement of the heartbeat must fail well before the lease could run out.
+  const timeoutMs = Math.max(500, Math.min(10_000, Math.floor(config.lease_ms / 3)));
+  const session = new PostgresSession(store.url, `hostwatch ${instance} ${process.pid}@${host}`, timeoutMs, (e) =>
+    opts.log.warn({ err: opts.scrub(String(e)) }, 'the cluster connection failed (it reconnects)'),
+  );
+  const membership = new Membership({
+    repo: new ClusterRepo(session),
+    instance,
+    pid: process.pid,
+    host,
+    leaseMs: config.lease_ms,
+    leases: [TIMERS_LEASE],
+    monotonic: opts.monotonic ?? (() => performance.now()),
+    newId: opts.newId ?? randomUUID,
+    log: opts.log,
+    scrub: opts.scrub,
+  });
+  try {
+    await membership.start();
+  } catch (e) {
+    await membership.leave();
+    await session.close();
+    throw e;
+  }
+  return {
+    instance,
+    membership,
+    claims: clusterClaims(store, membership),
+    ownsTimers: () => membership.holds(TIMERS_LEASE),
+    onEventsCommitted: (wake) => session.listen(EVENTS_CHANNEL, () => wake()),
+    async requestBudget(maxRate, now) {
+      const repo = new BudgetRepo(store);
+      await repo.init(API_BUDGET, maxRate);
+      const budget = new SharedBudget({ repo, name: API_BUDGET, maxRate, now, sleep: (ms) => new Promise((r) => setTimeout(r, ms)), log: opts.log, scrub: opts.scrub });
+      await session.listen(BUDGET_CHANNEL, (payload) => budget.heard(payload));
+      return budget;
+    },
+    async leave() {
+      await membership.leave();
+      await session.close();
+    },
+  };
+}

@@ -1,0 +1,344 @@
+/**
+ * The cluster on a real PostgreSQL (docs/cluster.md): membership and its leases judged on
+ * the database's clock, the timers owned by one member, outbox rows claimed by one member
+ * at a time and recorded only under their claim token, the live feed woken through
+ * LISTEN/NOTIFY, /readyz and the metrics of a member, `hostwatch cluster status`, and the
+ * refusal of `cluster:` with SQLite. (Real processes killed and paused: cluster-chaos.test.ts.)
+ */
+import { request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { clusterClaims } from '../src/cluster/delivery-claims.js';
+import { shareOf } from '../src/cluster/work-claims.js';
+import { Membership, TIMERS_LEASE } from '../src/cluster/membership.js';
+import { ClusterRepo } from '../src/store/cluster-repo.js';
+import { openStore, type Store } from '../src/store/db.js';
+import { toEventRow } from '../src/store/events-repo.js';
+import { repos } from '../src/store/repos.js';
+import { statement } from '../src/store/sql.js';
+import { parseConfig } from '../src/config/parse.js';
+import { SOURCE_NAMES } from '../src/main.js';
+import { siteEvent } from './events-fixture.js';
+import { startWorld } from './harness.js';
+import { freshStorage } from './pg.js';
+import { waitFor } from './receiver.js';
+import { hostwatch } from './run-cli.js';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+});
+
+const ATTEMPTS = statement<{ id: number }, { n: number }>((qb, p) =>
+  qb.selectFrom('delivery_attempts').select((eb) => eb.fn.countAll<number>().as('n')).where('outbox_id', '=', p.id),
+);
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Wait `ms` while `m` renews its lease every 200 ms (a member that keeps running). */
+async function keepBeating(m: Membership, ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    await m.beat();
+    await sleep(200);
+  }
+}
+
+async function pgStore(): Promise<{ store: Store; url: string }> {
+  const db = await freshStorage('postgres');
+  cleanups.push(db.cleanup);
+  const store = await openStore(db.storage, { now: Date.now });
+  cleanups.push(() => store.close());
+  return { store, url: (db.storage as { url: string }).url };
+}
+
+/** A member over `store` whose heartbeats the test makes by hand, with a clock it moves. */
+function member(store: Store, name: string, leaseMs: number, o: { pid?: number; alive?: (pid: number) => boolean; instance?: string } = {}): { m: Membership; clock: { t: number } } {
+  const clock = { t: 0 };
+  let n = 0;
+  const m = new Membership({
+    repo: new ClusterRepo(store),
+    instance: o.instance ?? name,
+    pid: o.pid ?? 1,
+    pidAlive: o.alive ?? (() => true),
+    host: 'test',
+    leaseMs,
+    leases: [TIMERS_LEASE],
+    monotonic: () => clock.t,
+    newId: () => `${name}#${++n}`,
+    log: pino({ level: 'silent' }),
+    scrub: (s) => s,
+  });
+  return { m, clock };
+}
+
+describe('cluster membership on PostgreSQL', () => {
+  it('gives the timers to exactly one live member, and to another once its lease has run out on the database clock', async () => {
+    const { store } = await pgStore();
+    const a = member(store, 'a', 1_000);
+    const b = member(store, 'b', 1_000);
+    await a.m.beat();
+    await b.m.beat();
+    expect([a.m.holds(TIMERS_LEASE), b.m.holds(TIMERS_LEASE)]).toEqual([true, false]);
+    // b renews while a is silent (paused): nothing moves while a's lease runs.
+    await b.m.beat();
+    expect(b.m.holds(TIMERS_LEASE)).toBe(false);
+    await keepBeating(b.m, 1_200);
+    await b.m.beat();
+    expect(b.m.holds(TIMERS_LEASE)).toBe(true);
+    // a wakes up: its own clock says its lease ran out, so it holds nothing before it beats...
+    a.clock.t += 1_200;
+    expect(a.m.live()).toBe(false);
+    expect(a.m.holds(TIMERS_LEASE)).toBe(false);
+    // ...and its renewal is refused: it joins again under a new id, without the timers.
+    const lost: string[] = [];
+    a.m.on('lost', (e) => lost.push(e.id));
+    await a.m.beat();
+    expect(lost).toEqual(['a#1']);
+    expect(a.m.id).toBe('a#2');
+    expect(a.m.live()).toBe(true);
+    expect(a.m.holds(TIMERS_LEASE)).toBe(false);
+    const leases = await new ClusterRepo(store).leases();
+    expect(leases).toEqual([expect.objectContaining({ name: 'timers', holder: 'b#1', token: 2 })]);
+  });
+
+  it('hands what a member held to the others at once when it leaves cleanly', async () => {
+    const { store } = await pgStore();
+    const a = member(store, 'a', 30_000);
+    const b = member(store, 'b', 30_000);
+    await a.m.beat();
+    await b.m.beat();
+    expect(a.m.holds(TIMERS_LEASE)).toBe(true);
+    await a.m.leave();
+    await b.m.beat();
+    expect(b.m.holds(TIMERS_LEASE)).toBe(true);
+    const members = await new ClusterRepo(store).members(60_000);
+    expect(members.map((m) => [m.instance, m.live, m.left_at !== null])).toEqual([
+      ['a', false, true],
+      ['b', true, false],
+    ]);
+  });
+});
+
+describe('a restart of an instance', () => {
+  it('takes over at once from the earlier run of its name on its host when that process is gone, and leaves a live namesake alone', async () => {
+    const { store } = await pgStore();
+    const first = member(store, 'first', 30_000, { instance: 'web-1', pid: 4242 });
+    await first.m.beat();
+    expect(first.m.holds(TIMERS_LEASE)).toBe(true);
+    // Started again while the first run's process still runs (a twin): nothing is taken.
+    const twin = member(store, 'twin', 30_000, { instance: 'web-1', pid: 5151, alive: () => true });
+    await twin.m.beat();
+    expect(twin.m.holds(TIMERS_LEASE)).toBe(false);
+    await twin.m.leave();
+    // The first run was SIGKILLed (its pid is gone): the new run takes its work without waiting for the lease.
+    const again = member(store, 'again', 30_000, { instance: 'web-1', pid: 6161, alive: (pid) => pid !== 4242 });
+    await again.m.beat();
+    expect(again.m.holds(TIMERS_LEASE)).toBe(true);
+    const members = await new ClusterRepo(store).members(60_000);
+    expect(members.filter((m) => m.live).map((m) => m.id)).toEqual(['again#1']);
+  });
+});
+
+describe('outbox claims on PostgreSQL', () => {
+  async function queue(store: Store, n: number): Promise<void> {
+    await store.transaction(async (tx) => {
+      const r = repos(tx);
+      for (let i = 0; i < n; i++) {
+        const e = siteEvent(`claim-${i}`, i + 1);
+        await r.events.addEvent(toEventRow(e));
+        await r.events.enqueue({ event_id: e.id, channel: 'hooks', state: 'pending', attempts: 0, next_attempt_at: 100, last_error: null, created_at: 50, updated_at: 50 });
+      }
+    });
+  }
+
+  it('hands each due row to one member when two claim at the same moment', async () => {
+    const { store } = await pgStore();
+    await queue(store, 40);
+    const a = member(store, 'a', 30_000);
+    const b = member(store, 'b', 30_000);
+    await a.m.beat();
+    await b.m.beat();
+    const [ra, rb] = await Promise.all([clusterClaims(store, a.m).due(1_000, 25, []), clusterClaims(store, b.m).due(1_000, 25, [])]);
+    const ids = [...ra, ...rb].map((r) => r.id);
+    expect(ids.length).toBe(40);
+    expect(new Set(ids).size).toBe(40);
+    expect(ra.every((r) => r.claimed_by === 'a#1') && rb.every((r) => r.claimed_by === 'b#1')).toBe(true);
+    // Claimed rows are nobody else's while their member is live.
+    expect(await clusterClaims(store, b.m).due(1_000, 100, rb.map((r) => r.id))).toEqual([]);
+  });
+
+  it('lets another member take the rows of a member whose lease ran out, and refuses the first member\'s send and record', async () => {
+    const { store } = await pgStore();
+    await queue(store, 3);
+    const a = member(store, 'a', 1_000);
+    const b = member(store, 'b', 1_000);
+    await a.m.beat();
+    await b.m.beat();
+    const claimsA = clusterClaims(store, a.m);
+    const taken = await claimsA.due(1_000, 10, []);
+    expect(taken.length).toBe(3);
+    expect(claimsA.maySend(taken)).toBe(true);
+    // a is paused past its lease; b claims the rows under new tokens and records them sent.
+    await keepBeating(b.m, 1_200);
+    await b.m.beat();
+    const claimsB = clusterClaims(store, b.m);
+    const retaken = await claimsB.due(1_000, 10, []);
+    expect(retaken.map((r) => r.id)).toEqual(taken.map((r) => r.id));
+    expect(retaken.every((r, i) => r.claim_token === taken[i]!.claim_token + 1)).toBe(true);
+    const record = (row: (typeof taken)[number]) =>
+      store.transaction((tx) =>
+        repos(tx).events.recordAttempt(
+          { id: row.id, state: 'delivered', attempts: 1, next_attempt_at: row.next_attempt_at, last_error: null, updated_at: 2_000, claim_token: row.claim_token },
+          { outbox_id: row.id, attempt: 1, at: 2_000, outcome: 'delivered', status_code: 204, error: null, duration_ms: 3 },
+        ),
+      );
+    expect(await record(retaken[0]!)).toBe(true);
+    // a wakes: by its own clock its lease ran out, so it sends none of what it had claimed...
+    a.clock.t += 1_200;
+    expect(claimsA.maySend(taken)).toBe(false);
+    // ...and even after it joined again (new id), its old claims are not its own.
+    await a.m.beat();
+    expect(a.m.live()).toBe(true);
+    expect(claimsA.maySend(taken)).toBe(false);
+    // A record made under the old claim (a send cut by the pause) is refused.
+    expect(await record(taken[1]!)).toBe(false);
+    const rows = await repos(store).events.outboxFor(taken[1]!.event_id);
+    expect(rows[0]).toMatchObject({ state: 'pending', attempts: 0, claimed_by: 'b#1' });
+    expect(await store.get(ATTEMPTS, { id: taken[1]!.id })).toEqual({ n: 0 });
+  });
+});
+
+describe('a daemon on PostgreSQL as a cluster member', () => {
+  it('joins as a live member, says so on /readyz, labels its metrics with its instance name, and owns the timers alone', async () => {
+    const w = await startWorld({ engine: 'postgres', config: { server: { listen: '127.0.0.1:0' }, cluster: { instance: 'alpha', lease: '3s' } } });
+    cleanups.push(() => w.close());
+    const app = await w.app();
+    await app.start();
+    const ready = await request(`${app.serverUrl}/readyz`);
+    const body = (await ready.body.json()) as { cluster: { member: boolean; instance: string; timers: boolean } };
+    expect(body.cluster).toMatchObject({ member: true, instance: 'alpha', timers: true });
+    const metrics = await (await request(`${app.serverUrl}/metrics`)).body.text();
+    expect(metrics).toMatch(/hostwatch_cluster_member\{hostwatch_instance="alpha"\} 1/);
+    expect(metrics).toMatch(/hostwatch_build_info\{[^}]*hostwatch_instance="alpha"/);
+    // A second instance on the same database joins beside it (no refusal) and owns no timers.
+    const beta = await w.app({ cluster: { instance: 'beta', lease: '3s' } });
+    expect(beta.cluster?.membership.live()).toBe(true);
+    expect(beta.cluster?.ownsTimers()).toBe(false);
+    const configPath = join(w.dir, 'status.yaml');
+    writeFileSync(configPath, w.yaml());
+    const out = await hostwatch(['cluster', 'status', '-c', configPath], { env: w.env });
+    expect(out.code).toBe(0);
+    expect(out.stdout).toMatch(/members: 2 live/);
+    expect(out.stdout).toMatch(/alpha\s+live .*timers/);
+    expect(out.stdout).toMatch(/beta\s+live /);
+    expect(out.stdout).toMatch(/lease timers: alpha \(token 1/);
+    await app.stop();
+    // Stopped cleanly: it left, and the other member takes the timers at its next heartbeat.
+    await beta.cluster!.membership.beat();
+    expect(beta.cluster!.ownsTimers()).toBe(true);
+    const json = JSON.parse((await hostwatch(['cluster', 'status', '--json', '-c', configPath], { env: w.env })).stdout) as { members: Array<{ instance: string; state: string }> };
+    expect(json.members.map((m) => [m.instance, m.state])).toEqual([
+      ['alpha', 'left'],
+      ['beta', 'live'],
+    ]);
+  });
+
+  it('wakes its live event stream when another process commits events (LISTEN/NOTIFY), with no poll of its own', async () => {
+    const w = await startWorld({ engine: 'postgres', config: { server: { listen: '127.0.0.1:0' }, sources: { health: { enabled: false } } } });
+    cleanups.push(() => w.close());
+    const app = await w.app();
+    await app.start();
+    const ctrl = new AbortController();
+    const res = await request(`${app.serverUrl}/api/events/stream?after=${await repos(app.store).events.lastSeq()}`, { signal: ctrl.signal });
+    let text = '';
+    const reading = (async () => {
+      try {
+        for await (const chunk of res.body) text += chunk.toString();
+      } catch {
+        // aborted
+      }
+    })();
+    // Another process's commit: a store of its own (not this app's bus).
+    const other = await openStore(w.storage, { now: Date.now });
+    cleanups.push(() => other.close());
+    const e = siteEvent('from-elsewhere', 9);
+    await other.transaction((tx) => repos(tx).events.addEvent(toEventRow(e)));
+    // Well before the 15 s keep-alive ping: only the NOTIFY can have woken the stream.
+    await waitFor(() => text.includes(e.id), 'the event committed elsewhere on the stream', 3_000);
+    ctrl.abort();
+    await reading;
+  });
+});
+
+describe('entity leases', () => {
+  it('split the entities of a source fairly: keep what is held up to the share, take free ones and those of dead holders, give back the excess', () => {
+    const keys = ['1', '2', '3', '4', '5', '6'];
+    // Alone: everything.
+    expect(shareOf(keys, [], 'a', 1)).toEqual({ keep: [], take: keys, release: [] });
+    // A second member joined: a keeps three and gives three back; b takes nothing held by a live a.
+    const heldByA = keys.map((entity) => ({ entity, holder: 'a', live: true }));
+    expect(shareOf(keys, heldByA, 'a', 2)).toEqual({ keep: ['1', '2', '3'], take: [], release: ['4', '5', '6'] });
+    expect(shareOf(keys, heldByA, 'b', 2)).toEqual({ keep: [], take: [], release: [] });
+    // a died: b takes its entities, up to its share.
+    const deadA = keys.map((entity) => ({ entity, holder: 'a', live: false }));
+    expect(shareOf(keys, deadA, 'b', 1)).toEqual({ keep: [], take: keys, release: [] });
+    expect(shareOf(keys, [...deadA.slice(0, 3), ...keys.slice(3).map((entity) => ({ entity, holder: 'c', live: true }))], 'b', 2)).toEqual({
+      keep: [],
+      take: ['1', '2', '3'],
+      release: [],
+    });
+  });
+
+  it('let two daemons on one database poll each site of a cycle once between them, each its share', async () => {
+    const w = await startWorld({ engine: 'postgres', sim: { sites: 6 }, config: { cluster: { lease: '5s' } } });
+    cleanups.push(() => w.close());
+    const a = await w.app({ cluster: { instance: 'a' } });
+    const b = await w.app({ cluster: { instance: 'b' } });
+    // The site list first (one of them holds it), then a cycle of health on both at once.
+    await a.scheduler.runAll();
+    await b.poller.refreshSites();
+    w.sim.requests.length = 0;
+    const health = (app: typeof a) => app.scheduler.runCycle({ def: app.scheduler['deps'].sources.find((s) => s.def.name === 'health')!.def, everyMs: 10_000 } as never, false);
+    const [ra, rb] = await Promise.all([health(a), health(b)]);
+    const polled = w.sim.requests.filter((r) => /\/sites\/\d+\/health$/.test(r.path)).map((r) => r.path).sort();
+    expect(polled).toEqual([1, 2, 3, 4, 5, 6].map((id) => `/api/v1/sites/${id}/health`).sort());
+    expect([ra.outcomes.length, rb.outcomes.length].sort()).toEqual([3, 3]);
+    const leases = await w.query<{ holder: string; n: number }>("SELECT holder, count(*)::int AS n FROM entity_leases WHERE source = 'health' GROUP BY holder");
+    expect(leases.map((l) => l.n)).toEqual([3, 3]);
+  });
+});
+
+describe('cluster config', () => {
+  const parse = (yaml: string) => parseConfig(yaml, 'hostwatch.yaml', {}, { sourceNames: SOURCE_NAMES });
+
+  it('refuses cluster settings with SQLite, naming the key and what to do', () => {
+    const r = parse('api: { base_url: https://panel.example.com, key: k }\nstorage: { path: ./x.db }\ncluster: { lease: 30s }\n');
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.errors).toEqual([
+      expect.objectContaining({ path: 'cluster', line: 3, message: expect.stringMatching(/^needs PostgreSQL \(storage\.url\): .*SQLite file \(storage\.path\) is used by one daemon at a time/) }),
+    ]);
+  });
+
+  it('accepts the compose example\'s config, each instance named by its environment', () => {
+    const text = readFileSync(join(process.cwd(), 'examples', 'cluster', 'hostwatch.yaml'), 'utf8');
+    const env = { HOSTWATCH_INSTANCE: 'hostwatch-2', PGPASS: 'pw', HOSTWATCH_API_KEY: 'k', HOSTWATCH_TOKEN: 't', WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' };
+    const r = parseConfig(text, 'hostwatch.yaml', env, { sourceNames: SOURCE_NAMES });
+    expect(r.ok ? { storage: r.config.storage.engine, cluster: r.config.cluster } : r.errors).toEqual({ storage: 'postgres', cluster: { instance: 'hostwatch-2', lease_ms: 30_000 } });
+  });
+
+  it('takes cluster.instance and cluster.lease with PostgreSQL, defaulting the lease to 30 s, and refuses a lease under a second', () => {
+    const base = 'api: { base_url: https://panel.example.com, key: k }\nstorage: { url: "postgres://u:p@db:5432/hw" }\n';
+    const ok = parse(`${base}cluster: { instance: web-1, lease: 10s }\n`);
+    expect(ok.ok && ok.config.cluster).toEqual({ instance: 'web-1', lease_ms: 10_000 });
+    const dflt = parse(base);
+    expect(dflt.ok && dflt.config.cluster).toEqual({ instance: null, lease_ms: 30_000 });
+    const bad = parse(`${base}cluster: { instance: "a b", lease: 200ms }\n`);
+    expect(bad.ok).toBe(false);
+    if (bad.ok) return;
+    expect(bad.errors.map((e) => e.path).sort()).toEqual(['cluster.instance', 'cluster.lease']);
+  });
+});
