@@ -194,6 +194,28 @@ describe('a budget too small for every interval', () => {
     expect((line!['stretched'] as Record<string, string>)['backups']).toMatch(/^900s→\d+s$/);
   });
 
+  it('is on /metrics: each source\'s effective interval and lag, the budget per hour, the pace', async () => {
+    world = await startWorld({ sim: { sites: 40 }, config: { server: { listen: '127.0.0.1:0' }, api: { max_requests_per_second: 0.25 }, sources: { health: { every: '10m' } } } });
+    const app = await world.app();
+    const planned = new Promise<void>((resolve) => app.scheduler.on('budget:plan', (p) => p.sites === 40 && resolve()));
+    await app.start();
+    await planned;
+    const text = await (await fetch(`${app.serverUrl}/metrics`)).text();
+    await app.stop();
+    const value = (name: string, labels: string): number => {
+      const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+      expect(line, `${name}{${labels}}`).toBeDefined();
+      return Number(line!.split(' ').at(-1));
+    };
+    expect(value('hostwatch_source_effective_interval_seconds', 'source="health"')).toBe(600);
+    expect(value('hostwatch_source_effective_interval_seconds', 'source="backups"')).toBeGreaterThan(900);
+    expect(value('hostwatch_source_lag_seconds', 'source="health"')).toBeGreaterThanOrEqual(0);
+    expect(value('hostwatch_request_budget_per_hour', 'kind="allowed"')).toBe(900);
+    expect(value('hostwatch_request_budget_per_hour', 'kind="needed"')).toBeGreaterThan(900);
+    expect(text).toMatch(/^hostwatch_api_pace_requests_per_second 0\.25$/m);
+    expect(text).toMatch(/^hostwatch_api_paused_seconds 0$/m);
+  });
+
   it('is printed by check: needed and allowed requests per hour, which intervals stretch and by how much', async () => {
     const { dir, cleanup } = tempDir();
     try {
