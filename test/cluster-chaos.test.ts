@@ -21,7 +21,7 @@ import { queryOnce } from './db-reader.js';
 import { ensureBuilt, killAll, startCli, writeDaemonConfig, type Child } from './daemon-process.js';
 import { tempDir } from './harness.js';
 import { freshStorage } from './pg.js';
-import { startReceiver, type Received, type Receiver } from './receiver.js';
+import { startReceiver, waitFor, type Received, type Receiver } from './receiver.js';
 
 const KEY = 'sim-key-cluster-0123456789';
 const SITES = 10;
@@ -220,8 +220,12 @@ describe('a cluster of three instances on one PostgreSQL', () => {
     const a = w.procs.get(victim)!.at(-1)!;
     a.proc.kill('SIGSTOP');
     const stoppedAt = Date.now();
-    // Past its lease: the others' claims take its rows over.
+    // Past its lease: the others' claims take its rows over. They work off their own claims
+    // first (one 1 s send at a time each), so under load that may take longer than the
+    // lease: it stays paused until they have sent what it held (bounded).
     await new Promise((r) => setTimeout(r, 3 * LEASE_MS));
+    const sentByOthers = (id: string): boolean => w.hook.accepted().some((r) => r.id === id && sender(r) !== victim);
+    await waitFor(() => held.every(sentByOthers), `the others to send the ${held.length} rows ${victim} held`, 60_000, 100);
     a.proc.kill('SIGCONT');
     const resumedAt = Date.now();
     const stored = await drained(w, 60_000);
@@ -239,7 +243,7 @@ describe('a cluster of three instances on one PostgreSQL', () => {
     const invented = [...new Set(received.map((r) => r.id))].filter((id) => !stored.includes(id));
     expect(invented).toEqual([]);
     console.log(`cluster SIGSTOP: ${victim} held ${held.length} claimed rows unsent when paused; ${takenOver.length} sent by the others; ${received.filter((r) => sender(r) === victim && r.at >= resumedAt).length} sent by ${victim} after it resumed, none already sent`);
-  }, 120_000);
+  }, 180_000);
 });
 
 async function waitForSql(w: ClusterWorld, text: string, cond: (n: number) => boolean, timeoutMs: number): Promise<void> {

@@ -342,3 +342,27 @@ describe('cluster config', () => {
     expect(bad.errors.map((e) => e.path).sort()).toEqual(['cluster.instance', 'cluster.lease']);
   });
 });
+
+describe('a member frozen inside a write transaction', () => {
+  it('holds the cluster-wide write lock no longer than its idle limit (the lease): the others commit again', async () => {
+    const { url } = await pgStore();
+    const storage = { engine: 'postgres' as const, url };
+    const frozen = await openStore(storage, { now: Date.now, idleInTransactionMs: 1_000 });
+    cleanups.push(() => frozen.close());
+    const other = await openStore(storage, { now: Date.now, idleInTransactionMs: 1_000 });
+    cleanups.push(() => other.close());
+    // The frozen member's transaction takes the write lock at BEGIN and then waits, as a
+    // process stopped between two statements would.
+    let thaw!: () => void;
+    const stuck = frozen.transaction(() => new Promise<void>((r) => (thaw = r)));
+    await sleep(200);
+    let committed = false;
+    const next = other.transaction(async () => 'done').then((v) => ((committed = true), v));
+    // Without the limit this waits for good (the lock is held by a live connection).
+    await waitFor(() => committed, 'the other member to commit', 15_000, 50);
+    expect(await next).toBe('done');
+    thaw();
+    // The frozen member's work is refused, not committed late over the others'.
+    await expect(stuck).rejects.toThrow();
+  });
+});

@@ -48,6 +48,13 @@ export interface StoreOptions {
   daemon?: boolean;
   /** SQLite: open read-only, without migrating (`hostwatch events`). */
   readonly?: boolean;
+  /**
+   * PostgreSQL: a transaction left idle this long is ended by the server (cluster members:
+   * the lease). A member frozen inside a write transaction (SIGSTOP, a stalled VM, a
+   * partition) would otherwise hold the cluster-wide write lock, and every other member's
+   * commits would wait for it for good.
+   */
+  idleInTransactionMs?: number;
   /** A pooled PostgreSQL connection failed while idle (logged; the pool replaces it). */
   onError?: (e: Error) => void;
   /** SQLite: how the log file is synced (tests observe it); default fs.fsync. */

@@ -145,6 +145,13 @@ export class PostgresStore extends QueuedStore {
 
   protected async begin(): Promise<BatchTx> {
     const client = await this.pool.connect();
+    // A connection the server ends while we hold it (idle_in_transaction_session_timeout,
+    // a restart) emits 'error'; the pool listens only to idle ones, and an unheard 'error'
+    // would end the process. The batch's own query fails with it and is handled there.
+    if (!heard.has(client)) {
+      heard.add(client);
+      client.on('error', () => undefined);
+    }
     try {
       await client.query('BEGIN');
       // Every batch, not only those that insert events: taken lazily (at the first event
@@ -161,6 +168,9 @@ export class PostgresStore extends QueuedStore {
   }
 }
 
+/** Pooled connections that have an 'error' listener of ours (added once, at first checkout). */
+const heard = new WeakSet<pg.PoolClient>();
+
 /** Connect a pool to `url`, apply migrations (under an advisory lock), and return the store. */
 export async function openPostgres(url: string, migrations: Migration[], opts: StoreOptions): Promise<PostgresStore> {
   const pool = new pg.Pool({
@@ -170,6 +180,7 @@ export async function openPostgres(url: string, migrations: Migration[], opts: S
     // A database that does not answer fails a poll's commit instead of hanging it.
     connectionTimeoutMillis: 10_000,
     max: 10,
+    ...(opts.idleInTransactionMs ? { options: `-c idle_in_transaction_session_timeout=${Math.max(1_000, Math.round(opts.idleInTransactionMs))}` } : {}),
   });
   // An idle connection that breaks (server restart) is dropped by the pool; without a
   // listener its 'error' would end the process.
