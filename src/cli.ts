@@ -50,8 +50,12 @@ const EXIT_NOTHING_READ = 3;
 /** Where the config is when `-c` is not given. */
 const CONFIG_HELP = 'config file (YAML); default: $HOSTWATCH_CONFIG, else ./hostwatch.yaml';
 
+/** Removes the loaded config's secrets from what the CLI prints (set by `load`). */
+let scrubOut: (text: string) => string = (text) => text;
+
 function fail(message: string, code: number): never {
-  process.stderr.write(`${message}\n`);
+  // Whatever an error says (a driver's, a server's), it never prints a configured secret.
+  process.stderr.write(`${scrubOut(message)}\n`);
   process.exit(code);
 }
 
@@ -70,7 +74,9 @@ function configFile(given: string | undefined): string {
  */
 async function load(file: string | undefined, opts: { secretsOptional?: boolean } = {}): Promise<Config> {
   try {
-    return await loadConfig(configFile(file), process.env, { ...CONFIG_SOURCES, secretsOptional: opts.secretsOptional === true });
+    const config = await loadConfig(configFile(file), process.env, { ...CONFIG_SOURCES, secretsOptional: opts.secretsOptional === true });
+    scrubOut = secretScrubber(secretsOf(config));
+    return config;
   } catch (e) {
     if (e instanceof ConfigErrors) fail(e.format(), EXIT_CONFIG);
     throw e;
@@ -261,24 +267,15 @@ async function storedSiteCount(storage: Config['storage']): Promise<number | nul
 
 /** `check --online`: the key and each enabled source's scope, against the real API. */
 async function checkOnline(config: Config): Promise<void> {
-  const { ApiClient } = await import('./api/client.js');
+  const { ApiClient, clientOptionsOf } = await import('./api/client.js');
   const { probeScopes } = await import('./sources/probe.js');
-  const client = new ApiClient({
-    baseUrl: config.api.base_url,
-    key: config.api.key,
-    timeoutMs: config.api.timeout_ms,
-    maxRequestsPerSecond: config.api.max_requests_per_second,
-    maxConcurrency: 1,
-    retries: 0,
-    maxPages: config.api.max_pages,
-    secrets: secretsOf(config),
-  });
-  const scrub = secretScrubber(secretsOf(config));
+  // The daemon's client, one request at a time and without retries (an answer, not a poll).
+  const client = new ApiClient({ ...clientOptionsOf(config.api, secretsOf(config)), maxConcurrency: 1, retries: 0 });
   try {
     const r = await probeScopes(client, enabledSources(config), (name, siteId) => ({ paths: pathsFor(config, name, siteId) }));
-    if (r.fatal !== null) fail(scrub(`online: ${config.api.base_url}: ${r.fatal}`), 1);
+    if (r.fatal !== null) fail(`online: ${config.api.base_url}: ${r.fatal}`, 1);
     process.stdout.write(`online: ${config.api.base_url}: the key works; GET /sites: ${r.sites} sites\n`);
-    for (const l of r.lines) process.stdout.write(scrub(`  ${l.source.padEnd(24)} ${l.scope.padEnd(18)} ${l.status === 'ok' ? 'ok' : l.status === 'scope_missing' ? 'SCOPE MISSING' : 'ERROR'}  ${l.detail}`) + '\n');
+    for (const l of r.lines) process.stdout.write(scrubOut(`  ${l.source.padEnd(24)} ${l.scope.padEnd(18)} ${l.status === 'ok' ? 'ok' : l.status === 'scope_missing' ? 'SCOPE MISSING' : 'ERROR'}  ${l.detail}`) + '\n');
     const bad = r.lines.filter((l) => l.status !== 'ok');
     if (bad.length > 0) {
       fail(`online: ${bad.length} of ${r.lines.length} enabled sources cannot read; add the scopes to the key (hostwatch scopes lists them) or set enabled: false for those sources`, 1);

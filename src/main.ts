@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { ApiClient } from './api/client.js';
+import { ApiClient, clientOptionsOf } from './api/client.js';
 import type { ChannelConfig, Config } from './config/types.js';
 import type { HostwatchEvent } from './events/types.js';
 import { createLogger, secretScrubber, secretsOf } from './log.js';
@@ -207,24 +207,16 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   // The timers (the Timekeeper, retention) run on one member of a cluster; alone, here.
   const ownsTimers = (): boolean => cluster?.ownsTimers() ?? true;
   // Reads outside a transaction; every write goes through store.transaction.
-  const { snapshots, alerts, events, history } = repos(store);
+  const { snapshots, alerts, events } = repos(store);
   const metrics = new Metrics({ outbox: events, sources: () => snapshots.sourceStates() }, now, { version: packageVersion() });
   if (cluster) metrics.clusterMember(cluster.instance, () => ({ member: cluster.membership.live(), timers: cluster.ownsTimers() }));
   const client = new ApiClient({
-    baseUrl: config.api.base_url,
-    key: config.api.key,
-    timeoutMs: config.api.timeout_ms,
-    maxRequestsPerSecond: config.api.max_requests_per_second,
-    maxConcurrency: config.api.max_concurrency,
-    retries: config.api.retries,
-    maxPages: config.api.max_pages,
-    maxReplyBytes: config.api.max_reply_bytes,
+    // Replies are scrubbed of every configured secret before anything is stored.
+    ...clientOptionsOf(config.api, secretsOf(config)),
     // A cluster's members share one pace and one 429 pause (docs/cluster.md).
     budget: opts.budget ?? (await cluster?.requestBudget(config.api.max_requests_per_second, now)),
     now,
     random,
-    // Replies are scrubbed of every configured secret before anything is stored.
-    secrets: secretsOf(config),
     onResponse: ({ status, code }) => metrics.apiResponse(status, code),
   });
   const channels = new Map<string, Channel>();
@@ -248,11 +240,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     now,
     incidents: async (r) => (incidents ? incidents.active(r) : new Set()),
   });
-  const firing: HostwatchEvent[] = [];
-  for (const a of await alerts.firing()) {
-    const row = a.site_id === null || a.last_event_id === null ? undefined : await history.event(a.last_event_id);
-    if (row) firing.push(JSON.parse(row.body) as HostwatchEvent);
-  }
+  // One joined read, not one per firing alert (a round trip each on PostgreSQL).
+  const firing = (await alerts.firingWithEvents()).flatMap((a) => (a.site_id === null || a.body === null ? [] : [JSON.parse(a.body) as HostwatchEvent]));
   await notifier.resumeInhibitions(firing);
   const worker = new OutboxWorker({
     store,

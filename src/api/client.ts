@@ -5,6 +5,7 @@ import { ApiError } from './errors.js';
 import { replyScrubber } from './scrub.js';
 import { DEFAULT_PAGE_SIZE, isRetryableStatus, MAX_RETRY_AFTER_MS } from './assumptions.js';
 import { LocalBudget, type RequestBudget, type Ticket } from './budget.js';
+import type { ApiConfig } from '../config/types.js';
 
 /** What the client needs to know; everything time-related is injectable for tests. */
 export interface ApiClientOptions {
@@ -33,6 +34,21 @@ export interface ApiClientOptions {
   secrets?: readonly string[];
   /** Called once per HTTP exchange (for metrics and logs); never given the key. */
   onResponse?: (info: { endpoint: string; status: number | null; durationMs: number; code: string | null }) => void;
+}
+
+/** The client options `api:` gives, with the secrets to scrub from replies: the daemon's and `check --online`'s alike. */
+export function clientOptionsOf(api: ApiConfig, secrets: readonly string[]): ApiClientOptions {
+  return {
+    baseUrl: api.base_url,
+    key: api.key,
+    timeoutMs: api.timeout_ms,
+    maxRequestsPerSecond: api.max_requests_per_second,
+    maxConcurrency: api.max_concurrency,
+    retries: api.retries,
+    maxPages: api.max_pages,
+    maxReplyBytes: api.max_reply_bytes,
+    secrets,
+  };
 }
 
 export type Query = Record<string, string | number | boolean | undefined>;
