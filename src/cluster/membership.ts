@@ -62,6 +62,8 @@ export class Membership extends EventEmitter<MembershipEvents> {
   private timer: NodeJS.Timeout | null = null;
   private beating: Promise<void> | null = null;
   private stopped = false;
+  /** Why the last heartbeat failed (scrubbed): the reason a join is refused with. */
+  private lastError: string | null = null;
 
   constructor(private readonly deps: MembershipDeps) {
     super();
@@ -95,7 +97,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
   /** Join, take what named leases are free, and renew every third of the lease until left. */
   async start(): Promise<void> {
     await this.beat();
-    if (!this.live()) throw new Error('could not join the cluster: the database did not answer');
+    if (!this.live()) throw new Error(`could not join the cluster: ${this.lastError ?? 'the database did not answer'}`);
     const every = Math.max(100, Math.floor(this.deps.leaseMs / 3));
     this.timer = setInterval(() => void this.beat(), every);
     this.timer.unref();
@@ -141,6 +143,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
       }
     } catch (e) {
       // The lease runs out by itself if this goes on: the member stops sending and ticking.
+      this.lastError = d.scrub(String(e));
       d.log.warn({ err: d.scrub(String(e)), lease_left_ms: Math.round(this.remainingMs()) }, 'cluster heartbeat failed');
     }
   }

@@ -18,11 +18,10 @@ const liveHolder = (column: string) =>
 
 type Me = { me: string };
 
-const JOIN = statement<Omit<MemberRow, 'started_at' | 'heartbeat_at' | 'lease_until' | 'left_at'> & { lease_ms: number }, { lease_until: number; now: number }>(
+const JOIN = statement<Omit<MemberRow, 'started_at' | 'heartbeat_at' | 'lease_until' | 'left_at'> & { lease_ms: number }>(
   (_qb, p) => sql`
     INSERT INTO cluster_members (id, instance, pid, host, started_at, heartbeat_at, lease_until)
-    VALUES (${p.id}, ${p.instance}, ${p.pid}, ${p.host}, ${NOW_MS}, ${NOW_MS}, ${NOW_MS} + ${p.lease_ms})
-    RETURNING lease_until, heartbeat_at AS now`,
+    VALUES (${p.id}, ${p.instance}, ${p.pid}, ${p.host}, ${NOW_MS}, ${NOW_MS}, ${NOW_MS} + ${p.lease_ms})`,
 );
 // Only a member whose lease has not run out renews it: one that has (paused, cut off) must
 // not come back to work the others have taken over; it joins again as a new member.
@@ -114,9 +113,8 @@ export class ClusterRepo {
   constructor(private readonly x: Executor) {}
 
   /** Add a member, live for `leaseMs` from now; resolves with when its lease ends and the database's time. */
-  async join(m: { id: string; instance: string; pid: number; host: string }, leaseMs: number): Promise<{ leaseUntil: number; now: number }> {
-    const r = await this.x.get(JOIN, { ...m, lease_ms: leaseMs });
-    return { leaseUntil: r!.lease_until, now: r!.now };
+  async join(m: { id: string; instance: string; pid: number; host: string }, leaseMs: number): Promise<void> {
+    await this.x.run(JOIN, { ...m, lease_ms: leaseMs });
   }
 
   /** Renew a member's lease; false when it had run out or the member left (it must join again). */

@@ -161,7 +161,8 @@ export class EventsRepo {
 
   /**
    * Append an event (inside a transaction); a second insert of the same id is ignored
-   * (resolves false). Inserts commit in `seq` order on every engine (Executor.orderEvents).
+   * (resolves false). Inserts commit in `seq` order on every engine (the batch's lock on
+   * PostgreSQL, the one writer on SQLite); orderEvents announces them (Executor.orderEvents).
    */
   async addEvent(row: Omit<EventRow, 'seq'>): Promise<boolean> {
     await this.x.orderEvents();

@@ -37,6 +37,11 @@ async function exec<P, R>(on: Queryable, s: Statement<P, R>, p: P): Promise<pg.Q
   return on.query({ name: c.name, text: c.sql, values: s.args('postgres', p) });
 }
 
+/** Executor's all/get/run over one way to run a statement (a pooled, held or own connection). */
+const rowsOf = async <R>(r: Promise<pg.QueryResult>): Promise<R[]> => (await r).rows as R[];
+const firstOf = async <R>(r: Promise<pg.QueryResult>): Promise<R | undefined> => (await r).rows[0] as R | undefined;
+const changedBy = async (r: Promise<pg.QueryResult>): Promise<number> => (await r).rowCount ?? 0;
+
 /** One batch transaction on a connection checked out of the pool for it. */
 class PostgresTx implements BatchTx {
   readonly dialect = 'postgres' as const;
@@ -49,14 +54,14 @@ class PostgresTx implements BatchTx {
     private readonly onEnd: () => void,
   ) {}
 
-  async all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
-    return (await exec(this.client, s, p)).rows as R[];
+  all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
+    return rowsOf(exec(this.client, s, p));
   }
-  async get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
-    return (await exec(this.client, s, p)).rows[0] as R | undefined;
+  get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
+    return firstOf(exec(this.client, s, p));
   }
-  async run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
-    return (await exec(this.client, s, p)).rowCount ?? 0;
+  run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
+    return changedBy(exec(this.client, s, p));
   }
   // The batch took the events lock at BEGIN (PostgresStore.begin); what is left is to say
   // that events are coming. The NOTIFY is delivered at COMMIT (and dropped with a rollback
@@ -125,14 +130,14 @@ export class PostgresStore extends QueuedStore {
     return this.open > 0;
   }
 
-  async all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
-    return (await exec(this.pool, s, p)).rows as R[];
+  all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
+    return rowsOf(exec(this.pool, s, p));
   }
-  async get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
-    return (await exec(this.pool, s, p)).rows[0] as R | undefined;
+  get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
+    return firstOf(exec(this.pool, s, p));
   }
-  async run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
-    return (await exec(this.pool, s, p)).rowCount ?? 0;
+  run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
+    return changedBy(exec(this.pool, s, p));
   }
   protected answers(): boolean {
     return !this.ended;
@@ -145,13 +150,6 @@ export class PostgresStore extends QueuedStore {
 
   protected async begin(): Promise<BatchTx> {
     const client = await this.pool.connect();
-    // A connection the server ends while we hold it (idle_in_transaction_session_timeout,
-    // a restart) emits 'error'; the pool listens only to idle ones, and an unheard 'error'
-    // would end the process. The batch's own query fails with it and is handled there.
-    if (!heard.has(client)) {
-      heard.add(client);
-      client.on('error', () => undefined);
-    }
     try {
       await client.query('BEGIN');
       // Every batch, not only those that insert events: taken lazily (at the first event
@@ -168,9 +166,6 @@ export class PostgresStore extends QueuedStore {
   }
 }
 
-/** Pooled connections that have an 'error' listener of ours (added once, at first checkout). */
-const heard = new WeakSet<pg.PoolClient>();
-
 /** Connect a pool to `url`, apply migrations (under an advisory lock), and return the store. */
 export async function openPostgres(url: string, migrations: Migration[], opts: StoreOptions): Promise<PostgresStore> {
   const pool = new pg.Pool({
@@ -185,6 +180,11 @@ export async function openPostgres(url: string, migrations: Migration[], opts: S
   // An idle connection that breaks (server restart) is dropped by the pool; without a
   // listener its 'error' would end the process.
   pool.on('error', (e) => opts.onError?.(e));
+  // A connection the server ends while we hold it (idle_in_transaction_session_timeout, a
+  // restart, a migration waiting on its lock) emits 'error', and the pool listens only to
+  // idle ones: unheard, it would end the process. The query in flight fails with it and is
+  // handled where it was made.
+  pool.on('connect', (c) => c.on('error', () => undefined));
   const description = describeStorage({ engine: 'postgres', url });
   try {
     const client = await pool.connect();
@@ -220,14 +220,14 @@ export class PostgresSession implements Executor {
     private readonly onError: (e: Error) => void,
   ) {}
 
-  async all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
-    return (await this.exec(s, p)).rows as R[];
+  all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
+    return rowsOf(this.exec(s, p));
   }
-  async get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
-    return (await this.exec(s, p)).rows[0] as R | undefined;
+  get<P, R>(s: Statement<P, R>, p: P): Promise<R | undefined> {
+    return firstOf(this.exec(s, p));
   }
-  async run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
-    return (await this.exec(s, p)).rowCount ?? 0;
+  run<P, R>(s: Statement<P, R>, p: P): Promise<number> {
+    return changedBy(this.exec(s, p));
   }
   orderEvents(): Promise<void> {
     return Promise.reject(new Error('events are stored inside a transaction (store.transaction)'));
@@ -253,20 +253,18 @@ export class PostgresSession implements Executor {
   }
 
   private async exec<P, R>(s: Statement<P, R>, p: P): Promise<pg.QueryResult> {
-    const c = await this.connection();
+    const opening = this.connection();
+    const c = await opening;
     try {
       return await exec(c, s, p);
     } catch (e) {
-      // A timeout leaves the connection in an unknown state: start again on a new one.
-      if ((e as Error).message?.includes('timeout')) this.drop(c);
+      // A timeout leaves the connection in an unknown state: start again on a new one (pg's
+      // "Query read timeout" has no code). Only this one: a newer connection is kept.
+      if ((e as Error).message?.includes('timeout')) {
+        if (this.client === opening) this.client = null;
+        void c.end().catch(() => undefined);
+      }
       throw e;
-    }
-  }
-
-  private drop(c: pg.Client): void {
-    if (this.client) {
-      this.client = null;
-      void c.end().catch(() => undefined);
     }
   }
 

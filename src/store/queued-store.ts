@@ -27,7 +27,7 @@ export abstract class QueuedStore implements Store {
    * gone through for WRITES_CLEAR_MS without another failure. A disk that is nearly full
    * takes small writes and refuses large ones: one success does not make it work again.
    */
-  private writeFailure: { error: unknown; since: number; last: number } | null = null;
+  private writeFailure: { error: unknown; last: number } | null = null;
   /** A damaged file found by any statement: not ready until a restart checks the file again. */
   private damage: unknown = null;
 
@@ -67,7 +67,7 @@ export abstract class QueuedStore implements Store {
       (e: unknown) => {
         if (storageFailure(e) !== null) {
           const now = this.now();
-          this.writeFailure = { error: e, since: this.writeFailure?.since ?? now, last: now };
+          this.writeFailure = { error: e, last: now };
           this.noticed(e);
           this.writeFailed(e);
         }

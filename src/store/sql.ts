@@ -147,10 +147,12 @@ export interface Executor {
   /** Run a write; resolves with the number of rows it changed. */
   run<P, R>(s: Statement<P, R>, p: P): Promise<number>;
   /**
-   * Called before the first event insert of a transaction: makes event inserts commit in
-   * `seq` order (the feed cursor), so a reader never skips one committed late. PostgreSQL
-   * takes a transaction-level advisory lock; SQLite has one writer and needs nothing.
-   * Rejects outside a transaction.
+   * Called before the first event insert of a transaction. Event inserts commit in `seq`
+   * order (the feed cursor) because every PostgreSQL batch holds the events advisory lock
+   * from BEGIN (PostgresStore.begin: removing that lock breaks the feed's order), and SQLite
+   * has one writer. What is left here: PostgreSQL announces the insert (a NOTIFY delivered
+   * at COMMIT, for the other instances' feeds); SQLite does nothing. Rejects outside a
+   * transaction.
    */
   orderEvents(): Promise<void>;
 }

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import BetterSqlite3 from 'better-sqlite3';
+import { storageFailure } from './failures.js';
 
 /** The daemon that holds a database. */
 export interface Holder {
@@ -48,7 +49,7 @@ export function lockDatabase(path: string, now: () => number, pid = process.pid)
     try {
       db.prepare('INSERT OR REPLACE INTO holder (id, pid, host, since) VALUES (1, ?, ?, ?)').run(pid, host, now());
     } catch (e) {
-      if ((e as { code?: string }).code !== 'SQLITE_BUSY') throw e;
+      if (storageFailure(e) !== 'locked') throw e;
       throw refuse(read.get() as Holder | undefined);
     }
     db.exec('BEGIN');

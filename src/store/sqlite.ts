@@ -86,8 +86,7 @@ export const BUSY_WAIT_MS = 5_000;
 
 /** SQLITE_BUSY and its extended codes: another connection holds a lock this statement needs. */
 function isBusy(e: unknown): boolean {
-  const code = (e as { code?: unknown }).code;
-  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+  return storageFailure(e) === 'locked';
 }
 
 /** The open batch transaction: statements run on the connection directly. */
