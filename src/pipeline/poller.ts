@@ -13,7 +13,7 @@ import { EntityTable } from '../sources/entity-table.js';
 import { checkShape, Fetcher } from '../sources/fetch.js';
 import { recordVolatile } from '../sources/records.js';
 import { reportClientsSource } from '../sources/families/visibility.js';
-import { entityOf, pathOf, sitesSource, viewsOf } from '../sources/registry.js';
+import { childrenOf, entityOf, pathOf, sitesSource, sourceByName, viewsOf } from '../sources/registry.js';
 import type { EntityRef, SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertRow } from '../store/alerts-repo.js';
 import type { Store } from '../store/db.js';
@@ -477,6 +477,14 @@ export class Poller {
   }
 
   /**
+   * Entities of a source whose last poll failed, as the store says: in a cluster another
+   * member may have polled them (this one's memory knows only its own failures).
+   */
+  async failingEntities(source: SourceDef): Promise<Set<string>> {
+    return new Set((await this.r.snapshots.failing(source.name, 1)).map((s) => s.entity));
+  }
+
+  /**
    * The planner over one snapshot pair (shared by polls and re-evaluations), in a unit.
    * What the plan may read of the store is read first (planReads), so the planner stays pure
    * and synchronous and plans on the state the unit commits against.
@@ -587,6 +595,8 @@ export class Poller {
     this.apiStreak.sources.add(source.name);
     if (this.apiStreak.sources.size < 2) return;
     const state = await u.r.alerts.get(kind, API_SUBJECT);
+    // Known as firing here too, whoever raised it, so that a success here resolves it.
+    this.apiFiring.add(kind);
     if (state?.status === 'firing') return;
     const err = failures[0]!.error!;
     const summary =
@@ -595,7 +605,6 @@ export class Poller {
         : `the Hosting Control API cannot be reached (${err.code} on every request of ${[...this.apiStreak.sources].join(', ')}); check api.base_url and the network`;
     const sources = [...this.apiStreak.sources];
     await this.operatorAlert(u, kind, API_SUBJECT, 'firing', state, { summary, source: source.name, sources, code: err.code, endpoint: err.endpoint, last_error: this.deps.scrub(err.message) });
-    this.apiFiring.add(kind);
   }
 
   /** Fire or resolve a source's `source.degraded` from the per-entity failure counts. */
@@ -648,8 +657,10 @@ export class Poller {
       if (err.code === 'scope_missing') {
         const subject = `sources/${ref.source.name}`;
         const state = await u.r.alerts.get('source-scope-missing', subject);
+        // Firing already (raised by another cluster member, or before a restart): this one
+        // must know it too, to resolve it with the next success.
+        scopeFired = subject;
         if (state?.status !== 'firing') {
-          scopeFired = subject;
           const required = err.requiredScope ?? ref.source.scope;
           await this.operatorAlert(u, 'source-scope-missing', subject, 'firing', state, {
             summary: `the API key lacks the scope ${required} that source ${ref.source.name} needs`,
@@ -784,8 +795,12 @@ export class Poller {
   handedOver(source: string, siteIds: ReadonlyArray<number | null>): void {
     const sites = siteIds.filter((id): id is number => id !== null);
     const account = siteIds.includes(null);
-    this.fetcher.forgetSites(sites);
-    this.heads.forgetSites(sites);
+    const def = sourceByName(source);
+    // Only this source's entities (and its details and views) changed hands: the other
+    // sources of these sites keep their heads and validators.
+    const handed = new Set([source, ...(def ? [...childrenOf(def), ...viewsOf(def)].map((s) => s.name) : [])]);
+    this.fetcher.forgetSites(sites, handed);
+    this.heads.forgetSites(sites, handed);
     if (account) {
       this.fetcher.forgetSource(source);
       this.heads.forgetSource(source);
@@ -797,6 +812,9 @@ export class Poller {
       return account && key.startsWith(`${source}\u0000`);
     };
     for (const k of [...this.timed]) if (stale(k)) this.timed.delete(k);
+    // What another member failed is known only to the store: counted as maybe failing, the
+    // next success here writes the poll state (and resolves source.degraded) once.
+    if (def) for (const id of siteIds) this.failing.add(`${source}\u0000${entityOf(def, id === null ? null : { id, domain: '' }).entity}`);
   }
 
   /**

@@ -21,7 +21,7 @@ export interface ReevaluationPass {
 }
 
 export interface ReevaluatorDeps {
-  poller: Pick<Poller, 'reevaluate' | 'storedEntities'>;
+  poller: Pick<Poller, 'reevaluate' | 'storedEntities' | 'failingEntities'>;
   rules: readonly CompiledRule[];
   /** The enabled sources (a clock rule of a disabled source has nothing to read). */
   sources: readonly SourceDef[];
@@ -66,8 +66,11 @@ export class Reevaluator {
       pass.rules.push(...picked.map((r) => r.name));
       pass.sources.add(source.name);
       const stored = await this.deps.poller.storedEntities(source);
+      // A failed fetch is not a change: whoever polled it (a cluster member), skip it.
+      const failing = await this.deps.poller.failingEntities(source);
       pass.entities += stored.length;
       await mapLimit(stored, PARALLEL, async ({ entity, site_id }) => {
+        if (failing.has(entity)) return;
         try {
           pass.events += await this.deps.poller.reevaluate(source, entity, site_id, due);
         } catch (e) {

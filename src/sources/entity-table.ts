@@ -31,16 +31,23 @@ export class EntityTable<V> {
     this.bySource.delete(source);
   }
 
-  /** Drop every value about sites that left the site list. */
-  forgetSites(siteIds: Iterable<number>): void {
+  /** Drop every value about these sites (they left the site list), of `sources` only when given. */
+  forgetSites(siteIds: Iterable<number>, sources?: ReadonlySet<string>): void {
     const ids = new Set(siteIds);
     if (ids.size === 0) return;
-    const marks = [...ids].map((id) => `sites/${id}/`);
-    for (const bySlot of this.bySource.values()) {
+    for (const [source, bySlot] of this.bySource) {
+      if (sources && !sources.has(source)) continue;
       for (const id of ids) bySlot.delete(id);
-      for (const k of bySlot.keys()) if (typeof k === 'string' && marks.some((m) => k.startsWith(m))) bySlot.delete(k);
+      // Records of a site (sites/12/backups/7): one pass over the keys, whatever the ids.
+      for (const k of bySlot.keys()) if (typeof k === 'string' && ids.has(siteIdOf(k) ?? NaN)) bySlot.delete(k);
     }
   }
+}
+
+/** The site an entity name is about (`sites/12/...`), or null. */
+function siteIdOf(entity: string): number | null {
+  const m = /^sites\/(\d+)\//.exec(entity);
+  return m ? Number(m[1]) : null;
 }
 
 /** The key of an entity within its source: the site id when that names it, else the entity. */

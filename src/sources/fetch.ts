@@ -113,9 +113,9 @@ export class Fetcher {
     this.validators.delete(ref);
   }
 
-  /** Drop what is kept for sites that left the site list. */
-  forgetSites(siteIds: Iterable<number>): void {
-    this.validators.forgetSites(siteIds);
+  /** Drop what is kept for these sites (of `sources` only when given). */
+  forgetSites(siteIds: Iterable<number>, sources?: ReadonlySet<string>): void {
+    this.validators.forgetSites(siteIds, sources);
   }
 
   /** Drop what is kept for every entity of one source. */
