@@ -48,7 +48,7 @@ import { Followups } from './scheduler/followups.js';
 import { configPlan, describePlan, sourcePriorities } from './scheduler/budget-plan.js';
 import { openStore, type Store } from './store/db.js';
 import type { PruneResult } from './store/history-repo.js';
-import { repos } from './store/repos.js';
+import { repos, type Repos } from './store/repos.js';
 import { ClusterRepo } from './store/cluster-repo.js';
 import { HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
 import { DEFAULTS } from './config/parse.js';
@@ -238,7 +238,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     dispatcher,
     log,
     now,
-    incidents: async (r) => (incidents ? incidents.active(r) : new Set()),
+    // Turned off, no incident can hold an event: no second round of decisions to ask.
+    ...(config.incidents.enabled ? { incidents: async (r: Repos) => (incidents ? incidents.active(r) : new Set<string>()) } : {}),
   });
   // One joined read, not one per firing alert (a round trip each on PostgreSQL).
   const firing = (await alerts.firingWithEvents()).flatMap((a) => (a.site_id === null || a.body === null ? [] : [JSON.parse(a.body) as HostwatchEvent]));
@@ -442,7 +443,11 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
           routes: [
             ...healthRoutes({
               databaseReady: () => store.ready(),
-              databaseProblem: () => store.problem(),
+              // /readyz answers anyone: the driver's text, scrubbed as StorageWatch scrubs it.
+              databaseProblem: () => {
+                const p = store.problem();
+                return p === null ? null : scrub(p);
+              },
               schedulerRunning: () => scheduler.running,
               polling: () => ({ fresh: now() - poller.lastSuccessAt <= config.server.not_ready_after_ms, lastSuccessAt: poller.lastSuccessAt }),
               cluster: cluster

@@ -111,6 +111,11 @@ describe('a platform incident', () => {
     const got = hooked(hook);
     expect(count(got, 'site.offline:resolved')).toBe(5);
     expect(count(got, 'platform.incident:resolved')).toBe(1);
+    // The resolution names the alert its firing opened (PagerDuty's dedup_key, Opsgenie's alias).
+    const incident = w.events.filter((e) => e.data.name === 'platform.incident');
+    expect(incident.map((e) => e.data.status)).toEqual(['firing', 'resolved']);
+    expect(incident[1]!.data['alert_id']).toBe(incident[0]!.data['alert_id']);
+    expect(incident[0]!.data['alert_id']).toEqual(expect.any(String));
     expect(count(got, 'site.offline:firing')).toBe(0); // webhooks had them already
     // People: the incident's end, then the three sites still offline (released).
     expect(slack.posts).toHaveLength(2);

@@ -154,6 +154,11 @@ export class Dispatcher {
     });
   }
 
+  /** Inhibition rules are configured (else no event asks for its site's inhibiting alerts). */
+  get inhibits(): boolean {
+    return this.inhibit.length > 0;
+  }
+
   private inhibitedBy(e: HostwatchEvent, view: DispatchView, skip: string | undefined): string | null {
     const site = e.data.site_id;
     if (site === null || this.inhibit.length === 0) return null;

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { IncidentsConfig } from '../config/types.js';
-import { alertEventId, envelope } from '../events/envelope.js';
+import { alertEventId, alertId, envelope } from '../events/envelope.js';
 import type { HostwatchEvent, Severity } from '../events/types.js';
 import type { CompiledRule } from '../rules/types.js';
 import type { AlertRow } from '../store/alerts-repo.js';
@@ -119,6 +119,8 @@ export function incidentEvent(o: {
       domain: null,
       changes: [],
       rule: INCIDENT_RULE,
+      // One id for the firing and its resolution: PagerDuty's dedup_key, Opsgenie's alias.
+      alert_id: alertId(INCIDENT_RULE, subject, o.seq),
       observed_at: at.toISOString(),
       alert: o.alert,
       count: sites.length,

@@ -102,7 +102,8 @@ export class Notifier {
     const readSite = async (site: number): Promise<void> => {
       inhibitions.set(site, (await r.delivery.inhibitionSources(site)).map((source) => inhibitionKey(source, site)));
     };
-    if (e.data.site_id !== null) await readSite(e.data.site_id);
+    // Read up front only where an inhibition could ask (one query per event otherwise).
+    if (e.data.site_id !== null && this.deps.dispatcher.inhibits) await readSite(e.data.site_id);
     for (;;) {
       const sites = new Set<number>();
       const wanted = new Map<string, [string, string]>();

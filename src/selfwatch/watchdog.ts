@@ -1,4 +1,4 @@
-import { alertEventId, alertRepeatId, envelope } from '../events/envelope.js';
+import { alertEventId, alertId, alertRepeatId, envelope } from '../events/envelope.js';
 import type { HostwatchEvent } from '../events/types.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { AlertRow } from '../store/alerts-repo.js';
@@ -26,19 +26,26 @@ export interface WatchdogDeps {
  * with the same firing and the next repeat number.
  */
 export class Watchdog {
+  /** Nothing can be due before this (from the row last read): no transaction each tick. */
+  private nextDueAt = -Infinity;
+
   constructor(private readonly deps: WatchdogDeps) {}
 
   /** Fire, or re-send when `every` has passed since the last send, in one transaction; null when nothing is due. */
-  tick(): Promise<HostwatchEvent | null> {
-    return this.deps.store.transaction(async (tx) => {
+  async tick(): Promise<HostwatchEvent | null> {
+    if (this.deps.now() < this.nextDueAt) return null;
+    const done = await this.deps.store.transaction(async (tx) => {
       const r = repos(tx);
       const row = await r.alerts.get(WATCHDOG_RULE, WATCHDOG_SUBJECT);
       const e = this.due(row);
-      if (!e) return null;
+      if (!e) return { event: null, row };
       await this.deps.notifier.publishIn(r, e.event);
       await r.alerts.put(e.row);
-      return e.event;
+      return e;
     });
+    // Checked again in the transaction when the time comes (another member may have sent).
+    if (done.row?.status === 'firing') this.nextDueAt = (done.row.last_sent_at ?? done.row.since) + this.deps.everyMs;
+    return done.event;
   }
 
   /** The event to send and the row to write now, or null when nothing is due. */
@@ -65,6 +72,8 @@ export class Watchdog {
         domain: null,
         changes: [],
         rule: WATCHDOG_RULE,
+        // Re-sends fold into one alert on pagers (dedup_key, alias), as rule re-sends do.
+        alert_id: alertId(WATCHDOG_RULE, WATCHDOG_SUBJECT, seq),
         observed_at: at.toISOString(),
         every_seconds: Math.round(d.everyMs / 1000),
         ...(repeats > 0 ? { repeat: repeats } : {}),

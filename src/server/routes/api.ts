@@ -1,4 +1,4 @@
-import { SOURCES } from '../../sources/registry.js';
+import { SOURCE_READ_BY, SOURCES } from '../../sources/registry.js';
 import type { DeliveryView } from '../../store/events-repo.js';
 import type { FiringAlert } from '../../store/alerts-repo.js';
 import type { ServerContext } from '../context.js';
@@ -40,7 +40,8 @@ export function apiRoutes(ctx: ServerContext): Route[] {
 async function sources(ctx: ServerContext): Promise<unknown[]> {
   const states = new Map((await ctx.snapshots.sourceStates()).map((r) => [r.source, r]));
   const failing = new Map((await ctx.snapshots.failingCounts()).map((r) => [r.source, r.failing]));
-  const degraded = new Set((await ctx.alerts.firing()).filter((a) => a.rule === 'source-degraded').map((a) => a.subject.replace(/^sources\//, '')));
+  // Only the source alerts, not every alert firing (thousands in an outage), each refresh.
+  const degraded = new Set((await ctx.alerts.firingOfRule('source-degraded')).map((a) => a.subject.replace(/^sources\//, '')));
   const scheduled = new Map(ctx.sources.map((s) => [s.def.name, s]));
   const progress = new Map(ctx.scheduler.progress().map((p) => [p.name, p]));
   return SOURCES.map((def) => {
@@ -59,7 +60,8 @@ async function sources(ctx: ServerContext): Promise<unknown[]> {
       last_error: state?.last_error ?? null,
       failing_entities: failing.get(def.name) ?? 0,
       degraded: degraded.has(def.name),
-      read_with: def.from ?? def.parent ?? null,
+      // The scheduled source whose cycles read it, through details of details (registry).
+      read_with: SOURCE_READ_BY[def.name] ?? null,
       next_run_at: iso(ctx.scheduler.nextRunOf(def.name)),
       ...(p
         ? {

@@ -43,11 +43,12 @@ export function healthRoutes(probe: HealthProbe): Route[] {
         const scheduler = probe.schedulerRunning();
         const polling = probe.polling?.() ?? null;
         const cluster = probe.cluster?.() ?? null;
+        const problem = database ? null : (probe.databaseProblem?.() ?? null);
         const ready = database && scheduler && (polling?.fresh ?? true) && (cluster?.member ?? true);
         json(res, ready ? 200 : 503, {
           status: ready ? 'ready' : 'not ready',
           database,
-          ...(!database && probe.databaseProblem?.() ? { database_problem: probe.databaseProblem() } : {}),
+          ...(problem ? { database_problem: problem } : {}),
           scheduler,
           ...(polling ? { polling: polling.fresh, last_poll_success_at: new Date(polling.lastSuccessAt).toISOString() } : {}),
           ...(cluster ? { cluster: { member: cluster.member, instance: cluster.instance, member_id: cluster.memberId, timers: cluster.timers } } : {}),
