@@ -484,14 +484,10 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       heartbeatTimer.unref();
       heartbeat?.start();
       // History is pruned at start and then on a schedule, so the database stays bounded.
+      // On one member of a cluster (the timers' owner).
       const prune = async (): Promise<void> => {
-        if (ownsTimers()) await pruneOwned();
+        if (ownsTimers()) await app.pruneHistory().catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'history prune failed'));
       };
-      const pruneOwned = (): Promise<void> =>
-        app.pruneHistory().then(
-          () => undefined,
-          (e: unknown) => log.error({ err: scrub(String(e)) }, 'history prune failed'),
-        );
       await prune();
       pruneTimer = setInterval(() => void prune(), config.history.prune_every_ms);
       pruneTimer.unref();

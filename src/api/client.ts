@@ -269,8 +269,9 @@ export class ApiClient {
       }
       if (status === 304 && prev !== undefined) return { body: null, validators: prev, notModified: true };
       if (status >= 200 && status < 300) {
+        let parsed: unknown;
         try {
-          return { body: this.scrub(text, JSON.parse(text)), validators: validatorsOf(res.headers), notModified: false };
+          parsed = JSON.parse(text);
         } catch {
           code = 'bad_response';
           throw new ApiError({
@@ -279,6 +280,15 @@ export class ApiClient {
             // A truncated body is usually a broken connection: worth one more try.
             retryable: true,
           });
+        }
+        try {
+          return { body: this.scrub(text, parsed), validators: validatorsOf(res.headers), notModified: false };
+        } catch (e) {
+          if (!(e instanceof RangeError)) throw e;
+          // Well-formed, but nested too deep to look through for secrets (the scrubber
+          // recurses): the same reply again would fail the same way.
+          code = 'bad_response';
+          throw new ApiError({ code, endpoint: path, statusCode: status, message: `a ${status} reply nested too deeply to check for secrets (${text.length} bytes)`, retryable: false });
         }
       }
       const err = errorFromReply(path, status, text, res.headers['retry-after'], this.now());

@@ -141,6 +141,14 @@ export function alertSeverities(rules: readonly CompiledRule[]): Map<string, Sev
   return out;
 }
 
+/**
+ * The alerts an incident may cover: those of alert rules (never the incident itself),
+ * limited to `incidents.alerts` when it names some. The tracker and `rules backtest` alike.
+ */
+export function coveredAlerts(rules: readonly CompiledRule[], alerts: readonly string[]): ReadonlySet<string> {
+  return new Set([...alertSeverities(rules).keys()].filter((n) => n !== INCIDENT_EVENT && (alerts.length === 0 || alerts.includes(n))));
+}
+
 /** What the tracker needs of the rest of the program. */
 export interface IncidentDeps {
   config: IncidentsConfig;
@@ -171,7 +179,7 @@ export class IncidentTracker {
   private readonly rulesOf = new Map<string, string[]>();
   private readonly sourcesOf = new Map<string, Set<string>>();
   private readonly severityOf: Map<string, Severity>;
-  private readonly eligible: ReadonlySet<string> | null;
+  private readonly covered: ReadonlySet<string>;
 
   constructor(private readonly deps: IncidentDeps) {
     for (const r of deps.rules) {
@@ -180,7 +188,7 @@ export class IncidentTracker {
       this.sourcesOf.set(r.event, (this.sourcesOf.get(r.event) ?? new Set()).add(r.source));
     }
     this.severityOf = alertSeverities(deps.rules);
-    this.eligible = deps.config.alerts.length > 0 ? new Set(deps.config.alerts) : null;
+    this.covered = coveredAlerts(deps.rules, deps.config.alerts);
   }
 
   /** Whether incidents are on at all. */
@@ -239,7 +247,7 @@ export class IncidentTracker {
   }
 
   private covers(name: string): boolean {
-    return name !== INCIDENT_EVENT && this.rulesOf.has(name) && (this.eligible === null || this.eligible.has(name));
+    return this.covered.has(name);
   }
 
   /** Check one alert's incident with the repositories of the caller's transaction. Returns the event it stored, if any. */

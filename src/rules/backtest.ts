@@ -8,7 +8,7 @@ import type { CompiledRule } from './types.js';
 import type { SiteLabeler } from '../labels.js';
 import type { IncidentsConfig } from '../config/types.js';
 import type { Severity } from '../events/types.js';
-import { alertSeverities, INCIDENT_EVENT, incidentEvent, incidentThreshold, stepIncident, type FiringSite } from '../notify/incidents.js';
+import { alertSeverities, coveredAlerts, incidentEvent, incidentThreshold, stepIncident, type FiringSite } from '../notify/incidents.js';
 
 /** Where shadow events are counted in the per-channel table: they go nowhere. */
 export const SHADOW_CHANNEL = '(shadow: not delivered)';
@@ -155,7 +155,7 @@ export async function backtest(rows: Iterable<ChangeLogRow> | AsyncIterable<Chan
 class IncidentReplay {
   private readonly firing = new Map<string, Map<number, number>>();
   private readonly fired = new Map<string, number>();
-  private readonly covered: Set<string>;
+  private readonly covered: ReadonlySet<string>;
   private readonly severities: Map<string, Severity>;
 
   constructor(
@@ -164,8 +164,7 @@ class IncidentReplay {
     private readonly domainOf: (siteId: number) => string | null,
   ) {
     this.severities = alertSeverities(rules);
-    const eligible = opts.config.alerts;
-    this.covered = new Set([...this.severities.keys()].filter((n) => n !== INCIDENT_EVENT && (eligible.length === 0 || eligible.includes(n))));
+    this.covered = coveredAlerts(rules, opts.config.alerts);
   }
 
   /** The human channels an incident open now holds this event from ([] when none does). */
