@@ -59,14 +59,18 @@ export interface GatherOptions {
    * How long the oldest queued unit may wait for others (ms) while fewer than `units` are
    * queued. Polls that change finish a few ms apart, not in the same turn of the event loop;
    * without the wait each would pay for its own commit (bench: 1–2 polls per commit in the
-   * changed-10% case, 5–7 with 4 ms, at a fraction of the commit cost each).
+   * changed-10% case). A commit's fixed part (BEGIN, COMMIT, the log pages every unit
+   * touches, one fsync) is most of what a small batch costs: 4 ms gathered about 2 changed
+   * polls per commit, 20 ms gathers 6–8 and takes a fifth off the pass's CPU
+   * (docs/benchmarks.md, run 13). 20 ms is a small part of the 250 ms a change may take to
+   * reach a webhook.
    */
   ms: number;
   /** With this many queued, the batch starts at once. */
   units: number;
 }
 
-const GATHER: GatherOptions = { maxBatch: 256, ms: 4, units: 8 };
+const GATHER: GatherOptions = { maxBatch: 256, ms: 20, units: 32 };
 
 /**
  * Group commit. Units that arrive while a batch commits, in the same turn of the event loop,
