@@ -140,8 +140,11 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
         await t.alerts.put(alert('cron-failed', 'sites/5/cron', 'firing', 1));
         await t.alerts.put(alert('cron-failed', 'sites/5/cron/17', 'firing', 1));
         await t.alerts.put(alert('cron-paused', 'sites/5/cron/18', 'resolved', 1));
-        // Not about sites/5/cron: a longer entity name, another site, another rule.
+        // Not about sites/5/cron: longer entity names (one sorts inside the key range the
+        // query reads: '-' comes before '/'), another site, another rule.
         await t.alerts.put(alert('cron-failed', 'sites/5/cronjobs/1', 'firing', 1));
+        await t.alerts.put(alert('cron-failed', 'sites/5/cron-old', 'firing', 1));
+        await t.alerts.put(alert('cron-paused', 'sites/5/cron-old/3', 'firing', 1));
         await t.alerts.put(alert('cron-failed', 'sites/50/cron/1', 'firing', 1));
         await t.alerts.put(alert('site-offline', 'sites/5/cron/17', 'firing', 1));
       });

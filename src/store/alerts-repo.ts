@@ -43,7 +43,10 @@ const FIRING_OF_RULE = statement<{ rule: string; status: AlertRow['status'] }, A
 /**
  * The alert rows of some rules about one entity: the entity itself and its records
  * (`entity/…`, a range in byte order: '0' follows '/'). One statement per number of rules,
- * each rule an index range on the primary key (rule, subject).
+ * each rule an index range on the primary key (rule, subject): [entity, entity + '0'), with
+ * the subjects in it that are neither the entity nor its records (`entity.x`) filtered out.
+ * (Written as `subject = entity OR subject in [lo, hi)`, SQLite searched the key by rule
+ * alone and read every row of each rule: every site that ever fired it, for each poll.)
  */
 const OF_ENTITY = variants<Record<string, string>, number, AlertRow>((qb, n, p) =>
   qb
@@ -54,7 +57,9 @@ const OF_ENTITY = variants<Record<string, string>, number, AlertRow>((qb, n, p) 
       'in',
       Array.from({ length: n }, (_, i) => p[`r${i}`]!),
     )
-    .where((eb) => eb.or([eb('subject', '=', p['entity']!), eb.and([eb('subject', '>=', p['lo']!), eb('subject', '<', p['hi']!)])])),
+    .where('subject', '>=', p['entity']!)
+    .where('subject', '<', p['hi']!)
+    .where((eb) => eb.or([eb('subject', '=', p['entity']!), eb('subject', '>=', p['lo']!)])),
 );
 
 /** Alert state: which (rule, subject) pairs are firing, and how often each has fired. */
