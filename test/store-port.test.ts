@@ -215,6 +215,10 @@ describe('the commit queue gathers units into batches', () => {
   it('lets units that arrive a few ms apart wait for each other (up to the gather time), then commits them in one transaction', async () => {
     const log: string[] = [];
     const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 60_000, units: 3 });
+    // The first unit ever comes after a quiet spell: it commits alone, at once. The others
+    // arrive during the "burst" (within the gather time of the one before them).
+    await q.submit(async () => 'first');
+    log.length = 0;
     const a = q.submit(async () => 'a');
     await new Promise((r) => setTimeout(r, 20));
     const b = q.submit(async () => 'b');
@@ -225,16 +229,31 @@ describe('the commit queue gathers units into batches', () => {
     const c = q.submit(async () => 'c');
     expect(await Promise.all([a, b, c])).toEqual(['a', 'b', 'c']);
     expect(log.filter((l) => l === 'begin' || l === 'commit')).toEqual(['begin', 'commit']);
-    expect(q.stats).toMatchObject({ batches: 1, units: 3 });
+    expect(q.stats).toMatchObject({ batches: 2, units: 4 });
   });
 
-  it('commits a lone unit once the oldest has waited the gather time, not later', async () => {
+  it('commits a unit that arrives during a burst once the oldest has waited the gather time, not later', async () => {
     const log: string[] = [];
     const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 30, units: 8 });
+    await q.submit(async () => undefined);
     const t0 = performance.now();
     await q.submit(async () => undefined);
     expect(performance.now() - t0).toBeGreaterThanOrEqual(25);
-    expect(log).toEqual(['begin', 'commit']);
+    expect(log).toEqual(['begin', 'commit', 'begin', 'commit']);
+  });
+
+  it('commits a unit that comes after a quiet spell at the next turn, without waiting the gather time', async () => {
+    const log: string[] = [];
+    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 40, units: 8 });
+    await q.submit(async () => undefined);
+    await new Promise((r) => setTimeout(r, 80));
+    log.length = 0;
+    const lone = q.submit(async () => 'lone');
+    await turn();
+    await turn();
+    // Begun already: a wait for others would have held it for 40 ms.
+    expect(log[0]).toBe('begin');
+    expect(await lone).toBe('lone');
   });
 });
 

@@ -100,11 +100,16 @@ export class CommitQueue {
     this.gather = { ...GATHER, ...gather };
   }
 
+  /** When the unit before the newest one arrived (performance.now()); -Infinity before any. */
+  private previousArrival = -Infinity;
+
   /** Queue a unit; resolves with its result once its batch has committed. */
   submit<T>(unit: Unit<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queued.push({ unit, at: performance.now(), resolve: resolve as (v: unknown) => void, reject });
-      this.schedule();
+      const at = performance.now();
+      this.queued.push({ unit, at, resolve: resolve as (v: unknown) => void, reject });
+      this.schedule(at - this.previousArrival > this.gather.ms);
+      this.previousArrival = at;
     });
   }
 
@@ -122,9 +127,16 @@ export class CommitQueue {
     if (this.isIdle()) for (const w of this.idleWaiters.splice(0)) w();
   }
 
-  private schedule(): void {
+  /**
+   * `quiet`: the newest unit came after a quiet spell (none in the gather time before it).
+   * Alone in the queue, it commits at the next turn: nothing suggests others will follow
+   * (a lone change, a CLI command), so waiting would only delay it. Units that arrive during
+   * a burst wait for each other as usual, and so do those queued behind a running batch.
+   */
+  private schedule(quiet = false): void {
     if (this.running) return;
-    const wait = this.queued.length >= this.gather.units ? 0 : this.gather.ms - (performance.now() - this.queued[0]!.at);
+    const lone = quiet && this.queued.length === 1;
+    const wait = lone || this.queued.length >= this.gather.units ? 0 : this.gather.ms - (performance.now() - this.queued[0]!.at);
     if (this.scheduled !== null) {
       // Enough units gathered: start on the next turn rather than at the end of the wait.
       if (wait > 0 || 'turn' in this.scheduled) return;
