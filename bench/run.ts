@@ -365,7 +365,7 @@ if (parts.has('cluster')) {
   const pct = (v: number | null): string => (v === null ? '?' : fmt(v, 0));
   print(
     `\n9b. Throughput: ${h.sites.toLocaleString('en-US')} sites × ${h.sources.join(', ')} every ${h.everyS} s (far more than 3 instances poll), every API answer after ${h.latencyMs} ms, api.max_concurrency ${h.concurrency} per instance, api.max_requests_per_second ${h.budget} shared; ` +
-      `a fresh database each; ${h.runs[0]?.window.seconds ?? '?'} s counted ${h.settleS} s after the warm-up (baselines stored, leases balanced)`,
+      `one database, the counts one after another; ${h.runs[0]?.window.seconds ?? '?'} s counted ${h.settleS} s after each warm-up (baselines stored, leases balanced)`,
   );
   print(
     table(
