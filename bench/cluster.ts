@@ -462,7 +462,7 @@ async function measureWindow(w: ClusterWorld, taps: ReadonlyMap<string, Tap>, pg
   };
 }
 
-/** Start `names` behind their taps, with `budget`. */
+/** Start the instance of each tap, reaching the simulator through it, at `budget` requests a second (shared). */
 function startBehindTaps(w: ClusterWorld, taps: ReadonlyMap<string, Tap>, budget = MAX_BUDGET): void {
   for (const [name, tap] of taps) w.start(name, { api: tap.url, budget });
 }
