@@ -242,6 +242,21 @@ describe('the commit queue gathers units into batches', () => {
     expect(log).toEqual(['begin', 'commit', 'begin', 'commit']);
   });
 
+  it('lets patient units (poll results) wait the longer gather time, and an urgent unit that joins them cuts the wait short', async () => {
+    const log: string[] = [];
+    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 5, units: 100, patientMs: 60_000, patientUnits: 100 });
+    await q.submit(async () => 'first', true);
+    log.length = 0;
+    const a = q.submit(async () => 'a', true);
+    await new Promise((r) => setTimeout(r, 30));
+    // A patient unit alone waits for others (up to a minute here): nothing begun.
+    expect(log).toEqual([]);
+    // A delivery's record (urgent) joins it: the batch starts within the short wait.
+    const b = q.submit(async () => 'b');
+    expect(await Promise.all([a, b])).toEqual(['a', 'b']);
+    expect(log.filter((l) => l === 'begin' || l === 'commit')).toEqual(['begin', 'commit']);
+  });
+
   it('commits a unit that comes after a quiet spell at the next turn, without waiting the gather time', async () => {
     const log: string[] = [];
     const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 40, units: 8 });

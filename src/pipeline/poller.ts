@@ -837,10 +837,14 @@ export class Poller {
    */
   private async commit<T>(writes: (u: Unit) => Promise<T>): Promise<T> {
     let unit: Unit | null = null;
-    const result = await this.deps.store.transaction(async (tx) => {
-      unit = { r: repos(tx), added: [], silences: null, apiResolved: [] };
-      return writes(unit);
-    });
+    // Patient: a poll's result may wait a little for others to share its commit.
+    const result = await this.deps.store.transaction(
+      async (tx) => {
+        unit = { r: repos(tx), added: [], silences: null, apiResolved: [] };
+        return writes(unit);
+      },
+      { patient: true },
+    );
     const added = (unit as Unit | null)?.added ?? [];
     if (added.length) this.deps.onEvents?.(added);
     return result;

@@ -49,6 +49,8 @@ interface Queued {
   at: number;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
+  /** It may wait the longer gather time (see GatherOptions.patientMs). */
+  patient: boolean;
 }
 
 /** How a queue gathers units into batches. */
@@ -57,20 +59,27 @@ export interface GatherOptions {
   maxBatch: number;
   /**
    * How long the oldest queued unit may wait for others (ms) while fewer than `units` are
-   * queued. Polls that change finish a few ms apart, not in the same turn of the event loop;
-   * without the wait each would pay for its own commit (bench: 1–2 polls per commit in the
-   * changed-10% case). A commit's fixed part (BEGIN, COMMIT, the log pages every unit
-   * touches, one fsync) is most of what a small batch costs: 4 ms gathered about 2 changed
-   * polls per commit, 20 ms gathers 6–8 and takes a fifth off the pass's CPU
-   * (docs/benchmarks.md, run 13). 20 ms is a small part of the 250 ms a change may take to
-   * reach a webhook.
+   * queued. Units that finish a few ms apart, not in the same turn of the event loop, would
+   * each pay for their own commit without it.
    */
   ms: number;
   /** With this many queued, the batch starts at once. */
   units: number;
+  /**
+   * The same two, when every queued unit is patient (a poll's result: `submit(unit, true)`).
+   * Changed polls finish a few ms apart, and a commit's fixed part (BEGIN, COMMIT, the log
+   * pages every unit touches, one fsync) is most of what a small batch costs: 4 ms gathered
+   * about 2 changed polls per commit in the bench's changed-10% pass, 20 ms gathers 6–8 and
+   * takes a fifth off the pass's CPU (docs/benchmarks.md, run 13); 20 ms is a small part of
+   * the 250 ms a change may take to reach a webhook. The others (a delivery's record, a
+   * silence, a CLI write) keep the short wait: the outbox worker sends the next row of a
+   * channel only once the last one's attempt is recorded.
+   */
+  patientMs: number;
+  patientUnits: number;
 }
 
-const GATHER: GatherOptions = { maxBatch: 256, ms: 20, units: 32 };
+const GATHER: GatherOptions = { maxBatch: 256, ms: 4, units: 8, patientMs: 20, patientUnits: 32 };
 
 /**
  * Group commit. Units that arrive while a batch commits, in the same turn of the event loop,
@@ -84,8 +93,10 @@ const GATHER: GatherOptions = { maxBatch: 256, ms: 20, units: 32 };
 export class CommitQueue {
   private queued: Queued[] = [];
   private running = false;
-  /** The flush to come: at the end of a gather wait, or on the next turn of the loop. */
-  private scheduled: { wait: ReturnType<typeof setTimeout> } | { turn: ReturnType<typeof setImmediate> } | null = null;
+  /** The flush to come: at the end of a gather wait (due then), or on the next turn of the loop. */
+  private scheduled: { wait: ReturnType<typeof setTimeout>; due: number } | { turn: ReturnType<typeof setImmediate> } | null = null;
+  /** Queued units that are not patient (they shorten the gather wait). */
+  private urgent = 0;
   /** Batches committed whose durability is not yet known (close waits for them). */
   private settling = 0;
   private idleWaiters: Array<() => void> = [];
@@ -103,12 +114,16 @@ export class CommitQueue {
   /** When the unit before the newest one arrived (performance.now()); -Infinity before any. */
   private previousArrival = -Infinity;
 
-  /** Queue a unit; resolves with its result once its batch has committed. */
-  submit<T>(unit: Unit<T>): Promise<T> {
+  /**
+   * Queue a unit; resolves with its result once its batch has committed. A `patient` unit
+   * (a poll's result) may wait longer for others to share its commit (GatherOptions).
+   */
+  submit<T>(unit: Unit<T>, patient = false): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const at = performance.now();
-      this.queued.push({ unit, at, resolve: resolve as (v: unknown) => void, reject });
-      this.schedule(at - this.previousArrival > this.gather.ms);
+      this.queued.push({ unit, at, resolve: resolve as (v: unknown) => void, reject, patient });
+      if (!patient) this.urgent++;
+      this.schedule(at - this.previousArrival > (patient ? this.gather.patientMs : this.gather.ms));
       this.previousArrival = at;
     });
   }
@@ -136,15 +151,19 @@ export class CommitQueue {
   private schedule(quiet = false): void {
     if (this.running) return;
     const lone = quiet && this.queued.length === 1;
-    const wait = lone || this.queued.length >= this.gather.units ? 0 : this.gather.ms - (performance.now() - this.queued[0]!.at);
+    const patient = this.urgent === 0;
+    const [ms, units] = patient ? [this.gather.patientMs, this.gather.patientUnits] : [this.gather.ms, this.gather.units];
+    const now = performance.now();
+    const wait = lone || this.queued.length >= units ? 0 : ms - (now - this.queued[0]!.at);
     if (this.scheduled !== null) {
-      // Enough units gathered: start on the next turn rather than at the end of the wait.
-      if (wait > 0 || 'turn' in this.scheduled) return;
+      // Already due at the next turn, or no sooner than asked now: keep it. Otherwise (enough
+      // units gathered, or an urgent unit joined patient ones) start sooner.
+      if ('turn' in this.scheduled || this.scheduled.due <= now + Math.max(wait, 0)) return;
       clearTimeout(this.scheduled.wait);
     }
     // At least one turn of the event loop first: replies that arrived together (and the
     // polls they finish) join this batch instead of each paying for its own commit.
-    this.scheduled = wait > 0 ? { wait: setTimeout(() => void this.flush(), wait) } : { turn: setImmediate(() => void this.flush()) };
+    this.scheduled = wait > 0 ? { wait: setTimeout(() => void this.flush(), wait), due: now + wait } : { turn: setImmediate(() => void this.flush()) };
   }
 
   private async flush(): Promise<void> {
@@ -152,6 +171,7 @@ export class CommitQueue {
     this.running = true;
     try {
       const batch = this.queued.splice(0, this.gather.maxBatch);
+      for (const q of batch) if (!q.patient) this.urgent--;
       if (batch.length > 0) await this.runBatch(batch);
     } finally {
       this.running = false;

@@ -20,9 +20,10 @@ export interface Store extends Executor {
    * writes or none. The unit may await only its own `tx`'s statements (never other IO: no
    * network IO inside a transaction, invariant 4). Units that arrive close together share
    * one transaction (group commit), each in a savepoint, so one unit's failure rolls back
-   * that unit only.
+   * that unit only. A `patient` unit (a poll's result) may wait a little longer for others
+   * to share its commit (CommitQueue's GatherOptions).
    */
-  transaction<T>(unit: Unit<T>): Promise<T>;
+  transaction<T>(unit: Unit<T>, opts?: { patient?: boolean }): Promise<T>;
   /** A batch transaction is open right now (tests check that no network IO happens then). */
   readonly transactionOpen: boolean;
   /** Commits so far: batches and the units they carried. */

@@ -57,9 +57,9 @@ export abstract class QueuedStore implements Store {
     return Promise.reject(new Error('events are stored inside a transaction (store.transaction)'));
   }
 
-  transaction<T>(unit: Unit<T>): Promise<T> {
+  transaction<T>(unit: Unit<T>, opts: { patient?: boolean } = {}): Promise<T> {
     if (this.closed) return Promise.reject(new Error(`${this.description} is closed`));
-    return this.queue.submit(unit).then(
+    return this.queue.submit(unit, opts.patient === true).then(
       (v) => {
         if (this.writeFailure && this.now() - this.writeFailure.last >= WRITES_CLEAR_MS) this.writeFailure = null;
         return v;
