@@ -58,6 +58,22 @@ export interface RequestBudget {
   state(): BudgetState;
 }
 
+/**
+ * The rank of a request that already holds a connection and needs a new turn (see
+ * freshTurnMs): served before every level of PRIORITIES, so a turn goes to a request that
+ * can use it at once.
+ */
+export const HOLDS_CONNECTION = -1;
+
+/**
+ * How long a granted turn stays good: one interval of the pace, at least 50 ms. A request
+ * that could not go within it (it waited for a connection) takes a new turn: turns used late
+ * go out together with the ones on time, faster than the pace.
+ */
+export function freshTurnMs(rate: number): number {
+  return Math.max(1000 / rate, 50);
+}
+
 /** A ticket for requests that do not say (one-off reads, `poll --once`): normal, due now. */
 export function defaultTicket(now: number): Ticket {
   return { priority: priorityRank('normal'), deadline: now };

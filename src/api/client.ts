@@ -4,7 +4,7 @@ import { isRecord } from '../is-record.js';
 import { ApiError } from './errors.js';
 import { replyScrubber } from './scrub.js';
 import { DEFAULT_PAGE_SIZE, isRetryableStatus, MAX_RETRY_AFTER_MS } from './assumptions.js';
-import { LocalBudget, type RequestBudget, type Ticket } from './budget.js';
+import { defaultTicket, freshTurnMs, HOLDS_CONNECTION, LocalBudget, type RequestBudget, type Ticket } from './budget.js';
 import type { ApiConfig } from '../config/types.js';
 
 /** What the client needs to know; everything time-related is injectable for tests. */
@@ -220,6 +220,7 @@ export class ApiClient {
     } catch (e) {
       throw e instanceof ApiError ? e.at(path) : e;
     }
+    let turnAt = this.now();
     const release = await this.slots.acquire();
     const started = this.now();
     let status: number | null = null;
@@ -236,6 +237,14 @@ export class ApiClient {
     let timedOut = false;
     let timer: NodeJS.Timeout | undefined;
     try {
+      // A turn is used when it comes or not at all. While every connection is busy (slow
+      // replies), turns keep coming to the requests queued for one; as the connections free
+      // up those would go out together, faster than the pace. One that waited past its turn
+      // takes a new one, ahead of the requests that hold no connection.
+      while (this.now() - turnAt > freshTurnMs(this.budget.state().rate)) {
+        await this.budget.acquire({ ...(ticket ?? defaultTicket(this.now())), priority: HOLDS_CONNECTION });
+        turnAt = this.now();
+      }
       await this.budget.holdWhilePaused(ticket?.signal);
       const deadline = performance.now() + this.opts.timeoutMs;
       const res = await request(url, {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { ADAPTIVE_PACING } from '../api/assumptions.js';
-import { LocalBudget, type LocalBudgetOptions } from '../api/budget.js';
+import { freshTurnMs, LocalBudget, type LocalBudgetOptions } from '../api/budget.js';
 import type { BudgetRepo } from '../store/budget-repo.js';
 
 export interface SharedBudgetOptions extends LocalBudgetOptions {
@@ -76,7 +76,7 @@ export class SharedBudget extends LocalBudget {
 
   protected override nextTurn(): number | Promise<number> {
     // A turn long past is not used late: a burst of old turns would outrun the pace.
-    const stale = this.opts.now() - Math.max(1000 / this.rate, 50);
+    const stale = this.opts.now() - freshTurnMs(this.rate);
     while (this.turns.length > 0 && this.turns[0]! < stale) this.turns.shift();
     if (this.turns.length > 0) return this.turns[0]!;
     return this.ask().then(() => this.turns[0] ?? this.opts.now());
