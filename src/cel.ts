@@ -1,4 +1,4 @@
-import { celEnv, celFunc, CelScalar, objectType, parse, plan, type CelResult } from '@bufbuild/cel';
+import { celEnv, celFunc, celList, celMap, CelScalar, objectType, parse, plan, type CelResult } from '@bufbuild/cel';
 
 /**
  * The one CEL environment of hostwatch: rule conditions, route matches, silence matches and
@@ -35,6 +35,29 @@ export function celTimestamp(ms: number): unknown {
   const seconds = Math.floor(ms / 1000);
   const msg: TimestampMessage = { $typeName: 'google.protobuf.Timestamp', seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
   return msg;
+}
+
+/**
+ * A JSON value as CEL sees it, converted once and all the way down: plain objects become
+ * CEL maps, arrays CEL lists. `@bufbuild/cel` converts a plain object again (a new Map of
+ * all its entries) on every read of a variable and every field access, for every rule; a
+ * value converted here is taken as it is, so rules that share a record share one
+ * conversion. Anything that is not a plain object or an array (a number, a string, a
+ * protobuf message, an object with another prototype) is left for the library to convert,
+ * or refuse, exactly as it would have.
+ */
+export function celValue(v: unknown): unknown {
+  if (typeof v !== 'object' || v === null) return v;
+  if (Array.isArray(v)) return celList(v.map(celValue) as never);
+  if (!isPlainRecord(v)) return v;
+  const m = new Map<string, unknown>();
+  for (const k of Object.keys(v)) m.set(k, celValue((v as Record<string, unknown>)[k]));
+  return celMap(m as never);
+}
+
+/** What the library itself turns into a map: a plain object that is not a protobuf message or a CEL value. */
+function isPlainRecord(v: object): boolean {
+  return Object.getPrototypeOf(v) === Object.prototype && !Object.hasOwn(v, 'constructor') && !('$typeName' in v) && Object.getOwnPropertySymbols(v).length === 0;
 }
 
 /** Epoch milliseconds of a CEL timestamp (as a function receives it), or of an ISO text; null for anything else. */
