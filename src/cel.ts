@@ -1,4 +1,4 @@
-import { celEnv, celFunc, CelScalar, objectType, parse, plan, type CelResult } from '@bufbuild/cel';
+import { celEnv, celFunc, celList, celMap, CelScalar, objectType, parse, plan, type CelResult } from '@bufbuild/cel';
 
 /**
  * The one CEL environment of hostwatch: rule conditions, route matches, silence matches and
@@ -35,6 +35,71 @@ export function celTimestamp(ms: number): unknown {
   const seconds = Math.floor(ms / 1000);
   const msg: TimestampMessage = { $typeName: 'google.protobuf.Timestamp', seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
   return msg;
+}
+
+/**
+ * A JSON value as CEL sees it, converted once: plain objects become CEL maps and arrays CEL
+ * lists. `@bufbuild/cel` converts a plain object again (a new Map of all its entries) on
+ * every read of a variable and every field access, for every rule; a value converted here
+ * is taken as it is, so rules that share a record share one conversion. A map's fields are
+ * converted when first read (a rule reads a few fields of a record) and kept. Anything that
+ * is not a plain object or an array (a number, a string, a protobuf message, an object with
+ * another prototype) is left for the library to convert, or refuse, exactly as it would have.
+ */
+export function celValue(v: unknown): unknown {
+  if (typeof v !== 'object' || v === null) return v;
+  if (Array.isArray(v)) return celList(v.map(celValue) as never);
+  if (!isPlainRecord(v)) return v;
+  return celMap(new RecordFields(v as Record<string, unknown>) as never);
+}
+
+/** What the library itself turns into a map: a plain object that is not a protobuf message or a CEL value. */
+function isPlainRecord(v: object): boolean {
+  return Object.getPrototypeOf(v) === Object.prototype && !Object.hasOwn(v, 'constructor') && !('$typeName' in v) && Object.getOwnPropertySymbols(v).length === 0;
+}
+
+const isField = (record: object, key: unknown): key is string => typeof key === 'string' && Object.prototype.propertyIsEnumerable.call(record, key);
+
+/**
+ * A plain object as the Map `celMap` wraps: the same keys, in the same order, as the
+ * `new Map(Object.entries(record))` the library would build, each value converted
+ * (celValue) on its first read and kept in the Map itself.
+ */
+class RecordFields extends Map<unknown, unknown> {
+  readonly #record: Record<string, unknown>;
+  constructor(record: Record<string, unknown>) {
+    super();
+    this.#record = record;
+  }
+  override get(key: unknown): unknown {
+    let v = super.get(key);
+    if (v === undefined && isField(this.#record, key)) {
+      v = celValue(this.#record[key]);
+      if (v !== undefined) super.set(key, v);
+    }
+    return v;
+  }
+  override has(key: unknown): boolean {
+    return isField(this.#record, key);
+  }
+  override get size(): number {
+    return Object.keys(this.#record).length;
+  }
+  override keys(): ReturnType<Map<unknown, unknown>['keys']> {
+    return Object.keys(this.#record).values() as never;
+  }
+  override values(): ReturnType<Map<unknown, unknown>['values']> {
+    return Object.keys(this.#record).map((k) => this.get(k)).values() as never;
+  }
+  override entries(): ReturnType<Map<unknown, unknown>['entries']> {
+    return Object.keys(this.#record).map((k): [unknown, unknown] => [k, this.get(k)]).values() as never;
+  }
+  override [Symbol.iterator](): ReturnType<Map<unknown, unknown>['entries']> {
+    return this.entries();
+  }
+  override forEach(callback: (value: unknown, key: unknown, map: Map<unknown, unknown>) => void, thisArg?: unknown): void {
+    for (const k of Object.keys(this.#record)) callback.call(thisArg, this.get(k), k, this);
+  }
 }
 
 /** Epoch milliseconds of a CEL timestamp (as a function receives it), or of an ISO text; null for anything else. */

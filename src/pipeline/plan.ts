@@ -9,8 +9,7 @@ import {
   dedupValue,
   hasTimer,
   holds,
-  renderDescription,
-  renderSummary,
+  renderTexts,
   seenValues,
   stepAlert,
   type AlertState,
@@ -242,9 +241,10 @@ function applyChangeRules(input: PlanInput, rec: RecordView, out: PlanOutput): v
       continue;
     }
     const id = dedup.key === null ? changeEventId(rule.name, rec.subject, input.version) : dedupEventId(rule.name, rec.subject, dedup.key);
-    const event = makeEvent(input, rule, rec, id, null, out);
+    const ri = ruleInput(rule);
+    const event = makeEvent(input, rule, rec, ri, id, null, out);
     out.events.push(event);
-    out.evidence.push(evidence(input, rule, ruleInput(rule), event, { expr: 'when', verdict, dedup_key: dedup.key }));
+    out.evidence.push(evidence(input, rule, ri, event, { expr: 'when', verdict, dedup_key: dedup.key }));
   }
 }
 
@@ -269,7 +269,7 @@ function applyAlertRules(input: PlanInput, rec: RecordView, out: PlanOutput, rul
       const s = step.state;
       id = step.emit === 'repeat' ? alertRepeatId(rule.name, rec.subject, s.seq, s.repeats) : alertEventId(rule.name, rec.subject, s.seq, step.emit);
       const status: AlertStatus = step.emit === 'resolved' ? 'resolved' : 'firing';
-      const event = makeEvent(input, rule, rec, id, status, out, alertId(rule.name, rec.subject, s.seq));
+      const event = makeEvent(input, rule, rec, ruleInput(rule), id, status, out, alertId(rule.name, rec.subject, s.seq));
       if (step.emit === 'repeat') event.data['repeat'] = s.repeats;
       out.events.push(event);
       out.evidence.push(
@@ -301,10 +301,11 @@ function resolveForRemovedSite(input: PlanInput, rec: RecordView, out: PlanOutpu
     if (!rule || out.alerts.some((a) => a.rule === row.rule && a.subject === row.subject)) continue;
     const id = alertEventId(row.rule, row.subject, row.seq, 'resolved');
     const view: RecordView = { ...rec, subject: row.subject, before: null, after: null, changes: [] };
-    const event = makeEvent(input, rule, view, id, 'resolved', out, alertId(row.rule, row.subject, row.seq));
+    const ri = toRuleInput(input, view)(rule);
+    const event = makeEvent(input, rule, view, ri, id, 'resolved', out, alertId(row.rule, row.subject, row.seq));
     event.data.summary = `${event.data.summary} (site removed)`;
     out.events.push(event);
-    out.evidence.push(evidence(input, rule, toRuleInput(input, view)(rule), event, { expr: 'when', verdict: { value: false }, gone: true }));
+    out.evidence.push(evidence(input, rule, ri, event, { expr: 'when', verdict: { value: false }, gone: true }));
     out.alerts.push({ ...row, status: 'resolved', since: input.now.getTime(), pending_since: null, clear_since: null, last_event_id: id });
   }
 }
@@ -313,16 +314,15 @@ function makeEvent(
   input: PlanInput,
   rule: CompiledRule,
   rec: RecordView,
+  ri: RuleInput,
   id: string,
   status: AlertStatus | null,
   out: PlanOutput,
   alert: string | null = null,
 ): HostwatchEvent {
-  const ri = toRuleInput(input, rec)(rule);
-  const summary = renderSummary(rule, ri, status);
-  if (summary.error) out.problems.push(`rule ${rule.name}: summary template: ${summary.error}`);
-  const description = renderDescription(rule, ri, status);
-  if (description.error) out.problems.push(`rule ${rule.name}: description template: ${description.error}`);
+  const texts = renderTexts(rule, ri, status);
+  if (texts.summaryError) out.problems.push(`rule ${rule.name}: summary template: ${texts.summaryError}`);
+  if (texts.descriptionError) out.problems.push(`rule ${rule.name}: description template: ${texts.descriptionError}`);
   return envelope({
     id,
     instance: input.instance,
@@ -333,7 +333,7 @@ function makeEvent(
       severity: rule.severity,
       ...(status ? { status } : {}),
       ...(alert !== null ? { alert_id: alert } : {}),
-      summary: summary.text,
+      summary: texts.summary,
       site_id: rec.site?.id ?? null,
       domain: rec.site?.domain ?? null,
       changes: rec.changes,
@@ -341,7 +341,7 @@ function makeEvent(
       observed_at: input.now.toISOString(),
       // Site labels (config site_labels) and the rule's own; the rule's win on a clash.
       ...labelsOf(rule, rec.site),
-      ...(description.text !== null ? { description: description.text } : {}),
+      ...(texts.description !== null ? { description: texts.description } : {}),
       // Shadow events are stored and shown, never delivered (docs/rules.md, "Shadow mode").
       ...(rule.mode === 'shadow' ? { shadow: true } : {}),
     },
@@ -429,7 +429,17 @@ function toRuleInput(input: PlanInput, rec: RecordView): (rule: CompiledRule) =>
     now: input.now.getTime(),
     ...(rec.items ? { items: rec.items } : {}),
   };
-  return (rule) => (rule.windowMs === null ? base : { ...base, past: pastRecord(input, rec, rule.windowMs) });
+  // One input per window, not per call: the rule layer keeps its CEL conversions per input.
+  const windowed = new Map<number, RuleInput>();
+  return (rule) => {
+    if (rule.windowMs === null) return base;
+    let ri = windowed.get(rule.windowMs);
+    if (ri === undefined) {
+      ri = { ...base, past: pastRecord(input, rec, rule.windowMs) };
+      windowed.set(rule.windowMs, ri);
+    }
+    return ri;
+  };
 }
 
 function pastRecord(input: PlanInput, rec: RecordView, windowMs: number): unknown {

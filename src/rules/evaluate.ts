@@ -1,5 +1,5 @@
 import { isCelError, type CelResult } from '@bufbuild/cel';
-import { celTimestamp, timeOf } from '../cel.js';
+import { celTimestamp, celValue, timeOf } from '../cel.js';
 import { humanDuration } from '../config/duration.js';
 import type { Change } from '../diff/types.js';
 import type { AlertStatus } from '../events/types.js';
@@ -31,18 +31,75 @@ export interface RuleInput {
  */
 export type Verdict = { value: boolean } | { unknown: string };
 
-/** The CEL variables of a rule's expressions for one input. */
+/**
+ * The CEL variables of one rule input, each converted (celValue) on its first read and kept
+ * for every other rule that reads the same input: a record evaluated by ten rules is
+ * converted once, not ten times per field it reads. Keyed by the input object, so a caller
+ * that passes the same input to several rules (the planner does) shares the conversions;
+ * inputs are never changed after they are made.
+ */
+const inputBindings = new WeakMap<RuleInput, Record<string, unknown>>();
+
+/** A rule's params as CEL values; params are fixed once the rules are loaded. */
+const ruleParams = new WeakMap<CompiledRule, { of: Record<string, unknown>; cel: unknown }>();
+
+/** The CEL variables of a rule's expressions for one input (valid until the next call for the same input). */
 export function bindingsOf(rule: CompiledRule, input: RuleInput): Record<string, unknown> {
-  return {
-    before: (input.before ?? null) as never,
-    after: (input.after ?? null) as never,
-    past: (input.past ?? null) as never,
-    changes: input.changes as never,
-    site: (input.site ?? null) as never,
-    params: rule.params as never,
-    subject: input.subject,
-    now: celTimestamp(input.now) as never,
-  };
+  let b = inputBindings.get(input);
+  if (b === undefined) {
+    b = new LazyBindings(input) as unknown as Record<string, unknown>;
+    inputBindings.set(input, b);
+  }
+  let params = ruleParams.get(rule);
+  if (params === undefined || params.of !== rule.params) {
+    params = { of: rule.params, cel: celValue(rule.params) };
+    ruleParams.set(rule, params);
+  }
+  b['params'] = params.cel;
+  return b;
+}
+
+/** Not converted yet (undefined is what a missing variable reads as, so it cannot mark this). */
+const UNREAD = Symbol('unread');
+
+/**
+ * The variables of an input, each converted when first read: most rules read one or two
+ * of them. The names are the ones a plain bindings object had (`item` is set only while an
+ * absence rule looks at a record), so an unknown name still fails the same way.
+ */
+class LazyBindings {
+  #before: unknown = UNREAD;
+  #after: unknown = UNREAD;
+  #past: unknown = UNREAD;
+  #changes: unknown = UNREAD;
+  #site: unknown = UNREAD;
+  #now: unknown = UNREAD;
+  params: unknown = null;
+  item: unknown = undefined;
+  readonly subject: string;
+  readonly #input: RuleInput;
+  constructor(input: RuleInput) {
+    this.#input = input;
+    this.subject = input.subject;
+  }
+  get before(): unknown {
+    return this.#before === UNREAD ? (this.#before = celValue(this.#input.before ?? null)) : this.#before;
+  }
+  get after(): unknown {
+    return this.#after === UNREAD ? (this.#after = celValue(this.#input.after ?? null)) : this.#after;
+  }
+  get past(): unknown {
+    return this.#past === UNREAD ? (this.#past = celValue(this.#input.past ?? null)) : this.#past;
+  }
+  get changes(): unknown {
+    return this.#changes === UNREAD ? (this.#changes = celValue(this.#input.changes)) : this.#changes;
+  }
+  get site(): unknown {
+    return this.#site === UNREAD ? (this.#site = celValue(this.#input.site ?? null)) : this.#site;
+  }
+  get now(): unknown {
+    return this.#now === UNREAD ? (this.#now = celTimestamp(this.#input.now)) : this.#now;
+  }
 }
 
 /** Evaluate a rule's CEL condition (`when`). Pure. */
@@ -71,28 +128,59 @@ export interface AbsenceView {
  * silently "absent": an unreadable reading must not fire an alert.
  */
 export function findLatest(rule: CompiledRule, input: RuleInput): AbsenceView {
+  let found = latestFound.get(input);
+  if (found === undefined) {
+    found = new Map();
+    latestFound.set(input, found);
+  }
+  let view = found.get(rule);
+  if (view === undefined) {
+    view = scanLatest(rule, input);
+    found.set(rule, view);
+  }
+  return view;
+}
+
+/** findLatest's answers: one scan per rule and input, though the verdict, the evidence and the templates all ask. */
+const latestFound = new WeakMap<RuleInput, Map<CompiledRule, AbsenceView>>();
+
+/** An input's records as CEL values, converted once for all the absence rules that scan them. */
+const celItems = new WeakMap<RuleInput, readonly unknown[]>();
+
+function scanLatest(rule: CompiledRule, input: RuleInput): AbsenceView {
   const a = rule.absence;
   if (!a) return { last: null, matches: 0, unknown: 'not an absence rule' };
   const b = bindingsOf(rule, input);
-  let items: readonly unknown[] = input.items ?? [];
+  let items: readonly unknown[] | undefined;
   if (a.within) {
     const list = a.within(b);
     if (isCelError(list)) return { last: null, matches: 0, unknown: `absent.in: ${list.message}` };
     const arr = toArray(list);
     if (arr === null) return { last: null, matches: 0, unknown: 'absent.in: gave no list' };
     items = arr;
+  } else {
+    items = celItems.get(input);
+    if (items === undefined) {
+      items = (input.items ?? []).map(celValue);
+      celItems.set(input, items);
+    }
   }
   let last: number | null = null;
   let matches = 0;
-  for (const item of items) {
-    const ib = { ...b, item: item as never };
-    const m = a.match(ib);
-    if (isCelError(m)) return { last: null, matches: 0, unknown: `absent.match: ${m.message}` };
-    if (m !== true) continue;
-    const t = timeOf(a.time(ib));
-    if (t === null) return { last: null, matches: 0, unknown: `absent.time: a matching record has no readable time (${a.timeSource})` };
-    matches++;
-    if (last === null || t > last) last = t;
+  try {
+    for (const item of items) {
+      // The shared bindings see `item` only while this record is looked at.
+      b['item'] = item;
+      const m = a.match(b);
+      if (isCelError(m)) return { last: null, matches: 0, unknown: `absent.match: ${m.message}` };
+      if (m !== true) continue;
+      const t = timeOf(a.time(b));
+      if (t === null) return { last: null, matches: 0, unknown: `absent.time: a matching record has no readable time (${a.timeSource})` };
+      matches++;
+      if (last === null || t > last) last = t;
+    }
+  } finally {
+    b['item'] = undefined;
   }
   return { last, matches, unknown: null };
 }
@@ -211,12 +299,50 @@ export function hasTimer(rule: CompiledRule, s: AlertState | null | undefined): 
 /** The value a change rule's `dedup_key` names, as text; null without one; unknown on an error. */
 export function dedupValue(rule: CompiledRule, input: RuleInput): { key: string | null } | { unknown: string } {
   if (!rule.dedupKey) return { key: null };
-  const r = rule.dedupKey(bindingsOf(rule, input));
+  // Unshared, unconverted bindings: the key is the JSON text of the result, and a list the
+  // library made over plain records prints them, where one over converted records would not.
+  const r = rule.dedupKey({ ...plainValues(rule, input), now: celTimestamp(input.now) });
   if (isCelError(r)) return { unknown: r.message };
   return { key: JSON.stringify(r, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) };
 }
 
+/** The variables of an input as plain JSON values (for dedup keys and `seen`); `now` is left to the caller. */
+export function plainValues(rule: CompiledRule, input: RuleInput): Record<string, unknown> {
+  return {
+    before: input.before ?? null,
+    after: input.after ?? null,
+    past: input.past ?? null,
+    changes: input.changes,
+    site: input.site ?? null,
+    params: rule.params,
+    subject: input.subject,
+  };
+}
+
 const PATH_RE = /\b(before|after|past|site|params|subject|now)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)/g;
+
+/** The paths each rule's expressions read (`after.disk.percent`), in order, each once; found once per rule. */
+const seenPaths = new WeakMap<CompiledRule, Array<{ path: string; parts: string[] }>>();
+
+function pathsOf(rule: CompiledRule): Array<{ path: string; parts: string[] }> {
+  let paths = seenPaths.get(rule);
+  if (paths !== undefined) return paths;
+  paths = [];
+  const names = new Set<string>();
+  const exprs = [rule.when, rule.resolveWhenSource, rule.dedupKeySource, rule.absence?.withinSource ?? null].filter((e): e is string => e !== null);
+  for (const expr of exprs) {
+    // Strings inside the expression are not paths.
+    const code = expr.replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, "''");
+    for (const m of code.matchAll(PATH_RE)) {
+      const path = m[0];
+      if (names.has(path)) continue;
+      names.add(path);
+      paths.push({ path, parts: path.split('.') });
+    }
+  }
+  seenPaths.set(rule, paths);
+  return paths;
+}
 
 /**
  * The values the rule's expressions read (`after.disk.percent` → 93), for `explain`.
@@ -224,10 +350,9 @@ const PATH_RE = /\b(before|after|past|site|params|subject|now)((?:\.[A-Za-z_][A-
  * shows what the condition saw without re-running it.
  */
 export function seenValues(rule: CompiledRule, input: RuleInput): Record<string, unknown> {
-  const b: Record<string, unknown> = { ...bindingsOf(rule, input), now: new Date(input.now).toISOString() };
+  const b: Record<string, unknown> = { ...plainValues(rule, input), now: new Date(input.now).toISOString() };
   const out: Record<string, unknown> = {};
   const a = rule.absence;
-  const exprs = [rule.when, rule.resolveWhenSource, rule.dedupKeySource, a?.withinSource ?? null].filter((e): e is string => e !== null);
   if (a) {
     // What an absence rule saw: the newest matching record, not every record's fields.
     const found = findLatest(rule, input);
@@ -236,18 +361,12 @@ export function seenValues(rule: CompiledRule, input: RuleInput): Record<string,
     out['absent.last_match'] = found.unknown ?? (found.last === null ? null : new Date(found.last).toISOString());
     out['absent.matches'] = found.matches;
   }
-  for (const expr of exprs) {
-    // Strings inside the expression are not paths.
-    const code = expr.replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, "''");
-    for (const m of code.matchAll(PATH_RE)) {
-      const path = m[0];
-      if (path in out) continue;
-      let v: unknown = b;
-      for (const part of path.split('.')) {
-        v = v !== null && typeof v === 'object' && Object.hasOwn(v, part) ? (v as Record<string, unknown>)[part] : undefined;
-      }
-      out[path] = v === undefined ? '(missing)' : v;
+  for (const { path, parts } of pathsOf(rule)) {
+    let v: unknown = b;
+    for (const part of parts) {
+      v = v !== null && typeof v === 'object' && Object.hasOwn(v, part) ? (v as Record<string, unknown>)[part] : undefined;
     }
+    out[path] = v === undefined ? '(missing)' : v;
   }
   return out;
 }
@@ -280,31 +399,35 @@ function absenceScope(rule: CompiledRule, input: RuleInput): Record<string, unkn
   };
 }
 
-/**
- * Render a rule's summary. A template error must not lose the event: it falls back to a
- * plain summary and reports the error for the log.
- */
-export function renderSummary(
-  rule: CompiledRule,
-  input: RuleInput,
-  status: AlertStatus | null,
-): { text: string; error: string | null } {
-  try {
-    return { text: String(liquid.renderSync(rule.summary, templateScope(rule, input, status))).trim(), error: null };
-  } catch (e) {
-    return { text: `${rule.event} on ${input.subject}`, error: (e as Error).message };
-  }
+/** An event's rendered texts; a template error is reported for the log, never loses the event. */
+export interface RenderedTexts {
+  summary: string;
+  summaryError: string | null;
+  /** Null without a description template, or when it failed. */
+  description: string | null;
+  descriptionError: string | null;
 }
 
-/** Render a rule's description (null without one; on a template error, null and the error). */
-export function renderDescription(
-  rule: CompiledRule,
-  input: RuleInput,
-  status: AlertStatus | null,
-): { text: string | null; error: string | null } {
-  if (!rule.description) return { text: null, error: null };
+/**
+ * Render a rule's summary and description over one scope (built once for both). A summary
+ * that fails falls back to a plain `<event> on <subject>`; a description that fails is null.
+ */
+export function renderTexts(rule: CompiledRule, input: RuleInput, status: AlertStatus | null): RenderedTexts {
+  const scope = templateScope(rule, input, status);
+  const summary = render(rule.summary, scope);
+  // A copy: `{% increment %}` writes into the scope it renders with.
+  const description = rule.description ? render(rule.description, { ...scope }) : { text: null, error: null };
+  return {
+    summary: summary.text ?? `${rule.event} on ${input.subject}`,
+    summaryError: summary.error,
+    description: description.text,
+    descriptionError: description.error,
+  };
+}
+
+function render(template: CompiledRule['summary'], scope: Record<string, unknown>): { text: string | null; error: string | null } {
   try {
-    return { text: String(liquid.renderSync(rule.description, templateScope(rule, input, status))).trim(), error: null };
+    return { text: String(liquid.renderSync(template, scope)).trim(), error: null };
   } catch (e) {
     return { text: null, error: (e as Error).message };
   }
