@@ -53,7 +53,10 @@ export const liquid = new Liquid({
   strictFilters: true,
   ownPropertyOnly: true,
   parseLimit: 10_000,
-  renderLimit: 100,
+  // Wall-clock ms per render: on a loaded machine (the process not scheduled for a while)
+  // 100 ms was passed now and then by an ordinary summary, which then went out as the
+  // fallback text. memoryLimit already bounds what a loop can build.
+  renderLimit: 1_000,
   memoryLimit: 1_000_000,
 });
 
