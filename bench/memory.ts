@@ -51,8 +51,24 @@ function writes(s: MemorySample): WriteCount {
   return { polls: s.polls ?? 0, dbChanges: s.dbChanges ?? -1, snapshotWrites: s.snapshotWrites ?? -1, sourceStateWrites: s.sourceStateWrites ?? -1 };
 }
 
+/** One size of the memory part: its sites, bare cycles, ticked daemon cycles, and whether a restart is measured. */
+export interface MemorySizeSpec {
+  /** Its name for `--memory=` (bench/run.ts). */
+  piece: '1k' | '10k';
+  sites: number;
+  bareCycles: number;
+  tickedCycles: number;
+  restart: boolean;
+}
+
+/** The sizes `npm run bench` measures. */
+export const MEMORY_SIZES: MemorySizeSpec[] = [
+  { piece: '1k', sites: 1_000, bareCycles: 2, tickedCycles: 8, restart: true },
+  { piece: '10k', sites: 10_000, bareCycles: 1, tickedCycles: 3, restart: false },
+];
+
 export interface MemoryOptions {
-  sizes?: Array<{ sites: number; bareCycles: number; tickedCycles: number; restart: boolean }>;
+  sizes?: MemorySizeSpec[];
   concurrency?: number;
   ticksPerCycle?: number;
   /**
@@ -65,10 +81,7 @@ export interface MemoryOptions {
 }
 
 export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[]> {
-  const sizes = opts.sizes ?? [
-    { sites: 1_000, bareCycles: 2, tickedCycles: 8, restart: true },
-    { sites: 10_000, bareCycles: 1, tickedCycles: 3, restart: false },
-  ];
+  const sizes = opts.sizes ?? MEMORY_SIZES;
   const concurrency = opts.concurrency ?? 4;
   const ticks = opts.ticksPerCycle ?? 10;
   const rps = opts.rps ?? MAX_CONFIGURABLE_RPS;
