@@ -17,7 +17,7 @@ export interface MemorySize {
   concurrency: number;
   rps: number;
   ticksPerCycle: number;
-  bare: { cycleMs: number; peakRssMB: number; rssAfterGcMB: number; idleRssMB: number; requests: number };
+  bare: { cycleMs: number; cpuMs: number; peakRssMB: number; rssAfterGcMB: number; idleRssMB: number; requests: number };
   daemon: {
     idleRssMB: number;
     cycles: MemorySample[];
@@ -37,7 +37,7 @@ export interface MemorySize {
     restart?: WriteCount;
   };
   /** Daemon / bare, same run. */
-  ratios: { unchangedCycleTime: number; peakRss: number };
+  ratios: { unchangedCycleTime: number; unchangedCycleCpu: number; peakRss: number };
 }
 
 export interface WriteCount {
@@ -102,7 +102,7 @@ export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[
                 ['--expose-gc'],
               );
         return jsonLines<MemorySample>(child, (s) =>
-          log(`memory ${size.sites} sites, ${mode} ${s.phase} #${s.cycle}: ${s.ms} ms, RSS ${s.rssMB} MB after GC (heap ${s.heapUsedMB}/${s.heapTotalMB} MB), peak ${s.peakRssMB} MB`),
+          log(`memory ${size.sites} sites, ${mode} ${s.phase} #${s.cycle}: ${s.ms} ms (CPU ${s.cpuMs} ms), RSS ${s.rssMB} MB after GC (heap ${s.heapUsedMB}/${s.heapTotalMB} MB), peak ${s.peakRssMB} MB`),
         );
       };
       const bare = await run('bare');
@@ -123,7 +123,7 @@ export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[
         concurrency,
         rps,
         ticksPerCycle: ticks,
-        bare: { cycleMs: bareLast.ms, peakRssMB: barePeak, rssAfterGcMB: bareLast.rssMB, idleRssMB: bareIdle.rssMB, requests: bareLast.polls ?? 0 },
+        bare: { cycleMs: bareLast.ms, cpuMs: bareLast.cpuMs, peakRssMB: barePeak, rssAfterGcMB: bareLast.rssMB, idleRssMB: bareIdle.rssMB, requests: bareLast.polls ?? 0 },
         daemon: {
           idleRssMB: idle.rssMB,
           cycles,
@@ -134,7 +134,7 @@ export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[
           unchanged: writes(unchanged),
           ...(restart ? { restart: writes(restart) } : {}),
         },
-        ratios: { unchangedCycleTime: round(unchanged.ms / bareLast.ms, 3), peakRss: round(peak / barePeak, 2) },
+        ratios: { unchangedCycleTime: round(unchanged.ms / bareLast.ms, 3), unchangedCycleCpu: round(unchanged.cpuMs / bareLast.cpuMs, 3), peakRss: round(peak / barePeak, 2) },
       });
     } finally {
       await sim.close();

@@ -176,14 +176,15 @@ if (parts.has('memory')) {
     print(`\n2. Full cycle, ${s.sites.toLocaleString('en-US')} sites × every source (${s.daemon.cycles[0]?.polls ?? '?'} polls), concurrency ${s.concurrency}, ${s.rps} requests/s; ${s.ticksPerCycle} world ticks before each "ticked" cycle`);
     print(
       table(
-        ['process / cycle', 'cycle ms', 'RSS after GC MB', 'anon / file MB', 'heap used / total MB', 'peak RSS MB', 'events', 'SQLite changes', 'snapshot rows written'],
+        ['process / cycle', 'cycle ms', 'CPU ms', 'RSS after GC MB', 'anon / file MB', 'heap used / total MB', 'peak RSS MB', 'events', 'SQLite changes', 'snapshot rows written'],
         [
-          ['bare client: idle', '', fmt(s.bare.idleRssMB), '', '', '', '', '', ''],
-          ['bare client: fetch+parse cycle', String(s.bare.cycleMs), fmt(s.bare.rssAfterGcMB), '', '', fmt(s.bare.peakRssMB), '', '', ''],
-          ['daemon: idle (after createApp)', '', fmt(s.daemon.idleRssMB), '', '', '', '', '', ''],
+          ['bare client: idle', '', '', fmt(s.bare.idleRssMB), '', '', '', '', '', ''],
+          ['bare client: fetch+parse cycle', String(s.bare.cycleMs), String(s.bare.cpuMs), fmt(s.bare.rssAfterGcMB), '', '', fmt(s.bare.peakRssMB), '', '', ''],
+          ['daemon: idle (after createApp)', '', '', fmt(s.daemon.idleRssMB), '', '', '', '', '', ''],
           ...s.daemon.cycles.map((c) => [
             `daemon: #${c.cycle} ${c.phase}`,
             String(c.ms),
+            String(c.cpuMs),
             fmt(c.rssMB),
             c.rssAnonMB === undefined ? '' : `${fmt(c.rssAnonMB, 0)} / ${fmt(c.rssFileMB ?? 0, 0)}`,
             `${fmt(c.heapUsedMB)} / ${fmt(c.heapTotalMB, 0)}`,
@@ -197,7 +198,7 @@ if (parts.has('memory')) {
     );
     print(
       `   daemon peak RSS ${fmt(s.daemon.peakRssMB)} MB = ${x(s.ratios.peakRss)} the bare client's ${fmt(s.bare.peakRssMB)} MB; ` +
-        `unchanged cycle ${x(s.ratios.unchangedCycleTime)} the bare cycle; ` +
+        `unchanged cycle ${x(s.ratios.unchangedCycleTime)} the bare cycle (CPU ${x(s.ratios.unchangedCycleCpu)}); ` +
         `slope over cycles ${s.daemon.steadyCycles.join(', ')}: RSS ${s.daemon.rssSlopeMBPerCycle} MB/cycle, heap ${s.daemon.heapSlopeMBPerCycle} MB/cycle`,
     );
   }
