@@ -6,17 +6,15 @@
  * cycle after a restart on the same database, then cycles with the world ticking in between.
  * Prints one JSON line per sample (sample.ts).
  */
+// First, before the modules below load: the daemon's heap flags, as the CLI sets them.
+import './small-heap.js';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { preferSmallHeap } from '../src/heap.js';
 import { createApp, type App } from '../src/main.js';
 import type { SqliteStore } from '../src/store/sqlite.js';
 import { nullStream, tempDir } from './common.js';
 import { benchConfig } from './config.js';
 import { arg, measured, type MemorySample } from './sample.js';
-
-// As `hostwatch run` and `poll --once` start (src/heap.ts): what is measured is what runs.
-preferSmallHeap();
 
 const url = arg('url');
 const sites = Number(arg('sites'));

@@ -14,8 +14,8 @@ import { setFlagsFromString } from 'node:v8';
  *   factor is read each time the young generation would grow, so it applies from here on.
  *   More scavenges, each over less: no longer cycle measured at 1,000 requests/s.
  *
- * Set at run time, first thing in the daemon's commands (`run`, `poll`, `demo`), which the
- * benchmark checks by their effect. Only flags V8 reads as it goes belong here: flags read
+ * Set at run time, before the daemon's modules load (src/command-heap.ts, for `run`, `poll`
+ * and `demo`), which the benchmark checks by their effect. Only flags V8 reads as it goes belong here: flags read
  * as V8 starts do nothing, and GC threading flags changed at run time crash it. Library
  * users who embed createApp decide for their own process.
  */
