@@ -17,7 +17,7 @@ export interface MemorySize {
   concurrency: number;
   rps: number;
   ticksPerCycle: number;
-  bare: { cycleMs: number; peakRssMB: number; rssAfterGcMB: number; idleRssMB: number; requests: number };
+  bare: { cycleMs: number; cpuMs: number; peakRssMB: number; rssAfterGcMB: number; idleRssMB: number; requests: number };
   daemon: {
     idleRssMB: number;
     cycles: MemorySample[];
@@ -37,7 +37,7 @@ export interface MemorySize {
     restart?: WriteCount;
   };
   /** Daemon / bare, same run. */
-  ratios: { unchangedCycleTime: number; peakRss: number };
+  ratios: { unchangedCycleTime: number; unchangedCycleCpu: number; peakRss: number };
 }
 
 export interface WriteCount {
@@ -51,8 +51,24 @@ function writes(s: MemorySample): WriteCount {
   return { polls: s.polls ?? 0, dbChanges: s.dbChanges ?? -1, snapshotWrites: s.snapshotWrites ?? -1, sourceStateWrites: s.sourceStateWrites ?? -1 };
 }
 
+/** One size of the memory part: its sites, bare cycles, ticked daemon cycles, and whether a restart is measured. */
+export interface MemorySizeSpec {
+  /** Its name for `--memory=` (bench/run.ts). */
+  piece: '1k' | '10k';
+  sites: number;
+  bareCycles: number;
+  tickedCycles: number;
+  restart: boolean;
+}
+
+/** The sizes `npm run bench` measures. */
+export const MEMORY_SIZES: MemorySizeSpec[] = [
+  { piece: '1k', sites: 1_000, bareCycles: 2, tickedCycles: 8, restart: true },
+  { piece: '10k', sites: 10_000, bareCycles: 1, tickedCycles: 3, restart: false },
+];
+
 export interface MemoryOptions {
-  sizes?: Array<{ sites: number; bareCycles: number; tickedCycles: number; restart: boolean }>;
+  sizes?: MemorySizeSpec[];
   concurrency?: number;
   ticksPerCycle?: number;
   /**
@@ -65,10 +81,7 @@ export interface MemoryOptions {
 }
 
 export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[]> {
-  const sizes = opts.sizes ?? [
-    { sites: 1_000, bareCycles: 2, tickedCycles: 8, restart: true },
-    { sites: 10_000, bareCycles: 1, tickedCycles: 3, restart: false },
-  ];
+  const sizes = opts.sizes ?? MEMORY_SIZES;
   const concurrency = opts.concurrency ?? 4;
   const ticks = opts.ticksPerCycle ?? 10;
   const rps = opts.rps ?? MAX_CONFIGURABLE_RPS;
@@ -89,7 +102,7 @@ export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[
                 ['--expose-gc'],
               );
         return jsonLines<MemorySample>(child, (s) =>
-          log(`memory ${size.sites} sites, ${mode} ${s.phase} #${s.cycle}: ${s.ms} ms, RSS ${s.rssMB} MB after GC (heap ${s.heapUsedMB}/${s.heapTotalMB} MB), peak ${s.peakRssMB} MB`),
+          log(`memory ${size.sites} sites, ${mode} ${s.phase} #${s.cycle}: ${s.ms} ms (CPU ${s.cpuMs} ms), RSS ${s.rssMB} MB after GC (heap ${s.heapUsedMB}/${s.heapTotalMB} MB), peak ${s.peakRssMB} MB`),
         );
       };
       const bare = await run('bare');
@@ -110,7 +123,7 @@ export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[
         concurrency,
         rps,
         ticksPerCycle: ticks,
-        bare: { cycleMs: bareLast.ms, peakRssMB: barePeak, rssAfterGcMB: bareLast.rssMB, idleRssMB: bareIdle.rssMB, requests: bareLast.polls ?? 0 },
+        bare: { cycleMs: bareLast.ms, cpuMs: bareLast.cpuMs, peakRssMB: barePeak, rssAfterGcMB: bareLast.rssMB, idleRssMB: bareIdle.rssMB, requests: bareLast.polls ?? 0 },
         daemon: {
           idleRssMB: idle.rssMB,
           cycles,
@@ -121,7 +134,7 @@ export async function benchMemory(opts: MemoryOptions = {}): Promise<MemorySize[
           unchanged: writes(unchanged),
           ...(restart ? { restart: writes(restart) } : {}),
         },
-        ratios: { unchangedCycleTime: round(unchanged.ms / bareLast.ms, 3), peakRss: round(peak / barePeak, 2) },
+        ratios: { unchangedCycleTime: round(unchanged.ms / bareLast.ms, 3), unchangedCycleCpu: round(unchanged.cpuMs / bareLast.cpuMs, 3), peakRss: round(peak / barePeak, 2) },
       });
     } finally {
       await sim.close();

@@ -4,14 +4,12 @@
  * `/sites/1/dns` with `--bytes` bytes, with or without Content-Length (`--chunked yes`).
  * Prints a memory sample (sample.ts) with the poll's outcome for that entity.
  */
-import { preferSmallHeap } from '../src/heap.js';
+// First, before the modules below load: the daemon's heap flags, as the CLI sets them.
+import './small-heap.js';
 import { createApp } from '../src/main.js';
 import { nullStream, tempDir } from './common.js';
 import { benchConfig } from './config.js';
 import { arg, measured } from './sample.js';
-
-// As `hostwatch run` and `poll --once` start (src/heap.ts): what is measured is what runs.
-preferSmallHeap();
 
 const url = arg('url');
 const bytes = Number(arg('bytes'));

@@ -13,7 +13,7 @@ import { benchCluster, type ClusterResult } from './cluster.js';
 import { benchDiff } from './diff.js';
 import { benchEngines, type EnginesResult } from './engines.js';
 import { benchLatency, type LatencyResult } from './latency.js';
-import { benchBigReply, benchMemory, type BigReply, type MemorySize } from './memory.js';
+import { benchBigReply, benchMemory, MEMORY_SIZES, type BigReply, type MemorySize } from './memory.js';
 import { benchPipeline, type PipelineResult } from './pipeline.js';
 import { benchFreshness, type FreshnessRun } from './freshness.js';
 import { benchRequests, type RequestsResult } from './requests.js';
@@ -35,7 +35,25 @@ const limit = (c: string): number => (c === 'baseline' ? 2 : 1.25);
 const PARTS = ['pipeline', 'engines', 'memory', 'latency', 'diff', 'reevaluate', 'freshness', 'requests', 'cluster'] as const;
 type Part = (typeof PARTS)[number];
 
-const asked = process.argv.slice(2);
+/**
+ * `--memory=10k` (or `1k`, `replies`, comma-separated): only those pieces of the memory
+ * part, to iterate on one of them; default all three.
+ */
+const MEMORY_PIECES = ['1k', '10k', 'replies'] as const;
+type MemoryPiece = (typeof MEMORY_PIECES)[number];
+const options = process.argv.slice(2).filter((a) => a.startsWith('--'));
+const memoryPieces = new Set<MemoryPiece>(MEMORY_PIECES);
+for (const o of options) {
+  const m = /^--memory=(.+)$/.exec(o);
+  const pieces = m ? m[1]!.split(',') : [];
+  if (!m || pieces.some((p) => !MEMORY_PIECES.includes(p as MemoryPiece))) {
+    process.stderr.write(`unknown option "${o}"; options: --memory=${MEMORY_PIECES.join(',')} (any of them)\n`);
+    process.exit(2);
+  }
+  memoryPieces.clear();
+  for (const p of pieces) memoryPieces.add(p as MemoryPiece);
+}
+const asked = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 for (const a of asked) {
   if (!PARTS.includes(a as Part)) {
     process.stderr.write(`unknown part "${a}"; parts: ${PARTS.join(', ')}\n`);
@@ -72,7 +90,7 @@ const results: {
   reevaluate?: ReevaluateResult;
   targets: Target[];
 } = {
-  command: `npm run bench${asked.length ? ` -- ${asked.join(' ')}` : ''}  (node --expose-gc dist/bench/run.js${asked.length ? ` ${asked.join(' ')}` : ''})`,
+  command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}  (node --expose-gc dist/bench/run.js${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''})`,
   date: new Date().toISOString(),
   machine: machine(),
   targets: [],
@@ -152,20 +170,21 @@ if (parts.has('engines')) {
 
 if (parts.has('memory')) {
   log('memory and cycle time: 1,000 and 10,000 sites (daemon, simulator and baseline each in their own process)');
-  const sizes = await benchMemory({ log });
+  const sizes = await benchMemory({ log, sizes: MEMORY_SIZES.filter((s) => memoryPieces.has(s.piece)) });
   results.memory = sizes;
   for (const s of sizes) {
     print(`\n2. Full cycle, ${s.sites.toLocaleString('en-US')} sites × every source (${s.daemon.cycles[0]?.polls ?? '?'} polls), concurrency ${s.concurrency}, ${s.rps} requests/s; ${s.ticksPerCycle} world ticks before each "ticked" cycle`);
     print(
       table(
-        ['process / cycle', 'cycle ms', 'RSS after GC MB', 'anon / file MB', 'heap used / total MB', 'peak RSS MB', 'events', 'SQLite changes', 'snapshot rows written'],
+        ['process / cycle', 'cycle ms', 'CPU ms', 'RSS after GC MB', 'anon / file MB', 'heap used / total MB', 'peak RSS MB', 'events', 'SQLite changes', 'snapshot rows written'],
         [
-          ['bare client: idle', '', fmt(s.bare.idleRssMB), '', '', '', '', '', ''],
-          ['bare client: fetch+parse cycle', String(s.bare.cycleMs), fmt(s.bare.rssAfterGcMB), '', '', fmt(s.bare.peakRssMB), '', '', ''],
-          ['daemon: idle (after createApp)', '', fmt(s.daemon.idleRssMB), '', '', '', '', '', ''],
+          ['bare client: idle', '', '', fmt(s.bare.idleRssMB), '', '', '', '', '', ''],
+          ['bare client: fetch+parse cycle', String(s.bare.cycleMs), String(s.bare.cpuMs), fmt(s.bare.rssAfterGcMB), '', '', fmt(s.bare.peakRssMB), '', '', ''],
+          ['daemon: idle (after createApp)', '', '', fmt(s.daemon.idleRssMB), '', '', '', '', '', ''],
           ...s.daemon.cycles.map((c) => [
             `daemon: #${c.cycle} ${c.phase}`,
             String(c.ms),
+            String(c.cpuMs),
             fmt(c.rssMB),
             c.rssAnonMB === undefined ? '' : `${fmt(c.rssAnonMB, 0)} / ${fmt(c.rssFileMB ?? 0, 0)}`,
             `${fmt(c.heapUsedMB)} / ${fmt(c.heapTotalMB, 0)}`,
@@ -179,21 +198,23 @@ if (parts.has('memory')) {
     );
     print(
       `   daemon peak RSS ${fmt(s.daemon.peakRssMB)} MB = ${x(s.ratios.peakRss)} the bare client's ${fmt(s.bare.peakRssMB)} MB; ` +
-        `unchanged cycle ${x(s.ratios.unchangedCycleTime)} the bare cycle; ` +
+        `unchanged cycle ${x(s.ratios.unchangedCycleTime)} the bare cycle (CPU ${x(s.ratios.unchangedCycleCpu)}); ` +
         `slope over cycles ${s.daemon.steadyCycles.join(', ')}: RSS ${s.daemon.rssSlopeMBPerCycle} MB/cycle, heap ${s.daemon.heapSlopeMBPerCycle} MB/cycle`,
     );
   }
-  log('memory: one huge reply in a poll --once cycle (200 sites)');
-  const replies = await benchBigReply({ log });
-  results.bigReply = replies;
-  print(`\n2b. One huge reply (one site's DNS) in a poll --once cycle of 200 sites; api.max_reply_bytes at its default (16 MB)`);
-  print(table(['reply', 'poll of that entity', 'idle RSS MB', 'peak RSS MB', 'cycle ms'], replies.map((r) => [`${fmt(r.bytes / 1048576, 0)} MB${r.chunked ? ', no Content-Length' : ''}`, r.outcome, fmt(r.idleRssMB), fmt(r.peakRssMB), String(r.cycleMs)])));
-  for (const r of replies.filter((x) => x.bytes >= 60 * 1048576)) {
-    results.targets.push({
-      target: `a 60 MB reply never lifts RSS past 250 MB${r.chunked ? ' (no Content-Length)' : ''}`,
-      measured: `peak ${fmt(r.peakRssMB)} MB; the poll: ${r.outcome}`,
-      result: verdict(r.peakRssMB < 250),
-    });
+  if (memoryPieces.has('replies')) {
+    log('memory: one huge reply in a poll --once cycle (200 sites)');
+    const replies = await benchBigReply({ log });
+    results.bigReply = replies;
+    print(`\n2b. One huge reply (one site's DNS) in a poll --once cycle of 200 sites; api.max_reply_bytes at its default (16 MB)`);
+    print(table(['reply', 'poll of that entity', 'idle RSS MB', 'peak RSS MB', 'cycle ms'], replies.map((r) => [`${fmt(r.bytes / 1048576, 0)} MB${r.chunked ? ', no Content-Length' : ''}`, r.outcome, fmt(r.idleRssMB), fmt(r.peakRssMB), String(r.cycleMs)])));
+    for (const r of replies.filter((x) => x.bytes >= 60 * 1048576)) {
+      results.targets.push({
+        target: `a 60 MB reply never lifts RSS past 250 MB${r.chunked ? ' (no Content-Length)' : ''}`,
+        measured: `peak ${fmt(r.peakRssMB)} MB; the poll: ${r.outcome}`,
+        result: verdict(r.peakRssMB < 250),
+      });
+    }
   }
   const big = sizes.find((s) => s.sites === 10_000);
   if (big) {

@@ -11,6 +11,8 @@ export interface MemorySample {
   phase: 'idle' | 'baseline' | 'unchanged' | 'restart' | 'ticked' | 'bare';
   cycle: number;
   ms: number;
+  /** The process's CPU time (user + system) over the cycle: steadier than `ms` on a loaded machine. */
+  cpuMs: number;
   /** RSS after the cycle, after a full GC. */
   rssMB: number;
   heapUsedMB: number;
@@ -58,8 +60,10 @@ export async function measured(
     peak = Math.max(peak, process.memoryUsage.rss());
   }, 25);
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   const extra = await run();
   const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
   clearInterval(sampler);
   peak = Math.max(peak, process.memoryUsage.rss());
   gcNow();
@@ -69,6 +73,7 @@ export async function measured(
     phase,
     cycle,
     ms: Math.round(ms),
+    cpuMs: Math.round((cpu.user + cpu.system) / 1000),
     rssMB: mb(m.rss),
     heapUsedMB: mb(m.heapUsed),
     heapTotalMB: mb(m.heapTotal),

@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First, before the modules below load: the daemon commands' heap flags (command-heap.ts).
+import './command-heap.js';
 import { SiteLabeler } from './labels.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseDuration } from './config/duration.js';
@@ -33,12 +35,7 @@ import { repos } from './store/repos.js';
 import { listOf, siteInfoFromRecord } from './pipeline/plan.js';
 import { sitesSource } from './sources/registry.js';
 import { enabledSources, pathsFor, scopesFor } from './sources/select.js';
-import { preferSmallHeap } from './heap.js';
 import { configPlan, describePlan, sitesThatFit, sourcePriorities } from './scheduler/budget-plan.js';
-
-// The daemon's commands run with a heap sized for memory, not speed (src/heap.ts), set as
-// the process starts, before the daemon is built.
-if (['run', 'poll', 'demo'].includes(process.argv[2] ?? '')) preferSmallHeap();
 
 /**
  * Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments, 3 (`poll --once`)

@@ -6,8 +6,8 @@ import type { HostwatchEvent } from './events/types.js';
 import { createLogger, secretScrubber, secretsOf } from './log.js';
 import type { Channel, SendResult } from './notify/channel.js';
 import { ConsoleChannel } from './notify/channels/console.js';
-import { EmailChannel } from './notify/channels/email.js';
-import { SlackChannel } from './notify/channels/slack.js';
+import type { EmailChannel } from './notify/channels/email.js';
+import type { SlackChannel } from './notify/channels/slack.js';
 import { WebhookChannel } from './notify/channels/webhook.js';
 import { discordProvider } from './notify/channels/discord.js';
 import { HttpChannel, type Provider } from './notify/channels/http.js';
@@ -220,7 +220,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     onResponse: ({ status, code }) => metrics.apiResponse(status, code),
   });
   const channels = new Map<string, Channel>();
-  for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts, log, scrub));
+  const libraries = await channelLibraries(config.channels);
+  for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts, libraries, log, scrub));
   for (const c of opts.channels ?? []) channels.set(c.name, c);
   const bus = new EventEmitter<AppBusEvents>();
   bus.setMaxListeners(1000);
@@ -529,11 +530,29 @@ function settledBefore(timeUp: Promise<false>, work: readonly (Promise<unknown> 
   return Promise.race([Promise.allSettled(work).then(() => true as const), timeUp]);
 }
 
+/** The channels built on a client library of their own (nodemailer, @slack/webhook), loaded when configured. */
+interface ChannelLibraries {
+  EmailChannel?: typeof EmailChannel;
+  SlackChannel?: typeof SlackChannel;
+}
+
+/**
+ * Load the channel modules with a client library of their own only when the config has
+ * such a channel: a daemon without email does not carry nodemailer's few MB in memory.
+ */
+async function channelLibraries(channels: readonly ChannelConfig[]): Promise<ChannelLibraries> {
+  const has = (type: ChannelConfig['type']): boolean => channels.some((c) => c.type === type);
+  return {
+    ...(has('email') ? { EmailChannel: (await import('./notify/channels/email.js')).EmailChannel } : {}),
+    ...(has('slack') ? { SlackChannel: (await import('./notify/channels/slack.js')).SlackChannel } : {}),
+  };
+}
+
 /**
  * Build the channel a config names. Templates are parsed once here; a render error is
  * logged. `scrub` removes secrets from providers' answers before channels cut them.
  */
-function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions, log?: Logger, scrub?: (text: string) => string): Channel {
+function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions, libraries: ChannelLibraries, log?: Logger, scrub?: (text: string) => string): Channel {
   const text = 'template' in c && typeof c.template === 'string' ? channelText(c.name, c.template, log) : summaryText;
   const http = (provider: Provider) => new HttpChannel(c.name, c.type, provider, 'timeout_ms' in c ? c.timeout_ms : 10_000, { now, sleep: opts.sleep, scrub });
   switch (c.type) {
@@ -542,9 +561,9 @@ function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions, log
     case 'console':
       return new ConsoleChannel(c, opts.consoleWrite);
     case 'slack':
-      return new SlackChannel(c, { now, sleep: opts.sleep, text, scrub });
+      return new libraries.SlackChannel!(c, { now, sleep: opts.sleep, text, scrub });
     case 'email':
-      return new EmailChannel(c);
+      return new libraries.EmailChannel!(c);
     case 'teams':
       return http(teamsProvider(c, text));
     case 'discord':

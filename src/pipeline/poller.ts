@@ -171,9 +171,9 @@ export class Poller {
    * The stored hash (its first 120 bits, see shortHash) and version of each entity polled
    * since this process started. Being here also means its alert conditions were checked in
    * this process. An unchanged poll is answered from this table without touching the
-   * database (the common case).
+   * database (the common case). Each is one string (packHead): no object per entity.
    */
-  private readonly heads = new EntityTable<{ hash: string; version: number }>();
+  private readonly heads = new EntityTable<string>();
   /**
    * Entities with an alert whose timer runs (`for`, `keep_firing_for`, `repeat`): an
    * unchanged poll of these is still planned, because time alone can fire, resolve or
@@ -379,11 +379,12 @@ export class Poller {
     const hash = contentHash(data, p.whole);
     const stateKey = `${ref.source.name}\u0000${ref.entity}`;
     const short = shortHash(hash);
-    const cached = this.heads.get(ref);
-    if (cached !== undefined && cached.hash === short && !this.timed.has(stateKey)) {
+    const packed = this.heads.get(ref);
+    if (packed !== undefined && packed.startsWith(short) && !this.timed.has(stateKey)) {
       await this.recordSuccess(ref, started);
       return { entity: ref.entity, status: 'unchanged', events: 0 };
     }
+    const cached = packed === undefined ? undefined : unpackHead(packed);
     const now = this.deps.now();
     this.noteSuccess(started);
     const done = await this.commit(async (u) => {
@@ -414,7 +415,7 @@ export class Poller {
     // Committed: only now does memory move on (a failed commit leaves it as it was).
     this.afterPlan(stateKey, done.plan, true);
     this.afterSuccess(ref, done.removedSites, done.apiResolved);
-    this.heads.set(ref, { hash: short, version: done.version });
+    this.heads.set(ref, packHead(hash, done.version));
     if (done.snapshot && ref.source.name === sitesSource.name) this.directory.setSites(data);
     if (done.snapshot && ref.source.name === REPORT_CLIENTS) this.directory.setClients(data);
     return { entity: ref.entity, status: done.status, events: done.events };
@@ -913,6 +914,28 @@ export { recordVolatile };
  */
 function shortHash(hex: string): string {
   return Buffer.from(hex.slice(0, 30), 'hex').toString('base64url');
+}
+
+/** Bytes of a packed head: the short hash's 15, then the version's 6 (versions count changes: 2^48 is never reached). */
+const HEAD_HASH_BYTES = 15;
+const HEAD_BYTES = HEAD_HASH_BYTES + 6;
+
+/**
+ * A head as the poller keeps it: the short hash and the version in one flat string of 28
+ * base64url characters, which starts with shortHash(hex) (15 bytes are 20 whole characters).
+ * One string per entity instead of an object and a string (130,000 of them at 10,000 sites).
+ */
+function packHead(hex: string, version: number): string {
+  const b = Buffer.allocUnsafe(HEAD_BYTES);
+  b.write(hex.slice(0, HEAD_HASH_BYTES * 2), 0, HEAD_HASH_BYTES, 'hex');
+  b.writeUIntBE(version, HEAD_HASH_BYTES, HEAD_BYTES - HEAD_HASH_BYTES);
+  return b.toString('base64url');
+}
+
+/** The short hash and the version of a packed head (packHead). */
+function unpackHead(packed: string): { hash: string; version: number } {
+  const b = Buffer.from(packed, 'base64url');
+  return { hash: b.toString('base64url', 0, HEAD_HASH_BYTES), version: b.readUIntBE(HEAD_HASH_BYTES, HEAD_BYTES - HEAD_HASH_BYTES) };
 }
 
 /** The value a keyed source has when it holds no records yet. */
