@@ -188,7 +188,7 @@ describe('a cluster of three instances on one PostgreSQL', () => {
     expect(kills.length).toBeGreaterThanOrEqual(6);
   }, 150_000);
 
-  it('lets the others take over the deliveries of an instance paused (SIGSTOP) past its lease, which sends none of them once resumed (SIGCONT)', async () => {
+  it('lets the others take over the deliveries of an instance paused (SIGSTOP) past its lease, which sends none of them once resumed (SIGCONT) but the one it was stopped in the middle of', async () => {
     // One send at a time per instance: the claimed rows wait their turn.
     const w = await clusterWorld(21, 1);
     // A slow receiver: deliveries queue up, so the instance holds claims when it is paused.
@@ -234,15 +234,17 @@ describe('a cluster of three instances on one PostgreSQL', () => {
     const received = w.hook.accepted();
     const firstFrom = new Map<string, Received>();
     for (const r of received) if (!firstFrom.has(r.id)) firstFrom.set(r.id, r);
-    // What a sent after it was resumed: never an event another instance had sent before.
+    // What a sent after it was resumed, that another instance had sent before: at most the
+    // one send it was stopped in the middle of, between its lease check and the write to the
+    // socket (the limit docs/cluster.md states; its record is refused). Never the rest.
     const resent = received.filter((r) => sender(r) === victim && r.at >= resumedAt && firstFrom.get(r.id)!.n < r.n && sender(firstFrom.get(r.id)!) !== victim);
-    expect(resent.map((r) => r.id)).toEqual([]);
+    expect(resent.length).toBeLessThanOrEqual(1);
     // The rows it held unsent while paused were sent by the others.
     const takenOver = held.filter((id) => received.some((r) => r.id === id && sender(r) !== victim && r.at >= stoppedAt));
     expect(takenOver).toEqual(held);
     const invented = [...new Set(received.map((r) => r.id))].filter((id) => !stored.includes(id));
     expect(invented).toEqual([]);
-    console.log(`cluster SIGSTOP: ${victim} held ${held.length} claimed rows unsent when paused; ${takenOver.length} sent by the others; ${received.filter((r) => sender(r) === victim && r.at >= resumedAt).length} sent by ${victim} after it resumed, none already sent`);
+    console.log(`cluster SIGSTOP: ${victim} held ${held.length} claimed rows unsent when paused; ${takenOver.length} sent by the others; ${received.filter((r) => sender(r) === victim && r.at >= resumedAt).length} sent by ${victim} after it resumed, ${resent.length} of them already sent (stopped mid-send)`);
   }, 180_000);
 });
 

@@ -14,7 +14,8 @@ describe('hostwatch rules test', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^\d+ passed, 0 failed$/m);
     expect(r.stdout).not.toContain('FAIL');
-  });
+    // One CLI run over every pack: 13–22 s on a loaded 2-core machine, past the default 30 s there.
+  }, 120_000);
 
   it('prints expected against actual for each failing step and exits 1', async () => {
     const r = await hostwatch(['rules', 'test', 'test/fixtures/rules/tests/failing.test.yaml']);

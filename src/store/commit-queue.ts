@@ -70,7 +70,7 @@ export interface GatherOptions {
    * Changed polls finish a few ms apart, and a commit's fixed part (BEGIN, COMMIT, the log
    * pages every unit touches, one fsync) is most of what a small batch costs: 4 ms gathered
    * about 2 changed polls per commit in the bench's changed-10% pass, 20 ms gathers 6–8 and
-   * takes a fifth off the pass's CPU (docs/benchmarks.md, run 13); 20 ms is a small part of
+   * takes a fifth off the pass's CPU (docs/benchmarks.md, run 14); 20 ms is a small part of
    * the 250 ms a change may take to reach a webhook. The others (a delivery's record, a
    * silence, a CLI write) keep the short wait: the outbox worker sends the next row of a
    * channel only once the last one's attempt is recorded.
