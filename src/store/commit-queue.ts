@@ -69,9 +69,9 @@ export interface GatherOptions {
    * The same two, when every queued unit is patient (a poll's result: `submit(unit, true)`).
    * Changed polls finish a few ms apart, and a commit's fixed part (BEGIN, COMMIT, the log
    * pages every unit touches, one fsync) is most of what a small batch costs: 4 ms gathered
-   * about 2 changed polls per commit in the bench's changed-10% pass, 20 ms gathers 6–8 and
-   * takes a fifth off the pass's CPU (docs/benchmarks.md, run 14); 20 ms is a small part of
-   * the 250 ms a change may take to reach a webhook. The others (a delivery's record, a
+   * about 2 changed polls per commit in the bench's changed-10% pass, 20 ms gathers 8–10
+   * (docs/benchmarks.md, run 14); 20 ms is a small part of the 250 ms a change may take to
+   * reach a webhook. The others (a delivery's record, a
    * silence, a CLI write) keep the short wait: the outbox worker sends the next row of a
    * channel only once the last one's attempt is recorded.
    */
