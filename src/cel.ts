@@ -1,3 +1,4 @@
+import { BAIL, compileFast, isPlainRecord } from './cel-fast.js';
 import { celEnv, celFunc, celList, celMap, CelScalar, objectType, parse, plan, type CelResult } from '@bufbuild/cel';
 
 /**
@@ -53,10 +54,6 @@ export function celValue(v: unknown): unknown {
   return celMap(new RecordFields(v as Record<string, unknown>) as never);
 }
 
-/** What the library itself turns into a map: a plain object that is not a protobuf message or a CEL value. */
-function isPlainRecord(v: object): boolean {
-  return Object.getPrototypeOf(v) === Object.prototype && !Object.hasOwn(v, 'constructor') && !('$typeName' in v) && Object.getOwnPropertySymbols(v).length === 0;
-}
 
 const isField = (record: object, key: unknown): key is string => typeof key === 'string' && Object.prototype.propertyIsEnumerable.call(record, key);
 
@@ -209,8 +206,23 @@ export type CelProgram = (bindings: Record<string, unknown>) => CelResult;
 /** Parse a CEL expression; throws the parser's error, which names the position. */
 export const parseCel = parse;
 
-/** Plan a parsed expression for repeated evaluation. */
+/**
+ * Plan a parsed expression for repeated evaluation: the library's interpreter, behind the
+ * fast path of cel-fast.ts where the expression has parts it can take (it answers only what
+ * it is sure the interpreter would answer, and hands everything else to it).
+ */
 export function planCel(ast: ReturnType<typeof parse>): CelProgram {
+  const slow = plan(env, ast) as CelProgram;
+  const fast = compileFast(ast);
+  if (fast === null) return slow;
+  return (bindings) => {
+    const v = fast(bindings);
+    return v === BAIL ? slow(bindings) : (v as CelResult);
+  };
+}
+
+/** The interpreter alone, without the fast path (the fast path's tests compare the two). */
+export function planCelSlow(ast: ReturnType<typeof parse>): CelProgram {
   return plan(env, ast) as CelProgram;
 }
 

@@ -1,4 +1,5 @@
 import { isCelError, type CelResult } from '@bufbuild/cel';
+import { RAW } from '../cel-fast.js';
 import { celTimestamp, celValue, timeOf } from '../cel.js';
 import { humanDuration } from '../config/duration.js';
 import type { Change } from '../diff/types.js';
@@ -56,8 +57,12 @@ export function bindingsOf(rule: CompiledRule, input: RuleInput): Record<string,
     ruleParams.set(rule, params);
   }
   b['params'] = params.cel;
+  (b as unknown as LazyBindings)[RAW_PARAMS] = rule.params;
   return b;
 }
+
+const RAW_PARAMS = Symbol('raw params');
+const RAW_ITEM = Symbol('raw item');
 
 /** Not converted yet (undefined is what a missing variable reads as, so it cannot mark this). */
 const UNREAD = Symbol('unread');
@@ -76,6 +81,12 @@ class LazyBindings {
   #now: unknown = UNREAD;
   params: unknown = null;
   item: unknown = undefined;
+  /**
+   * `params` and `item` as plain values, for the CEL fast path (cel-fast.ts); undefined: not
+   * known as such. Symbol keys: CEL reads variables by name, so these are no variables.
+   */
+  [RAW_PARAMS]: unknown = undefined;
+  [RAW_ITEM]: unknown = undefined;
   readonly subject: string;
   readonly #input: RuleInput;
   constructor(input: RuleInput) {
@@ -99,6 +110,32 @@ class LazyBindings {
   }
   get now(): unknown {
     return this.#now === UNREAD ? (this.#now = celTimestamp(this.#input.now)) : this.#now;
+  }
+  /**
+   * A variable as the plain value it was converted from (the fast path reads these); undefined
+   * for `now` (a timestamp) and anything else, which sends the expression to the interpreter.
+   */
+  [RAW](name: string): unknown {
+    switch (name) {
+      case 'after':
+        return this.#input.after ?? null;
+      case 'before':
+        return this.#input.before ?? null;
+      case 'past':
+        return this.#input.past ?? null;
+      case 'site':
+        return this.#input.site ?? null;
+      case 'changes':
+        return this.#input.changes;
+      case 'subject':
+        return this.subject;
+      case 'params':
+        return this[RAW_PARAMS];
+      case 'item':
+        return this[RAW_ITEM];
+      default:
+        return undefined;
+    }
   }
 }
 
@@ -152,6 +189,8 @@ function scanLatest(rule: CompiledRule, input: RuleInput): AbsenceView {
   if (!a) return { last: null, matches: 0, unknown: 'not an absence rule' };
   const b = bindingsOf(rule, input);
   let items: readonly unknown[] | undefined;
+  /** The same records as plain values (the fast path's), when they came from the input. */
+  let raw: readonly unknown[] | null = null;
   if (a.within) {
     const list = a.within(b);
     if (isCelError(list)) return { last: null, matches: 0, unknown: `absent.in: ${list.message}` };
@@ -164,13 +203,15 @@ function scanLatest(rule: CompiledRule, input: RuleInput): AbsenceView {
       items = (input.items ?? []).map(celValue);
       celItems.set(input, items);
     }
+    raw = input.items ?? [];
   }
   let last: number | null = null;
   let matches = 0;
   try {
-    for (const item of items) {
+    for (let i = 0; i < items.length; i++) {
       // The shared bindings see `item` only while this record is looked at.
-      b['item'] = item;
+      b['item'] = items[i];
+      (b as unknown as LazyBindings)[RAW_ITEM] = raw === null ? undefined : raw[i];
       const m = a.match(b);
       if (isCelError(m)) return { last: null, matches: 0, unknown: `absent.match: ${m.message}` };
       if (m !== true) continue;
@@ -181,6 +222,7 @@ function scanLatest(rule: CompiledRule, input: RuleInput): AbsenceView {
     }
   } finally {
     b['item'] = undefined;
+    (b as unknown as LazyBindings)[RAW_ITEM] = undefined;
   }
   return { last, matches, unknown: null };
 }
