@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { EventData, HostwatchEvent } from './types.js';
 
 /**
@@ -7,7 +7,8 @@ import type { EventData, HostwatchEvent } from './types.js';
  * "custom") so it fits systems that expect one.
  */
 export function eventId(...parts: Array<string | number>): string {
-  const h = createHash('sha256').update(parts.join('\u001f')).digest('hex');
+  // crypto.hash: the one-shot form of createHash(), the same digest without a Hash object.
+  const h = hash('sha256', parts.join('\u001f'), 'hex');
   const variant = ((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16);
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
