@@ -64,7 +64,7 @@ export function compileFast(parsed: unknown): FastProgram | null {
   return (b) => {
     const v = node(b as Record<string | symbol, unknown>);
     // Only primitives leave the fast path: a list or map result is the library's to build.
-    return typeof v === 'object' && v !== null ? BAIL : v;
+    return (typeof v === 'object' && v !== null) || typeof v === 'function' ? BAIL : v;
   };
 }
 
@@ -124,8 +124,9 @@ function constant(c: { constantKind: { case: string; value: unknown } }): Node |
 function ident(name: string): Node {
   return (b) => {
     const raw = b[RAW];
-    const v = typeof raw === 'function' ? (raw as RawBindings[typeof RAW]).call(b, name) : b[name];
-    return v === undefined ? BAIL : v;
+    // Other bindings: own properties only (an inherited `toString` is no variable).
+    const v = typeof raw === 'function' ? (raw as RawBindings[typeof RAW]).call(b, name) : Object.hasOwn(b, name) ? b[name] : undefined;
+    return v === undefined || typeof v === 'function' ? BAIL : v;
   };
 }
 

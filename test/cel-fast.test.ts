@@ -86,6 +86,8 @@ describe('the CEL fast path', () => {
       ["now - timestamp('2026-11-20T00:00:00Z') > duration('1h')", { now: { $typeName: 'google.protobuf.Timestamp', seconds: 1_800_000_000n, nanos: 0 } }],
       ["a.exists(e, e == 'x')", { a: ['x'] }],
       ["glob(a, '*.example')", { a: 'c.example' }],
+      ['toString', {}],
+      ['a == b', { a: () => 1, b: null }],
     ];
     for (const [expr, b] of cases) {
       const ast = parseCel(expr);
