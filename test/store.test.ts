@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../src/store/db.js';
 import { packageRoot } from '../src/paths.js';
 import { migrateSqlite as migrate, MigrationError, readMigrations, type Migration } from '../src/store/migrate.js';
+import { repos } from '../src/store/repos.js';
 import { sqliteOf, tempDir } from './harness.js';
 
 let tmp: { dir: string; cleanup: () => void };
@@ -75,5 +76,31 @@ describe('a migration', () => {
     expect(() => migrate(db, [two, { ...two, version: 3, name: '0003_c.sql' }], () => 0)).toThrow(
       'corrupted migrations: previously applied migration 0001_a.sql is missing from migrations/',
     );
+  });
+});
+
+describe('the queries of every event', () => {
+  it('find the inhibitions in force for a site through an index, not by reading every inhibited site', async () => {
+    const store = await openStore({ engine: 'sqlite', path: join(tmp.dir, 'h.db') }, { now: Date.now });
+    const r = repos(store);
+    await store.transaction(async (tx) => {
+      const t = repos(tx);
+      for (let site = 1; site <= 300; site++) await t.delivery.startInhibition({ source: 'site.offline', site_id: site, event_id: `e${site}`, since: 1 });
+      await t.delivery.startInhibition({ source: 'site.suspended', site_id: 7, event_id: 'e-7', since: 1 });
+    });
+    // The SQL the repository runs, as it runs it.
+    const runner = (store as unknown as { runner: { exec: (s: { compile(d: string): { sql: string } }, p: unknown, m: string) => unknown } }).runner;
+    const ran: string[] = [];
+    const exec = runner.exec.bind(runner);
+    runner.exec = (s, p, m) => (ran.push(s.compile('sqlite').sql), exec(s, p, m));
+    expect((await r.delivery.inhibitionSources(7)).sort()).toEqual(['site.offline', 'site.suspended']);
+    expect(await r.delivery.inhibitionSources(301)).toEqual([]);
+    runner.exec = exec;
+    const sql = sqliteOf(store);
+    const plan = (q: string): string => (sql.prepare(`EXPLAIN QUERY PLAN ${q}`).all(7) as Array<{ detail: string }>).map((x) => x.detail).join(' | ');
+    expect(ran.length).toBe(2);
+    expect(plan(ran[0]!)).toMatch(/SEARCH inhibitions USING (COVERING )?INDEX inhibitions_by_site/);
+    expect(plan(ran[0]!)).not.toMatch(/\bSCAN\b/);
+    await store.close();
   });
 });
