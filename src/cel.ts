@@ -54,7 +54,6 @@ export function celValue(v: unknown): unknown {
   return celMap(new RecordFields(v as Record<string, unknown>) as never);
 }
 
-
 const isField = (record: object, key: unknown): key is string => typeof key === 'string' && Object.prototype.propertyIsEnumerable.call(record, key);
 
 /**
