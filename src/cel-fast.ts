@@ -48,6 +48,16 @@ export function isPlainRecord(v: object): boolean {
   return Object.getPrototypeOf(v) === Object.prototype && !Object.hasOwn(v, 'constructor') && !('$typeName' in v) && Object.getOwnPropertySymbols(v).length === 0;
 }
 
+/** A value the library reads as a map (a plain object; an array is not one). */
+function isMap(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && isPlainRecord(v);
+}
+
+/** A key of a map as the library sees it: an own, enumerable property. */
+export function isField(record: object, key: unknown): key is string {
+  return typeof key === 'string' && Object.prototype.propertyIsEnumerable.call(record, key);
+}
+
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 const SURROGATE = /[\uD800-\uDFFF]/;
@@ -132,9 +142,8 @@ function ident(name: string): Node {
 
 /** A plain object's own field, as the library reads a map entry; BAIL where it would fail or the value is not JSON. */
 function fieldOf(o: unknown, key: string): unknown {
-  if (typeof o !== 'object' || o === null || Array.isArray(o) || !isPlainRecord(o)) return BAIL;
-  if (!Object.prototype.propertyIsEnumerable.call(o, key)) return BAIL;
-  const v = (o as Record<string, unknown>)[key];
+  if (!isMap(o) || !isField(o, key)) return BAIL;
+  const v = o[key];
   return v === undefined ? BAIL : v;
 }
 
@@ -149,9 +158,9 @@ function select(operand: Node, field: string): Node {
 function has(operand: Node, field: string): Node {
   return (b) => {
     const o = operand(b);
-    if (o === BAIL || typeof o !== 'object' || o === null || Array.isArray(o) || !isPlainRecord(o)) return BAIL;
-    if (!Object.prototype.propertyIsEnumerable.call(o, field)) return false;
-    const v = (o as Record<string, unknown>)[field];
+    if (!isMap(o)) return BAIL;
+    if (!isField(o, field)) return false;
+    const v = o[field];
     return v === undefined ? BAIL : v !== null;
   };
 }
@@ -253,7 +262,7 @@ function equal(a: unknown, c: unknown): boolean | Bail {
 }
 
 function isJsonContainer(v: unknown): boolean {
-  return typeof v === 'object' && v !== null && (Array.isArray(v) || isPlainRecord(v));
+  return Array.isArray(v) || isMap(v);
 }
 
 function sameNumber(d: number, i: bigint): boolean {
@@ -331,9 +340,9 @@ function contains(x: unknown, coll: unknown): boolean | Bail {
     }
     return false;
   }
-  if (typeof x !== 'string' || typeof coll !== 'object' || coll === null || !isPlainRecord(coll)) return BAIL;
-  if (!Object.prototype.propertyIsEnumerable.call(coll, x)) return false;
-  const v = (coll as Record<string, unknown>)[x];
+  if (typeof x !== 'string' || !isMap(coll)) return BAIL;
+  if (!isField(coll, x)) return false;
+  const v = coll[x];
   return v === undefined || v === null ? BAIL : true;
 }
 
@@ -345,7 +354,7 @@ function size(v: unknown): bigint | Bail {
     return BigInt(n);
   }
   if (Array.isArray(v)) return BigInt(v.length);
-  if (typeof v === 'object' && v !== null && isPlainRecord(v)) return BigInt(Object.keys(v).length);
+  if (isMap(v)) return BigInt(Object.keys(v).length);
   return BAIL;
 }
 

@@ -1,4 +1,4 @@
-import { BAIL, compileFast, isPlainRecord } from './cel-fast.js';
+import { BAIL, compileFast, isField, isPlainRecord } from './cel-fast.js';
 import { celEnv, celFunc, celList, celMap, CelScalar, objectType, parse, plan, type CelResult } from '@bufbuild/cel';
 
 /**
@@ -53,8 +53,6 @@ export function celValue(v: unknown): unknown {
   if (!isPlainRecord(v)) return v;
   return celMap(new RecordFields(v as Record<string, unknown>) as never);
 }
-
-const isField = (record: object, key: unknown): key is string => typeof key === 'string' && Object.prototype.propertyIsEnumerable.call(record, key);
 
 /**
  * A plain object as the Map `celMap` wraps: the same keys, in the same order, as the
