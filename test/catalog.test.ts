@@ -36,7 +36,11 @@ interface Case {
   site?: number | null;
   /** Further checks of `data`. */
   check?: (e: HostwatchEvent, ctx: Json) => void;
-  /** Move the daemon's clock this far before the change poll (a detail's slow schedule). */
+  /**
+   * Move the daemon's clock this far before the change poll (a detail's slow schedule).
+   * The clock rules are then switched off (quietClock()) unless `rules` says otherwise:
+   * the seeded backups' age depends on the time of day, and three hours more can pass 26 h.
+   */
   skewMs?: number;
   /** Rule overrides for this case (YAML text of a rule file). */
   rules?: string;
@@ -507,7 +511,6 @@ const CASES: Case[] = [
   {
     event: 'reputation.brand_term_lost',
     // The business list does not move, so the detail's slow schedule (2 h) reads it.
-    rules: quietClock(),
     before: reputationProfile,
     change: (c) => c.set('reputation', { 'brand_terms.1.11.lost': 1 }).then(() => undefined),
     skewMs: 3 * HOUR,
@@ -581,8 +584,9 @@ describe('every catalog event, end to end against the simulator', () => {
       await c.still();
       const ctx: Json = { ...((await t.before?.(c)) ?? {}) };
       let rules: string[] = [];
-      if (t.rules) {
-        writeFileSync(join(world.dir, 'case-rules.yaml'), t.rules);
+      const ruleText = t.rules ?? (t.skewMs ? quietClock() : undefined);
+      if (ruleText) {
+        writeFileSync(join(world.dir, 'case-rules.yaml'), ruleText);
         rules = [join(world.dir, 'case-rules.yaml')];
       }
       let skew = 0;
