@@ -175,6 +175,30 @@ describe('a mass change', () => {
     expect(state).toEqual({ last_error_code: 'bad_response', last_error: '/sites: the site list has 11 sites, more than sites.max (10); the previous list is kept. Raise sites.max if this is real' });
     const [snap] = rows<{ body: string }>(world, "SELECT body FROM snapshots WHERE source = 'sites'");
     expect((JSON.parse(snap!.body) as unknown[]).length).toBe(3);
+    // The same list again is refused again. It must not pass for "unchanged" and clear the
+    // failure: the refused reply's ETag is not sent back (the simulator would answer 304).
+    const before = world.sim.requests.length;
+    await app.runOnce();
+    expect(world.sim.requests.slice(before).filter((r) => r.path === '/api/v1/sites').map((r) => [r.conditional, r.status])).toEqual([[false, 200]]);
+    const again = rows<{ consecutive_failures: number; last_error_code: string }>(world, "SELECT consecutive_failures, last_error_code FROM poll_state WHERE source = 'sites' AND entity = 'sites'");
+    expect(again).toEqual([{ consecutive_failures: 2, last_error_code: 'bad_response' }]);
+    expect(only(world, 'site.added')).toEqual([]);
+  });
+});
+
+describe('a reply a view refuses', () => {
+  it('fails the view again when the same reply comes back, instead of reading the 304 as "unchanged"', async () => {
+    world = await startWorld({ sim: { sites: 1 } });
+    const app = await world.app();
+    // A security reply its source takes (an object) but its rules view cannot (not a list).
+    const body = JSON.stringify({ data: { under_attack: false, rules: { http_request_firewall_custom: 'not a list' } } });
+    world.sim.faults.add({ path: '^/sites/1/security$', kind: 'body', body });
+    await app.runOnce();
+    await app.runOnce();
+    const state = rows<{ consecutive_failures: number; last_error: string }>(world, "SELECT consecutive_failures, last_error FROM poll_state WHERE source = 'security_rules'");
+    expect(state).toEqual([{ consecutive_failures: 2, last_error: '/sites/1/security: "rules.http_request_firewall_custom" is string, not a list' }]);
+    // The security source itself took both replies.
+    expect(rows(world, "SELECT consecutive_failures FROM poll_state WHERE source = 'security' AND consecutive_failures > 0")).toEqual([]);
   });
 });
 

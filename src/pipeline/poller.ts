@@ -313,10 +313,17 @@ export class Poller {
       return this.observed(ref, { entity: ref.entity, status: 'not_applicable', events: 0, durationMs: this.deps.now() - started });
     }
     const tooMany = this.siteListProblem(source, got.data);
-    if (tooMany) return this.failed(ref, new ApiError({ code: 'bad_response', endpoint: pathOf(source, null), message: tooMany }), started);
+    if (tooMany) {
+      // Refused, not stored: the same reply again (a 304, the same digest) must be refused again.
+      this.fetcher.forget(ref);
+      return this.failed(ref, new ApiError({ code: 'bad_response', endpoint: pathOf(source, null), message: tooMany }), started);
+    }
     const outcome = await this.ingest(ref, got.data, started, opts);
     const endpoint = pathOf(source, ref.siteId, recordKey);
-    for (const view of this.prepare(source).views) await this.ingestView(view, site, recordKey, endpoint, got.data, started, opts);
+    for (const view of this.prepare(source).views) {
+      // A view that refused this reply must see it again, not a 304 read as "unchanged".
+      if (!(await this.ingestView(view, site, recordKey, endpoint, got.data, started, opts))) this.fetcher.forget(ref);
+    }
     // Detail follow-ups and adaptive polling see a reply only once it is committed.
     this.deps.onFetched?.(ref, got.data);
     outcome.durationMs = this.deps.now() - started;
@@ -342,17 +349,21 @@ export class Poller {
     return { entity: ref.entity, status: 'unchanged', events: 0 };
   }
 
-  /** A view re-reads its origin's reply as its own entity (own key, own volatile fields, own rules). */
-  private async ingestView(view: SourceDef, site: SiteInfo | null, recordKey: string | undefined, endpoint: string, data: unknown, started: number, opts: PollOptions): Promise<void> {
+  /**
+   * A view re-reads its origin's reply as its own entity (own key, own volatile fields, own
+   * rules). False when the reply does not have the view's shape (a failed poll of the view).
+   */
+  private async ingestView(view: SourceDef, site: SiteInfo | null, recordKey: string | undefined, endpoint: string, data: unknown, started: number, opts: PollOptions): Promise<boolean> {
     const ref = entityOf(view, site, recordKey);
     try {
       // A view has no request of its own: a bad reply is named by its origin's endpoint.
       checkShape(ref, endpoint, data);
     } catch (e) {
       await this.failed(ref, e as ApiError, started);
-      return;
+      return false;
     }
     this.observed(ref, await this.ingest(ref, data, started, opts));
+    return true;
   }
 
   private async failed(ref: EntityRef, err: ApiError, started: number): Promise<PollOutcome> {
