@@ -87,8 +87,8 @@ export interface SimChild {
   close(): Promise<void>;
 }
 
-export async function startSimChild(opts: { sites: number; seed?: number; log?: number }): Promise<SimChild> {
-  const child = spawnNode('sim-child.js', ['--sites', String(opts.sites), '--seed', String(opts.seed ?? 7), '--log', String(opts.log ?? 0)]);
+export async function startSimChild(opts: { sites: number; seed?: number; log?: number; etags?: boolean }): Promise<SimChild> {
+  const child = spawnNode('sim-child.js', ['--sites', String(opts.sites), '--seed', String(opts.seed ?? 7), '--log', String(opts.log ?? 0), '--etags', opts.etags === false ? '0' : '1']);
   const { url, pid } = await firstJsonLine<{ url: string; pid: number }>(child, 'simulator child');
   const control = async (method: string, path: string, body?: unknown): Promise<unknown> => {
     const res = await fetch(`${url}/_sim${path}`, {

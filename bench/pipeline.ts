@@ -26,7 +26,7 @@ import { BENCH_KEY, median, nullStream, pool, round, startSimChild, tempDir, typ
 import { benchConfig } from './config.js';
 
 export interface PipelineCase {
-  case: 'unchanged' | 'changed-10%' | 'baseline';
+  case: 'unchanged' | 'unchanged, no ETag' | 'changed-10%' | 'baseline';
   rounds: number;
   /** Milliseconds of one pass over every per-site entity, each round. */
   bareMs: number[];
@@ -121,12 +121,14 @@ export async function benchPipeline(opts: PipelineOptions = {}): Promise<Pipelin
   const rounds = opts.rounds ?? { unchanged: 7, changed: 7, baseline: 3 };
   const log = opts.log ?? (() => {});
   const sim = await startSimChild({ sites });
+  // The same world from a server without validators (no ETag, no 304; A10).
+  let plainSim: SimChild | null = null;
   const tmp = tempDir();
   const apps: App[] = [];
   let dbCount = 0;
-  const newApp = async (): Promise<App> => {
+  const newApp = async (on: SimChild = sim): Promise<App> => {
     const config = benchConfig({
-      url: sim.url,
+      url: on.url,
       dbPath: `${tmp.dir}/pipeline-${++dbCount}.db`,
       concurrency,
       // Outbox rows are written as in production; the worker is not started, so nothing is sent.
@@ -153,6 +155,16 @@ export async function benchPipeline(opts: PipelineOptions = {}): Promise<Pipelin
 
     log(`pipeline: unchanged × ${rounds.unchanged}`);
     cases.push(await measureCase('unchanged', rounds.unchanged, entities, async () => app, siteList, concurrency));
+
+    // Unchanged again, from a server that sends no ETag: every reply comes in full, and the
+    // poller knows it unchanged by a digest of its bytes (ApiClient.getIfChanged).
+    log(`pipeline: unchanged, a server without ETags × ${rounds.unchanged}`);
+    plainSim = await startSimChild({ sites, etags: false });
+    const plainApp = await newApp(plainSim);
+    await pass(plainApp, siteList, concurrency, 'poll');
+    await pass(plainApp, siteList, concurrency, 'bare');
+    await pass(plainApp, siteList, concurrency, 'poll');
+    cases.push(await measureCase('unchanged, no ETag', rounds.unchanged, entities, async () => plainApp, siteList, concurrency));
 
     log(`pipeline: ~10% changed × ${rounds.changed}`);
     let round = 0;
@@ -190,6 +202,7 @@ export async function benchPipeline(opts: PipelineOptions = {}): Promise<Pipelin
   } finally {
     await Promise.allSettled(apps.map((a) => a.stop()));
     await sim.close();
+    await plainSim?.close();
     tmp.cleanup();
   }
 }
@@ -256,7 +269,7 @@ async function measureCase(
         pollMs.push(ms);
         commits.batches.push(app.store.stats.batches - stats0.batches);
         commits.units += app.store.stats.units - stats0.units;
-        const expect = name === 'changed-10%' ? null : name;
+        const expect = name === 'changed-10%' ? null : name === 'baseline' ? 'baseline' : 'unchanged';
         if (expect && statuses.some((s) => s !== expect)) throw new Error(`${name}: a poll came back ${statuses.find((s) => s !== expect)}`);
         checkOutcomes?.(statuses);
       }

@@ -3,7 +3,7 @@
  * measured without the simulated API's world, JSON.stringify and HTTP server in the same
  * process (on a 2-core machine the simulator gets the other core).
  *
- *   node dist/bench/sim-child.js --sites 10000 --seed 7 [--log 200000]
+ *   node dist/bench/sim-child.js --sites 10000 --seed 7 [--log 200000] [--etags 0]
  *
  * Prints one JSON line `{"url": ...}` once listening; the parent drives the world through
  * the /_sim control interface (docs/simulator.md). No request log unless `--log N` asks for
@@ -20,7 +20,8 @@ function arg(name: string, fallback: number): number {
 }
 
 // --log N keeps the last N request records (GET /_sim/requests), for benchmarks that count requests.
-const sim = await startSimulator({ sites: arg('sites', 500), seed: arg('seed', 1), tickMs: false, maxRequests: arg('log', 0) });
+// --etags 0: a server without validators (no ETag, no 304; A10), for the pipeline part's case.
+const sim = await startSimulator({ sites: arg('sites', 500), seed: arg('seed', 1), tickMs: false, maxRequests: arg('log', 0), etags: arg('etags', 1) === 1 });
 process.stdout.write(`${JSON.stringify({ url: sim.url, pid: process.pid })}\n`);
 
 const stop = (): void => {

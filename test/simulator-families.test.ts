@@ -397,6 +397,15 @@ describe('conditional requests', () => {
     expect(changed.status).toBe(200);
     expect(changed.headers.get('etag')).not.toBe(etag);
   });
+
+  it('serves no ETag and answers every GET in full with etags off (a server without validators)', async () => {
+    const sim = await start({ etags: false });
+    const first = await get(sim, '/rank/domains');
+    expect(first.headers.get('etag')).toBeNull();
+    const again = await call(sim, 'GET', '/rank/domains', undefined, { 'if-none-match': '*' });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+  });
 });
 
 describe('the /_sim control hooks over families', () => {

@@ -1,10 +1,11 @@
 /**
  * Conditional requests against a server that speaks Last-Modified (the simulator speaks
- * ETag, tested in polling.test.ts), and paged lists: validators only for one-page lists.
+ * ETag, tested in polling.test.ts), against one that sends no validators (a digest of the
+ * reply stands in), and paged lists: validators only for one-page lists.
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ApiClient } from '../src/api/client.js';
 import { Fetcher } from '../src/sources/fetch.js';
 import { entityOf, sourceByName } from '../src/sources/registry.js';
@@ -63,6 +64,53 @@ describe('conditional requests', () => {
     expect(await f.fetch(ref)).toEqual({ kind: 'data', data: [{ id: 1 }, { id: 2 }] });
     expect(await f.fetch(ref)).toEqual({ kind: 'data', data: [{ id: 1 }, { id: 2 }] });
     expect(seen.map((h) => h['if-none-match'])).toEqual([undefined, undefined, undefined, undefined]);
+  });
+
+  it('read a reply with the same bytes as the last one as "not modified" when the server sends no validators, without parsing it', async () => {
+    let data: unknown = { pointed: true };
+    const { url, seen } = await serve(() => ({ status: 200, body: { data } }));
+    const f = fetcherFor(url);
+    const ref = entityOf(sourceByName('nameservers')!, { id: 3, domain: 'x' });
+    expect(await f.fetch(ref)).toEqual({ kind: 'data', data: { pointed: true } });
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      expect(await f.fetch(ref)).toEqual({ kind: 'not_modified' });
+      expect(parse.mock.calls.filter(([text]) => typeof text === 'string' && text.includes('pointed'))).toEqual([]);
+    } finally {
+      parse.mockRestore();
+    }
+    // One byte moved: read and parsed; then that reply is the one compared with.
+    data = { pointed: false };
+    expect(await f.fetch(ref)).toEqual({ kind: 'data', data: { pointed: false } });
+    expect(await f.fetch(ref)).toEqual({ kind: 'not_modified' });
+    // Nothing was asked of the server: it was sent no validator it did not give.
+    expect(seen.map((h) => [h['if-none-match'], h['if-modified-since']])).toEqual(Array(4).fill([undefined, undefined]));
+    // Forgotten (a commit that failed): the same reply is data again.
+    f.forget(ref);
+    expect(await f.fetch(ref)).toEqual({ kind: 'data', data: { pointed: false } });
+  });
+
+  it('read a list of more than one page in full every time from a server without validators', async () => {
+    const { url } = await serve((u) =>
+      u.includes('cursor=p2') ? { status: 200, body: { data: [{ id: 2 }], next_cursor: null, has_more: false } } : { status: 200, body: { data: [{ id: 1 }], next_cursor: 'p2', has_more: true } },
+    );
+    const f = fetcherFor(url);
+    const ref = entityOf(sourceByName('local_keywords')!, null);
+    expect(await f.fetch(ref)).toEqual({ kind: 'data', data: [{ id: 1 }, { id: 2 }] });
+    expect(await f.fetch(ref)).toEqual({ kind: 'data', data: [{ id: 1 }, { id: 2 }] });
+  });
+
+  it('answer a one-page list with the same bytes as "not modified", and the plain client.get and list never', async () => {
+    const { url } = await serve(() => ({ status: 200, body: { data: [{ id: 1 }] } }));
+    const f = fetcherFor(url);
+    const ref = entityOf(sourceByName('local_keywords')!, null);
+    expect(await f.fetch(ref)).toEqual({ kind: 'data', data: [{ id: 1 }] });
+    expect(await f.fetch(ref)).toEqual({ kind: 'not_modified' });
+    // The unconditional reads have no last reply to compare with: always the data.
+    expect(await client!.get('/x')).toEqual([{ id: 1 }]);
+    expect(await client!.get('/x')).toEqual([{ id: 1 }]);
+    expect(await client!.list('/x')).toEqual([{ id: 1 }]);
+    expect(await client!.list('/x')).toEqual([{ id: 1 }]);
   });
 
   it('treat a 409 of a source with notApplicable as "not applicable", and of another source as a failure', async () => {

@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { Semaphore } from '../semaphore.js';
 import { isRecord } from '../is-record.js';
@@ -53,13 +54,22 @@ export function clientOptionsOf(api: ApiConfig, secrets: readonly string[]): Api
 
 export type Query = Record<string, string | number | boolean | undefined>;
 
-/** Validators the server gave with a reply (ETag / Last-Modified), for conditional requests. */
+/**
+ * Validators of a reply, for conditional reads: the ETag / Last-Modified the server gave, or,
+ * when it gave neither, a digest of the reply's bytes (A10). A server without validators
+ * answers every GET in full; a reply with the same bytes as the last one is then
+ * "not modified" all the same, found before it is parsed.
+ */
 export interface Validators {
   etag?: string;
   lastModified?: string;
+  digest?: string;
 }
 
-/** A conditional read: `notModified` when the server answered 304, else the data and new validators. */
+/**
+ * A conditional read: `notModified` when the server answered 304 (or, without validators, sent
+ * the same bytes as last time), else the data and new validators.
+ */
 export type ConditionalResult<T> = { notModified: true } | { notModified: false; data: T; validators: Validators };
 
 /** A paged read: `partial` when `until` stopped it before the last page. */
@@ -115,16 +125,21 @@ export class ApiClient {
 
   /** GET one resource and return its `data`. Retries transient failures. */
   async get(path: string, query: Query = {}, opts: ReadOptions = {}): Promise<unknown> {
-    const r = await this.getIfChanged(path, query, undefined, opts);
+    const r = await this.getOne(path, query, undefined, opts, false);
     return (r as { data: unknown }).data;
   }
 
   /**
    * GET one resource, sending If-None-Match / If-Modified-Since from `prev` (the validators
-   * of the last reply). A 304 is `notModified`: the caller keeps what it had.
+   * of the last reply). A 304 is `notModified`: the caller keeps what it had. So is a reply
+   * with the digest `prev` holds (a server without validators), which is not parsed.
    */
-  async getIfChanged(path: string, query: Query = {}, prev?: Validators, opts: ReadOptions = {}): Promise<ConditionalResult<unknown>> {
-    const reply = await this.fetchJson(path, query, prev, opts.ticket);
+  getIfChanged(path: string, query: Query = {}, prev?: Validators, opts: ReadOptions = {}): Promise<ConditionalResult<unknown>> {
+    return this.getOne(path, query, prev, opts, true);
+  }
+
+  private async getOne(path: string, query: Query, prev: Validators | undefined, opts: ReadOptions, conditional: boolean): Promise<ConditionalResult<unknown>> {
+    const reply = await this.fetchJson(path, query, prev, opts.ticket, conditional);
     if (reply.notModified) return { notModified: true };
     const body = reply.body;
     if (!isRecord(body) || !('data' in body)) {
@@ -138,7 +153,7 @@ export class ApiClient {
    * the whole list (invariant 3: a partial list must never look like removals).
    */
   async list(path: string, query: Query = {}, pageSize = DEFAULT_PAGE_SIZE, opts: ReadOptions = {}): Promise<unknown[]> {
-    const r = await this.listIfChanged(path, query, pageSize, undefined, opts);
+    const r = await this.listPages(path, query, pageSize, undefined, opts, false);
     return (r as { data: unknown[] }).data;
   }
 
@@ -148,7 +163,11 @@ export class ApiClient {
    * With `until`, the read stops after the first page it accepts (`partial` when more pages
    * were left); the page cap applies only to pages read.
    */
-  async listIfChanged(path: string, query: Query = {}, pageSize = DEFAULT_PAGE_SIZE, prev?: Validators, opts: ReadOptions = {}): Promise<ListResult> {
+  listIfChanged(path: string, query: Query = {}, pageSize = DEFAULT_PAGE_SIZE, prev?: Validators, opts: ReadOptions = {}): Promise<ListResult> {
+    return this.listPages(path, query, pageSize, prev, opts, true);
+  }
+
+  private async listPages(path: string, query: Query, pageSize: number, prev: Validators | undefined, opts: ReadOptions, conditional: boolean): Promise<ListResult> {
     const items: unknown[] = [];
     const seen = new Set<string>();
     let cursor: string | undefined;
@@ -160,7 +179,7 @@ export class ApiClient {
           message: `more than ${this.opts.maxPages} pages; raise api.max_pages to read the whole list`,
         });
       }
-      const reply = await this.fetchJson(path, { ...query, limit: pageSize, cursor }, page === 1 ? prev : undefined, opts.ticket);
+      const reply = await this.fetchJson(path, { ...query, limit: pageSize, cursor }, page === 1 ? prev : undefined, opts.ticket, conditional && page === 1);
       if (reply.notModified) {
         if (page === 1) return { notModified: true };
         throw new ApiError({ code: 'bad_response', endpoint: path, message: `page ${page}: 304 to an unconditional request` });
@@ -191,11 +210,12 @@ export class ApiClient {
     await this.agent.close();
   }
 
-  private async fetchJson(path: string, query: Query, prev: Validators | undefined, ticket: Ticket | undefined): Promise<Reply> {
+  /** `digest`: keep a digest of the reply as its validators when the server gives none. */
+  private async fetchJson(path: string, query: Query, prev: Validators | undefined, ticket: Ticket | undefined, digest: boolean): Promise<Reply> {
     let attempt = 0;
     for (;;) {
       try {
-        return await this.once(path, query, prev, ticket);
+        return await this.once(path, query, prev, ticket, digest);
       } catch (e) {
         const err = e instanceof ApiError ? e : toNetworkError(path, e, false);
         // A timeout already held this poll for api.timeout: it is tried again at the next poll
@@ -213,7 +233,7 @@ export class ApiClient {
     }
   }
 
-  private async once(path: string, query: Query, prev: Validators | undefined, ticket: Ticket | undefined): Promise<Reply> {
+  private async once(path: string, query: Query, prev: Validators | undefined, ticket: Ticket | undefined, digest: boolean): Promise<Reply> {
     const url = this.root + path + toQueryString(query);
     try {
       await this.budget.acquire(ticket);
@@ -265,7 +285,7 @@ export class ApiClient {
         res.body.destroy();
       }, Math.max(0, deadline - performance.now()));
       status = res.statusCode;
-      const text = await this.readCapped(path, res);
+      const bytes = await this.readCapped(path, res);
       if (performance.now() > deadline) {
         timedOut = true;
         throw new Error('read past the deadline');
@@ -278,6 +298,14 @@ export class ApiClient {
       }
       if (status === 304 && prev !== undefined) return { body: null, validators: prev, notModified: true };
       if (status >= 200 && status < 300) {
+        const validators = validatorsOf(res.headers);
+        // No ETag, no Last-Modified (A10): the reply's bytes stand in for them. The same bytes
+        // as last time are "not modified", as a 304 would be, and are not parsed at all.
+        if (digest && validators.etag === undefined && validators.lastModified === undefined) {
+          validators.digest = bodyDigest(bytes);
+          if (prev?.digest === validators.digest) return { body: null, validators: prev, notModified: true };
+        }
+        const text = bytes.toString('utf8');
         let parsed: unknown;
         try {
           parsed = JSON.parse(text);
@@ -291,7 +319,7 @@ export class ApiClient {
           });
         }
         try {
-          return { body: this.scrub(text, parsed), validators: validatorsOf(res.headers), notModified: false };
+          return { body: this.scrub(text, parsed), validators, notModified: false };
         } catch (e) {
           if (!(e instanceof RangeError)) throw e;
           // Well-formed, but nested too deep to look through for secrets (the scrubber
@@ -300,7 +328,7 @@ export class ApiClient {
           throw new ApiError({ code, endpoint: path, statusCode: status, message: `a ${status} reply nested too deeply to check for secrets (${text.length} bytes)`, retryable: false });
         }
       }
-      const err = errorFromReply(path, status, text, res.headers['retry-after'], this.now());
+      const err = errorFromReply(path, status, bytes.toString('utf8'), res.headers['retry-after'], this.now());
       code = err.code;
       throw err;
     } catch (e) {
@@ -319,11 +347,11 @@ export class ApiClient {
   }
 
   /**
-   * The reply body as text, read no further than `maxReplyBytes`: a larger reply (said by
+   * The reply body, read no further than `maxReplyBytes`: a larger reply (said by
    * Content-Length, or found while reading) is dropped with the connection and becomes
    * `too_large`, so one huge reply never lifts memory by its size.
    */
-  private async readCapped(path: string, res: { headers: Record<string, string | string[] | undefined>; body: AsyncIterable<Buffer> & { destroy(): unknown } }): Promise<string> {
+  private async readCapped(path: string, res: { headers: Record<string, string | string[] | undefined>; body: AsyncIterable<Buffer> & { destroy(): unknown } }): Promise<Buffer> {
     const max = this.maxReplyBytes;
     const tooLarge = (what: string): ApiError => {
       res.body.destroy();
@@ -338,7 +366,7 @@ export class ApiClient {
       if (size > max) throw tooLarge(`more than ${formatBytes(max)} read, the rest not`);
       chunks.push(chunk);
     }
-    return Buffer.concat(chunks, size).toString('utf8');
+    return Buffer.concat(chunks, size);
   }
 }
 
@@ -393,6 +421,15 @@ export function parseRetryAfter(value: string | string[] | undefined, nowMs: num
   if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
   const at = Date.parse(v);
   return Number.isNaN(at) ? null : Math.max(0, at - nowMs);
+}
+
+/**
+ * What stands in for validators a server did not give: the first 96 bits of the SHA-1 of the
+ * reply's bytes (base64). It is compared only with the same entity's previous reply, so a
+ * false "not modified" needs a collision between two consecutive replies of one entity.
+ */
+export function bodyDigest(bytes: Buffer): string {
+  return hash('sha1', bytes, 'base64').slice(0, 16);
 }
 
 function validatorsOf(headers: Record<string, string | string[] | undefined>): Validators {

@@ -60,7 +60,7 @@ export const JOB_TYPES = ['backup', 'backup_restore', 'php_version', 'health_rec
 /** S8: shape of items the spec leaves open: integrity findings {code, message}; `bandwidth` null; `addons` []. */
 export const OPAQUE_SHAPES = 'findings {code,message}; bandwidth null; addons []; candidates {id,name,address,url}; autopilot null';
 
-/** S9: every 200 GET carries a weak ETag of its body; `If-None-Match` with it answers 304 (no Last-Modified). */
+/** S9: every 200 GET carries a weak ETag of its body; `If-None-Match` with it answers 304 (no Last-Modified). The default; `etags: false` (SimulatorOptions) serves a server without validators. */
 export const ETAG_ON_GET = true;
 
 /** S10: DELETE of a rank domain / AI brand removes at once (no job); an extra database goes `deleting`, then is gone a tick later; ids are never reused. */

@@ -5,6 +5,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ETAG_ON_GET } from './assumptions.js';
 import { Api, type KeyTable } from './api.js';
 import type { RequestRecord } from './control.js';
 import { Faults } from './faults.js';
@@ -41,6 +42,11 @@ export interface SimulatorOptions {
   familyDrift?: boolean;
   /** Each tick moves the clock on by 5 simulated minutes (default false). */
   advanceClock?: boolean;
+  /**
+   * S9: a 200 GET carries an ETag and a matching If-None-Match answers 304 (default true).
+   * False serves a server without validators (A10): no ETag, every GET answered in full.
+   */
+  etags?: boolean;
 }
 
 export interface Simulator {
@@ -77,6 +83,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     now: () => world.time(),
     api,
     maxRequests: opts.maxRequests ?? 100_000,
+    etags: opts.etags ?? ETAG_ON_GET,
   });
   const server = createServer(listener.onRequest);
   const host = opts.host ?? '127.0.0.1';

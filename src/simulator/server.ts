@@ -20,6 +20,8 @@ export interface ListenerContext extends ControlContext {
   now: () => Date;
   /** How many request records to keep (the oldest go first). */
   maxRequests: number;
+  /** S9: ETags and 304s on GET (false: a server without validators). */
+  etags: boolean;
 }
 
 /** The pieces of a running listener that close() must stop. */
@@ -91,7 +93,7 @@ export function createListener(ctx: ListenerContext): Listener {
             // A simulator bug must answer 500, not take down the process hosting the demo or the tests.
             reply = errorReply('internal_error', `simulator failed: ${String(err)}`, undefined, 500);
           }
-          send(res, requestId, method === 'GET' ? conditional(reply, req.headers['if-none-match']) : reply);
+          send(res, requestId, method === 'GET' && ctx.etags ? conditional(reply, req.headers['if-none-match']) : reply);
         };
         if (plan.delayMs <= 0) {
           answer();

@@ -32,12 +32,14 @@ export interface FetcherDeps {
 /**
  * Fetches entities. Remembers the ETag / Last-Modified of each entity's last good reply
  * (in memory: after a restart the first poll is unconditional) and sends them back, so
- * an unchanged resource costs the server a 304 and costs us no parsing.
+ * an unchanged resource costs the server a 304 and costs us no parsing. From a server that
+ * sends neither, it remembers a digest of the reply instead: the same bytes again cost the
+ * transfer, but no parsing either (ApiClient.getIfChanged).
  */
 export class Fetcher {
   /**
    * The validators of each entity: the ETag alone (the usual case: one string the reply
-   * made), else packed as `etag\nlast-modified`.
+   * made), else packed as `etag\nlast-modified`, or `\0digest` from a server without either.
    */
   private readonly validators = new EntityTable<string>();
   private readonly options: OptionsOf;
@@ -126,6 +128,8 @@ export class Fetcher {
   private recall(ref: EntityRef): Validators | undefined {
     const packed = this.validators.get(ref);
     if (packed === undefined) return undefined;
+    // A digest (a server without validators) follows a NUL, which no header value holds.
+    if (packed.charCodeAt(0) === 0) return { digest: packed.slice(1) };
     // A header value never holds a newline: without one, the value is the ETag.
     if (!packed.includes('\n')) return { etag: packed };
     const [etag, lastModified] = packed.split('\n');
@@ -133,8 +137,9 @@ export class Fetcher {
   }
 
   private remember(ref: EntityRef, v: Validators): void {
-    if (!v.etag && !v.lastModified) this.validators.delete(ref);
-    else this.validators.set(ref, v.lastModified ? `${v.etag ?? ''}\n${v.lastModified}` : v.etag!);
+    if (v.etag || v.lastModified) this.validators.set(ref, v.lastModified ? `${v.etag ?? ''}\n${v.lastModified}` : v.etag!);
+    else if (v.digest) this.validators.set(ref, `\u0000${v.digest}`);
+    else this.validators.delete(ref);
   }
 
   /** One request per configured value; `not_found` is a record saying the value does not exist. */
