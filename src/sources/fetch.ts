@@ -138,7 +138,8 @@ export class Fetcher {
 
   private remember(ref: EntityRef, v: Validators): void {
     if (v.etag || v.lastModified) this.validators.set(ref, v.lastModified ? `${v.etag ?? ''}\n${v.lastModified}` : v.etag!);
-    else if (v.digest) this.validators.set(ref, `\u0000${v.digest}`);
+    // Written out flat (a 17-byte string), not as a concatenation that points at its parts.
+    else if (v.digest) this.validators.set(ref, Buffer.from(`\u0000${v.digest}`, 'latin1').toString('latin1'));
     else this.validators.delete(ref);
   }
 
