@@ -5,7 +5,7 @@
  * any source emits nothing.
  */
 import BetterSqlite3 from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Scheduler, type CycleSummary } from '../src/scheduler/scheduler.js';
 import { SOURCES } from '../src/sources/registry.js';
 import { enabledSources } from '../src/sources/select.js';
@@ -95,6 +95,33 @@ describe('conditional requests', () => {
     expect(notModified).toBeGreaterThan(20);
     expect(snapshotVersions(world)).toEqual(versions);
     expect(world.events.filter((e) => !e.data.name.startsWith('source.'))).toEqual([]);
+  });
+
+  it('know an unchanged reply from a server without ETags by its bytes: not parsed, nothing written; a change still comes through', async () => {
+    world = await startWorld({ sim: { etags: false } });
+    await new Control(world.sim).still();
+    const app = await world.app();
+    await app.runOnce();
+    const versions = snapshotVersions(world);
+    world.sim.clearRequests();
+    const parse = vi.spyOn(JSON, 'parse');
+    let replies: number;
+    try {
+      await app.runOnce();
+      replies = parse.mock.calls.filter(([text]) => typeof text === 'string' && text.startsWith('{"data"')).length;
+    } finally {
+      parse.mockRestore();
+    }
+    // Asked in full (nothing to be conditional on), answered 200, and none of it parsed.
+    expect(world.sim.requests.length).toBeGreaterThan(20);
+    expect(world.sim.requests.filter((r) => r.conditional || r.status !== 200)).toEqual([]);
+    expect(replies).toBe(0);
+    expect(snapshotVersions(world)).toEqual(versions);
+    expect(world.events.filter((e) => !e.data.name.startsWith('source.'))).toEqual([]);
+    // A reply whose bytes moved is read as a change.
+    world.sim.world.setHealth(2, { status: 'offline' });
+    await app.runOnce();
+    expect(names(world.events).filter((n) => n.startsWith('site.'))).toEqual(['site.offline:firing']);
   });
 });
 
