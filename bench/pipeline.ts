@@ -165,6 +165,10 @@ export async function benchPipeline(opts: PipelineOptions = {}): Promise<Pipelin
     await pass(plainApp, siteList, concurrency, 'bare');
     await pass(plainApp, siteList, concurrency, 'poll');
     cases.push(await measureCase('unchanged, no ETag', rounds.unchanged, entities, async () => plainApp, siteList, concurrency));
+    // Its simulator is not needed any more: the cases after it have the machine as before.
+    await plainApp.stop();
+    await plainSim.close();
+    plainSim = null;
 
     log(`pipeline: ~10% changed × ${rounds.changed}`);
     let round = 0;
