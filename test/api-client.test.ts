@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiClient, parseRetryAfter, type ApiClientOptions } from '../src/api/client.js';
 import { ApiError } from '../src/api/errors.js';
@@ -163,6 +165,30 @@ describe('the API client', () => {
     expect(read.message).toBe('/sites/1/usage: the reply is larger than api.max_reply_bytes (97.7 KB): more than 97.7 KB read, the rest not');
     // Under the cap, the same client reads normally.
     expect(((await client.get('/sites/1/nameservers')) as Record<string, unknown>)['pointed']).toBeDefined();
+  });
+
+  it('ends a reply whose body stalls after its headers at the deadline, as a timeout, and one the server cuts off as a network error', async () => {
+    const server = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      res.write('{"data": {"a"');
+      if (req.url?.startsWith('/api/v1/cut')) setTimeout(() => res.socket?.destroy(), 50);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const stalled = new ApiClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, key: KEY, timeoutMs: 300, maxRequestsPerSecond: 1000, maxConcurrency: 2, retries: 0, maxPages: 5 });
+    try {
+      const started = performance.now();
+      const slow = await thrown(stalled.get('/stall'));
+      expect(slow.code).toBe('timeout');
+      // Ended by the deadline (300 ms), not left waiting for the rest of the body.
+      expect(performance.now() - started).toBeLessThan(5_000);
+      const cut = await thrown(stalled.get('/cut'));
+      expect(cut.code).toBe('network');
+      expect(`${slow.message} ${cut.message}`).not.toContain(KEY);
+    } finally {
+      await stalled.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 
   it('reports truncated JSON as bad_response naming the endpoint', async () => {
