@@ -351,7 +351,7 @@ export class ApiClient {
    * The reply body, read no further than `maxReplyBytes`: a larger reply (said by
    * Content-Length, or found while reading) is dropped with the connection and becomes
    * `too_large`, so one huge reply never lifts memory by its size. Read with a `data`
-   * listener rather than an async iterator, which costs 5-35 µs more CPU per reply
+   * listener: an async iterator over the body costs 5-35 µs more CPU per reply
    * (docs/benchmarks.md, run 16). A body destroyed before its end (the deadline's timer)
    * rejects, as does a body that fails.
    */
