@@ -102,6 +102,44 @@ describe.each(ENGINES)('the daemon on %s', (engine) => {
     expect(batches).toBeLessThan(units);
   });
 
+  it('lets the other polls of a batch stop waiting for a poll once its reply is in, before it submits its own writes, also when the fetch fails', async () => {
+    const { w, app } = await setup();
+    w.sim.faults.add({ path: '^/sites/2/usage$', kind: 'status', status: 500 });
+    // Each poll's expectation is kept in the poll's own async context, so the submission of
+    // a poll's writes can be matched to the poll that made it.
+    const mine = new AsyncLocalStorage<{ released: boolean }>();
+    const expectWrite = app.store.expectWrite.bind(app.store);
+    const transaction = app.store.transaction.bind(app.store);
+    let expected = 0;
+    let outstanding = 0;
+    const held: boolean[] = [];
+    app.store.expectWrite = () => {
+      const token = { released: false };
+      mine.enterWith(token);
+      expected++;
+      outstanding++;
+      const release = expectWrite();
+      return () => {
+        if (!token.released) outstanding--;
+        token.released = true;
+        release();
+      };
+    };
+    app.store.transaction = (unit, opts) => {
+      const token = mine.getStore();
+      if (opts?.patient && token) held.push(!token.released);
+      return transaction(unit, opts);
+    };
+    await app.runOnce(); // the baseline: every poll writes
+    disturb(w);
+    await app.runOnce();
+    expect(expected).toBeGreaterThan(20);
+    expect(held.length).toBeGreaterThan(20); // polls wrote, the failed one included
+    expect(held.filter(Boolean)).toEqual([]); // none submitted while still expected
+    expect(outstanding).toBe(0); // and every expectation was let go, the failed poll's too
+    expect(await w.query("SELECT consecutive_failures FROM poll_state WHERE entity = 'sites/2/usage'")).toEqual([{ consecutive_failures: 2 }]);
+  });
+
   it('serves the event feed and the live stream from the database, with no gap', async () => {
     const { w, app } = await setup();
     // The feed routes over the app's own store and bus; the test's runAll is the only poller.

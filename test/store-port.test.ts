@@ -247,6 +247,8 @@ describe('the commit queue gathers units into batches', () => {
     const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 5, units: 100, patientMs: 60_000, patientUnits: 100 });
     await q.submit(async () => 'first', true);
     log.length = 0;
+    // Another poll's reply is on its way: the patient unit may wait for it.
+    const other = q.expect();
     const a = q.submit(async () => 'a', true);
     await new Promise((r) => setTimeout(r, 30));
     // A patient unit alone waits for others (up to a minute here): nothing begun.
@@ -255,6 +257,55 @@ describe('the commit queue gathers units into batches', () => {
     const b = q.submit(async () => 'b');
     expect(await Promise.all([a, b])).toEqual(['a', 'b']);
     expect(log.filter((l) => l === 'begin' || l === 'commit')).toEqual(['begin', 'commit']);
+    other();
+  });
+
+  it('lets patient units wait while another poll is expected to write, and commits them at the next turn once the last one is in', async () => {
+    const log: string[] = [];
+    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 5, units: 100, patientMs: 60_000, patientUnits: 100 });
+    await q.submit(async () => 'first', true);
+    log.length = 0;
+    // Two polls wait for their replies; one of them and a third (whose reply is in) finish.
+    const first = q.expect();
+    const second = q.expect();
+    first();
+    const a = q.submit(async () => 'a', true);
+    const b = q.submit(async () => 'b', true);
+    await new Promise((r) => setTimeout(r, 30));
+    // The second poll may still bring a result to share the commit with: nothing begun.
+    expect(log).toEqual([]);
+    // Its reply came and it writes nothing (unchanged): no one is left to wait for.
+    second();
+    second(); // letting go twice counts once
+    await turn();
+    await turn();
+    expect(log[0]).toBe('begin');
+    expect(await Promise.all([a, b])).toEqual(['a', 'b']);
+    expect(log.filter((l) => l === 'begin' || l === 'commit')).toEqual(['begin', 'commit']);
+  });
+
+  it('commits patient units at the next turn when no other poll is expected to write, instead of waiting the gather time for none', async () => {
+    const log: string[] = [];
+    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 60_000, units: 100, patientMs: 60_000, patientUnits: 100 });
+    await q.submit(async () => 'first', true);
+    log.length = 0;
+    // A burst: these come within the gather time of the one before, so "after a quiet spell"
+    // does not apply; but no poll is fetching, so none will join them.
+    const units = [q.submit(async () => 'a', true), q.submit(async () => 'b', true)];
+    await turn();
+    await turn();
+    expect(log[0]).toBe('begin');
+    expect(await Promise.all(units)).toEqual(['a', 'b']);
+    // An urgent unit keeps its own short wait, expected writers or not (here a minute): the
+    // outbox worker's records are not poll results.
+    log.length = 0;
+    const urgent = q.submit(async () => 'urgent');
+    const urgent2 = q.submit(async () => 'urgent2');
+    await new Promise((r) => setTimeout(r, 30));
+    expect(log).toEqual([]);
+    const more = Array.from({ length: 98 }, (_, i) => q.submit(async () => i));
+    await Promise.all([urgent, urgent2, ...more]);
+    expect(log.filter((l) => l === 'begin')).toEqual(['begin']);
   });
 
   it('commits a unit that comes after a quiet spell at the next turn, without waiting the gather time', async () => {

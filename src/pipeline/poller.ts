@@ -285,15 +285,20 @@ export class Poller {
 
   private async pollEntity(ref: EntityRef, source: SourceDef, site: SiteInfo | null, recordKey: string | undefined, opts: PollOptions, started: number): Promise<PollOutcome> {
     let got;
+    // While the reply is on its way, other polls' results wait for this one to share their
+    // commit; once it is in (and this poll knows whether it writes), they need not.
+    const arrived = this.deps.store.expectWrite();
     try {
       got = await this.fetcher.fetch(ref, opts.ticket);
     } catch (e) {
+      arrived();
       const err = e instanceof ApiError ? e : new ApiError({ code: 'bad_response', endpoint: ref.entity, message: String(e) });
       opts.afterFetch?.(err);
       // Given up while waiting its turn (shutdown): nothing was read, so nothing is recorded.
       if (err.code === 'aborted') return { entity: ref.entity, status: 'failed', events: 0, error: err };
       return this.failed(ref, err, started);
     }
+    arrived();
     opts.afterFetch?.(null);
     if (got.kind === 'not_modified') {
       // A 304 is "unchanged"; but where an alert timer runs (for, keep_firing_for, repeat),

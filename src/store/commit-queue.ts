@@ -74,6 +74,10 @@ export interface GatherOptions {
    * reach a webhook. The others (a delivery's record, a
    * silence, a CLI write) keep the short wait: the outbox worker sends the next row of a
    * channel only once the last one's attempt is recorded.
+   *
+   * Patient units wait only while some writer is expected (`expect`: a poll whose reply is
+   * still on its way). Once none is, nothing is left to share their commit, and they commit
+   * at the next turn: the last polls of a burst do not wait 20 ms for polls that will not come.
    */
   patientMs: number;
   patientUnits: number;
@@ -109,6 +113,26 @@ export class CommitQueue {
     gather: Partial<GatherOptions> = {},
   ) {
     this.gather = { ...GATHER, ...gather };
+  }
+
+  /** Writers that may soon submit a patient unit (see expect). */
+  private expected = 0;
+
+  /**
+   * A writer that may soon submit a patient unit (a poll waiting for its reply) holds this
+   * until it knows whether it will: it calls the returned function once, before it submits
+   * or when it will not. While any writer is expected, patient units wait for others (up to
+   * the gather time); with none expected they commit at the next turn.
+   */
+  expect(): () => void {
+    this.expected++;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      // The last expected writer is in: queued patient units need not wait any longer.
+      if (--this.expected === 0 && this.queued.length > 0) this.schedule();
+    };
   }
 
   /** When the unit before the newest one arrived (performance.now()); -Infinity before any. */
@@ -153,8 +177,10 @@ export class CommitQueue {
     const lone = quiet && this.queued.length === 1;
     const patient = this.urgent === 0;
     const [ms, units] = patient ? [this.gather.patientMs, this.gather.patientUnits] : [this.gather.ms, this.gather.units];
+    // Patient units wait for expected writers only: with none, no one else is coming.
+    const unexpected = patient && this.expected === 0;
     const now = performance.now();
-    const wait = lone || this.queued.length >= units ? 0 : ms - (now - this.queued[0]!.at);
+    const wait = lone || unexpected || this.queued.length >= units ? 0 : ms - (now - this.queued[0]!.at);
     if (this.scheduled !== null) {
       // Already due at the next turn, or no sooner than asked now: keep it. Otherwise (enough
       // units gathered, or an urgent unit joined patient ones) start sooner.

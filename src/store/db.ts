@@ -24,6 +24,12 @@ export interface Store extends Executor {
    * to share its commit (CommitQueue's GatherOptions).
    */
   transaction<T>(unit: Unit<T>, opts?: { patient?: boolean }): Promise<T>;
+  /**
+   * A writer that may soon submit a patient unit (a poll waiting for its reply) says so, and
+   * calls the returned function once it knows whether it will (before submitting): patient
+   * units wait for others only while some writer is expected (CommitQueue.expect).
+   */
+  expectWrite(): () => void;
   /** A batch transaction is open right now (tests check that no network IO happens then). */
   readonly transactionOpen: boolean;
   /** Commits so far: batches and the units they carried. */

@@ -76,6 +76,10 @@ export abstract class QueuedStore implements Store {
     );
   }
 
+  expectWrite(): () => void {
+    return this.queue.expect();
+  }
+
   /** Why the store fails now, as one line: writes fail (disk full, locked, gone) or the file is damaged; null when it works. */
   problem(): string | null {
     const e = this.damage ?? this.writeFailure?.error ?? null;
