@@ -29,8 +29,18 @@ interface Target {
 }
 
 const verdict = (ok: boolean): Target['result'] => (ok ? 'met' : 'MISSED');
-/** PRODUCT.md: at most 1.25× a bare fetch+parse, the first (baseline) poll at most 2× (group commit). */
-const limit = (c: string): number => (c === 'baseline' ? 2 : 1.25);
+/**
+ * PRODUCT.md: at most 1.25× a bare fetch+parse, the first (baseline) poll at most 2× (group
+ * commit). The first poll of an account with every site online is measured beside it, with no
+ * target of its own (null): the target stays on the case it was set against.
+ */
+const limit = (c: string): number | null => (c === 'baseline, all online' ? null : c === 'baseline' ? 2 : 1.25);
+
+/** The target column of a pipeline case: its bound and verdict, or "measured" where it has none. */
+function targetCell(c: string, ratio: number): string {
+  const l = limit(c);
+  return l === null ? 'measured' : `≤ ${x(l)} ${ratio <= l ? 'met' : 'MISSED'}`;
+}
 
 const PARTS = ['pipeline', 'engines', 'memory', 'latency', 'diff', 'reevaluate', 'freshness', 'requests', 'cluster'] as const;
 type Part = (typeof PARTS)[number];
@@ -123,7 +133,7 @@ if (parts.has('pipeline')) {
         fmt(c.pollCpuMs, 0),
         x(c.cpuRatio),
         c.unitsPerCommit ? fmt(c.unitsPerCommit) : '-',
-        `≤ ${x(limit(c.case))} ${c.ratio <= limit(c.case) ? 'met' : 'MISSED'}`,
+        targetCell(c.case, c.ratio),
       ]),
     ),
   );
@@ -140,10 +150,11 @@ if (parts.has('pipeline')) {
       `as served ${fmt(sc.plainMedianMs, 2)} ms (${x(sc.plainVsParse, 3)}), every "/" written "\\/" ${fmt(sc.escapedMedianMs, 2)} ms (${x(sc.escapedVsParse, 3)})`,
   );
   for (const c of p.cases) {
+    const l = limit(c.case);
     results.targets.push({
-      target: `pipeline overhead ≤ ${x(limit(c.case))} bare fetch+parse (${c.case} poll)`,
+      target: l === null ? `pipeline overhead (${c.case} poll)` : `pipeline overhead ≤ ${x(l)} bare fetch+parse (${c.case} poll)`,
       measured: `${x(c.ratio)} wall (${fmt(c.pollMedianMs)} vs ${fmt(c.bareMedianMs)} ms per ${p.entitiesPerPass} polls); CPU ${x(c.cpuRatio)}; ${fmt(c.unitsPerCommit)} polls per commit`,
-      result: verdict(c.ratio <= limit(c.case)),
+      result: l === null ? 'measured' : verdict(c.ratio <= l),
     });
   }
 }
