@@ -212,6 +212,17 @@ describe('the commit queue gathers units into batches', () => {
   }
   const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
+  /**
+   * A queue whose patient units may wait a minute (urgent ones `ms`), past its first unit
+   * (which came after a quiet spell and committed at once); `log` then holds what follows.
+   */
+  async function patientQueue(log: string[], ms: number): Promise<CommitQueue> {
+    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms, units: 100, patientMs: 60_000, patientUnits: 100 });
+    await q.submit(async () => 'first', true);
+    log.length = 0;
+    return q;
+  }
+
   it('lets units that arrive a few ms apart wait for each other (up to the gather time), then commits them in one transaction', async () => {
     const log: string[] = [];
     const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 60_000, units: 3 });
@@ -244,9 +255,7 @@ describe('the commit queue gathers units into batches', () => {
 
   it('lets patient units (poll results) wait the longer gather time, and an urgent unit that joins them cuts the wait short', async () => {
     const log: string[] = [];
-    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 5, units: 100, patientMs: 60_000, patientUnits: 100 });
-    await q.submit(async () => 'first', true);
-    log.length = 0;
+    const q = await patientQueue(log, 5);
     // Another poll's reply is on its way: the patient unit may wait for it.
     const other = q.expect();
     const a = q.submit(async () => 'a', true);
@@ -262,9 +271,7 @@ describe('the commit queue gathers units into batches', () => {
 
   it('lets patient units wait while another poll is expected to write, and commits them at the next turn once the last one is in', async () => {
     const log: string[] = [];
-    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 5, units: 100, patientMs: 60_000, patientUnits: 100 });
-    await q.submit(async () => 'first', true);
-    log.length = 0;
+    const q = await patientQueue(log, 5);
     // Two polls wait for their replies; one of them and a third (whose reply is in) finish.
     const first = q.expect();
     const second = q.expect();
@@ -286,9 +293,7 @@ describe('the commit queue gathers units into batches', () => {
 
   it('commits patient units at the next turn when no other poll is expected to write, instead of waiting the gather time for none', async () => {
     const log: string[] = [];
-    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 60_000, units: 100, patientMs: 60_000, patientUnits: 100 });
-    await q.submit(async () => 'first', true);
-    log.length = 0;
+    const q = await patientQueue(log, 60_000);
     // A burst: these come within the gather time of the one before, so "after a quiet spell"
     // does not apply; but no poll is fetching, so none will join them.
     const units = [q.submit(async () => 'a', true), q.submit(async () => 'b', true)];
