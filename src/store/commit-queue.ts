@@ -178,9 +178,9 @@ export class CommitQueue {
     const patient = this.urgent === 0;
     const [ms, units] = patient ? [this.gather.patientMs, this.gather.patientUnits] : [this.gather.ms, this.gather.units];
     // Patient units wait for expected writers only: with none, no one else is coming.
-    const unexpected = patient && this.expected === 0;
+    const noneExpected = patient && this.expected === 0;
     const now = performance.now();
-    const wait = lone || unexpected || this.queued.length >= units ? 0 : ms - (now - this.queued[0]!.at);
+    const wait = lone || noneExpected || this.queued.length >= units ? 0 : ms - (now - this.queued[0]!.at);
     if (this.scheduled !== null) {
       // Already due at the next turn, or no sooner than asked now: keep it. Otherwise (enough
       // units gathered, or an urgent unit joined patient ones) start sooner.
