@@ -6,6 +6,8 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import BetterSqlite3 from 'better-sqlite3';
+import pg from 'pg';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
@@ -14,6 +16,7 @@ import type { ServerContext } from '../src/server/context.js';
 import { feedRoutes } from '../src/server/routes/feed.js';
 import { startServer } from '../src/server/server.js';
 import { traceUnits } from '../src/store/commit-queue.js';
+import { backupsSource, healthSource } from '../src/sources/registry.js';
 import { repos } from '../src/store/repos.js';
 import { names, startWorld, type World } from './harness.js';
 import { ENGINES } from './pg.js';
@@ -100,6 +103,49 @@ describe.each(ENGINES)('the daemon on %s', (engine) => {
     const batches = app.store.stats.batches - before.batches;
     expect(units).toBeGreaterThan(10);
     expect(batches).toBeLessThan(units);
+  });
+
+  it('when one poll\'s writes fail in the database, runs the batch it shared again without them: the other polls\' events are stored, queued and delivered once each', async () => {
+    const { w, hook, app } = await setup();
+    await app.runOnce();
+    // From now on the database refuses site 2's backups (a change-log row), as a bug or a
+    // constraint would: that poll's unit fails after other polls of its batch wrote.
+    await refuse(w, "NEW.source = 'backups' AND NEW.site_id = 2");
+    disturb(w);
+    // The three changed polls share one batch: a unit ahead of them holds the queue until
+    // all three have submitted their writes.
+    const submit = app.store.transaction.bind(app.store);
+    let polls = 0;
+    let allIn!: () => void;
+    const three = new Promise<void>((r) => (allIn = r));
+    app.store.transaction = (unit, opts) => {
+      if (opts?.repeatable && ++polls === 3) allIn();
+      return submit(unit, opts);
+    };
+    const holder = submit(() => Promise.race([three, new Promise((r) => setTimeout(r, 5_000))]));
+    const before = { ...app.store.stats };
+    const site = (id: number) => app.poller.sites().find((s) => s.id === id)!;
+    const outcomes = await Promise.all([app.poller.poll(healthSource, site(1)), app.poller.poll(backupsSource, site(2)), app.poller.poll(healthSource, site(3))]);
+    await holder;
+    app.store.transaction = submit;
+    expect(outcomes.map((o) => o.status)).toEqual(['changed', 'failed', 'changed']);
+    expect(String(outcomes[1]!.error?.message)).toMatch(/refused by the test/);
+    // Run first without savepoints, then again with one per unit; the failed poll kept nothing.
+    expect(app.store.stats.rerunBatches - before.rerunBatches).toBe(1);
+    expect(await w.query("SELECT count(*) AS n FROM change_log WHERE entity = 'sites/2/backups'")).toEqual([{ n: 1 }]);
+    expect(await w.query("SELECT consecutive_failures FROM poll_state WHERE entity = 'sites/2/backups'")).toEqual([{ consecutive_failures: 1 }]);
+    // Each event of the others once: stored, queued, announced, and delivered.
+    expect(names(w.events).sort()).toEqual(['site.integrity_problems:firing', 'site.offline:firing']);
+    const stored = await w.query<{ id: string }>('SELECT id FROM events ORDER BY seq');
+    expect(stored.map((r) => r.id)).toEqual(w.events.map((e) => e.id));
+    expect(await w.query('SELECT count(*) AS n FROM outbox')).toEqual([{ n: 2 }]);
+    await app.runOnce();
+    expect(hook.requests.map((r) => r.id).sort()).toEqual(w.events.map((e) => e.id).sort());
+    // Once the database takes it again, the next poll stores the failed backup's event.
+    await refuse(w, null);
+    await app.runOnce();
+    expect(names(w.events).sort()).toEqual(['backup.failed', 'site.integrity_problems:firing', 'site.offline:firing']);
+    expect(hook.requests.map((r) => r.id).sort()).toEqual(w.events.map((e) => e.id).sort());
   });
 
   it('lets the other polls of a batch stop waiting for a poll once its reply is in, before it submits its own writes, also when the fetch fails', async () => {
@@ -206,3 +252,28 @@ describe('the daemon on postgres: the database password', () => {
     for (const { t } of texts) expect(t).not.toContain(password);
   });
 });
+
+/** Make the world's database refuse change-log rows `when` holds (a SQL condition on NEW), or (null) take them again. */
+async function refuse(w: World, when: string | null): Promise<void> {
+  if (w.storage.engine === 'sqlite') {
+    const db = new BetterSqlite3(w.dbPath);
+    try {
+      db.exec('DROP TRIGGER IF EXISTS test_refuse');
+      if (when) db.exec(`CREATE TRIGGER test_refuse BEFORE INSERT ON change_log WHEN ${when} BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`);
+    } finally {
+      db.close();
+    }
+    return;
+  }
+  const c = new pg.Client({ connectionString: w.storage.url });
+  await c.connect();
+  try {
+    await c.query('DROP TRIGGER IF EXISTS test_refuse ON change_log');
+    if (when) {
+      await c.query("CREATE OR REPLACE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$");
+      await c.query(`CREATE TRIGGER test_refuse BEFORE INSERT ON change_log FOR EACH ROW WHEN (${when}) EXECUTE FUNCTION test_refuse()`);
+    }
+  } finally {
+    await c.end();
+  }
+}

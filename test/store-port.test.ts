@@ -9,7 +9,7 @@ import { openStore, migrationsDir, type Store } from '../src/store/db.js';
 import { toEventRow } from '../src/store/events-repo.js';
 import { MigrationError, readMigrations } from '../src/store/migrate.js';
 import { repos } from '../src/store/repos.js';
-import { statement } from '../src/store/sql.js';
+import { statement, type Executor } from '../src/store/sql.js';
 import { siteEvent } from './events-fixture.js';
 import { ENGINES, freshStorage, type Engine } from './pg.js';
 
@@ -124,8 +124,10 @@ const RELEASED = ['c780dbf40d6caddf', '0f12f997ac349929', '1b52e5e9320fbf4d', 'd
 const DDL = [
   statement(() => sql`CREATE TABLE t_parent (id INTEGER PRIMARY KEY)`),
   statement(() => sql`CREATE TABLE t_child (pid INTEGER REFERENCES t_parent (id) DEFERRABLE INITIALLY DEFERRED)`),
+  statement(() => sql`CREATE TABLE t_rows (name TEXT PRIMARY KEY)`),
 ];
 const ORPHAN = statement<{ pid: number }>((_qb, p) => sql`INSERT INTO t_child (pid) VALUES (${p.pid})`);
+const ROW = statement<{ name: string }>((_qb, p) => sql`INSERT INTO t_rows (name) VALUES (${p.name})`);
 
 describe.each(ENGINES)('transactions on %s', (engine) => {
   let storage: StorageConfig;
@@ -165,6 +167,31 @@ describe.each(ENGINES)('transactions on %s', (engine) => {
     expect((settled[2] as PromiseFulfilledResult<string>).value).toBe('c done');
     expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/foreign key|FOREIGN KEY/);
     expect(await stored('alone/')).toEqual(['alone/a', 'alone/c']);
+  });
+
+  it('runs a batch of repeatable units again with savepoints when one fails on a database error: its caller gets the error, the others\' rows are stored once', async () => {
+    const before = { ...s.stats };
+    const runs: string[] = [];
+    // A plain INSERT: were the first run's row kept, the second run would break its key.
+    const put = (name: string) => (tx: Executor) => (runs.push(name), tx.run(ROW, { name }));
+    const a = s.transaction(put('rerun/a'), { repeatable: true });
+    const b = s.transaction(
+      async (tx) => {
+        await put('rerun/b')(tx);
+        // A real database error (an outbox row for an event that does not exist); on
+        // PostgreSQL it also aborts the transaction.
+        await repos(tx).events.enqueue({ event_id: 'missing', channel: 'x', state: 'pending', attempts: 0, next_attempt_at: 0, last_error: null, created_at: 0, updated_at: 0 });
+      },
+      { repeatable: true },
+    );
+    const c = s.transaction(put('rerun/c'), { repeatable: true });
+    const settled = await Promise.allSettled([a, b, c]);
+    expect(settled.map((x) => x.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/foreign key|FOREIGN KEY/);
+    expect(await outside<{ name: string }>(storage, "SELECT name FROM t_rows WHERE name LIKE 'rerun/%' ORDER BY name")).toEqual([{ name: 'rerun/a' }, { name: 'rerun/c' }]);
+    expect(runs).toEqual(['rerun/a', 'rerun/b', 'rerun/a', 'rerun/b', 'rerun/c']);
+    expect(s.stats.rerunBatches - before.rerunBatches).toBe(1);
+    expect(s.stats.batches - before.batches).toBe(1);
   });
 
   it('fails every unit of a batch whose COMMIT fails, and keeps none of their writes', async () => {
@@ -218,7 +245,7 @@ describe('the commit queue gathers units into batches', () => {
    */
   async function patientQueue(log: string[], ms: number): Promise<CommitQueue> {
     const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms, units: 100, patientMs: 60_000, patientUnits: 100 });
-    await q.submit(async () => 'first', true);
+    await q.submit(async () => 'first', { patient: true });
     log.length = 0;
     return q;
   }
@@ -258,7 +285,7 @@ describe('the commit queue gathers units into batches', () => {
     const q = await patientQueue(log, 5);
     // Another poll's reply is on its way: the patient unit may wait for it.
     const other = q.expect();
-    const a = q.submit(async () => 'a', true);
+    const a = q.submit(async () => 'a', { patient: true });
     await new Promise((r) => setTimeout(r, 30));
     // A patient unit alone waits for others (up to a minute here): nothing begun.
     expect(log).toEqual([]);
@@ -276,8 +303,8 @@ describe('the commit queue gathers units into batches', () => {
     const first = q.expect();
     const second = q.expect();
     first();
-    const a = q.submit(async () => 'a', true);
-    const b = q.submit(async () => 'b', true);
+    const a = q.submit(async () => 'a', { patient: true });
+    const b = q.submit(async () => 'b', { patient: true });
     await new Promise((r) => setTimeout(r, 30));
     // The second poll may still bring a result to share the commit with: nothing begun.
     expect(log).toEqual([]);
@@ -296,7 +323,7 @@ describe('the commit queue gathers units into batches', () => {
     const q = await patientQueue(log, 60_000);
     // A burst: these come within the gather time of the one before, so "after a quiet spell"
     // does not apply; but no poll is fetching, so none will join them.
-    const units = [q.submit(async () => 'a', true), q.submit(async () => 'b', true)];
+    const units = [q.submit(async () => 'a', { patient: true }), q.submit(async () => 'b', { patient: true })];
     await turn();
     await turn();
     expect(log[0]).toBe('begin');
@@ -311,6 +338,73 @@ describe('the commit queue gathers units into batches', () => {
     const more = Array.from({ length: 98 }, (_, i) => q.submit(async () => i));
     await Promise.all([urgent, urgent2, ...more]);
     expect(log.filter((l) => l === 'begin')).toEqual(['begin']);
+  });
+
+  /** Units queued in one turn (a batch, with `units: 3`), each logging when it runs. */
+  function batchOf(log: string[], units: Array<{ name: string; repeatable: boolean; fails?: (run: number) => boolean }>): { q: CommitQueue; settled: Promise<PromiseSettledResult<string>[]> } {
+    const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 60_000, units: units.length });
+    const runs = new Map<string, number>();
+    const settled = Promise.allSettled(
+      units.map((u) =>
+        q.submit(
+          async () => {
+            const run = (runs.get(u.name) ?? 0) + 1;
+            runs.set(u.name, run);
+            log.push(`run ${u.name}`);
+            if (u.fails?.(run)) throw new Error(`${u.name} failed`);
+            return u.name;
+          },
+          { repeatable: u.repeatable },
+        ),
+      ),
+    );
+    return { q, settled };
+  }
+
+  it('runs a batch of repeatable units (poll results) without a savepoint per unit, and a batch with any other unit with one each', async () => {
+    const plain: string[] = [];
+    const a = batchOf(plain, [{ name: 'a', repeatable: true }, { name: 'b', repeatable: true }, { name: 'c', repeatable: true }]);
+    expect((await a.settled).map((x) => x.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    expect(plain).toEqual(['begin', 'run a', 'run b', 'run c', 'commit']);
+    const mixed: string[] = [];
+    const b = batchOf(mixed, [{ name: 'a', repeatable: true }, { name: 'b', repeatable: false }]);
+    expect((await b.settled).map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+    expect(mixed).toEqual(['begin', 'savepoint', 'run a', 'release', 'savepoint', 'run b', 'release', 'commit']);
+    expect(a.q.stats).toMatchObject({ batches: 1, units: 3, rerunBatches: 0 });
+  });
+
+  it('rolls back a batch of repeatable units when one fails, and runs it again with a savepoint per unit: the failing unit\'s caller gets its error, the others commit once', async () => {
+    const log: string[] = [];
+    const { q, settled } = batchOf(log, [
+      { name: 'a', repeatable: true },
+      { name: 'b', repeatable: true, fails: () => true },
+      { name: 'c', repeatable: true },
+    ]);
+    const out = await settled;
+    expect(out.map((x) => (x.status === 'fulfilled' ? x.value : String(x.reason)))).toEqual(['a', 'Error: b failed', 'c']);
+    expect(log).toEqual([
+      // The first run stops at the failure, and none of it is kept.
+      'begin', 'run a', 'run b', 'rollback',
+      'begin', 'savepoint', 'run a', 'release', 'savepoint', 'run b', 'rollbackTo', 'savepoint', 'run c', 'release', 'commit',
+    ]);
+    expect(q.stats).toMatchObject({ batches: 1, units: 3, failedUnits: 1, rerunBatches: 1 });
+  });
+
+  it('commits every unit of the second run when the failure does not come back (a unit that failed once is not failed for it)', async () => {
+    const log: string[] = [];
+    const { settled } = batchOf(log, [
+      { name: 'a', repeatable: true, fails: (run) => run === 1 },
+      { name: 'b', repeatable: true },
+    ]);
+    expect((await settled).map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+    expect(log.filter((l) => l.startsWith('run'))).toEqual(['run a', 'run a', 'run b']);
+  });
+
+  it('runs a failing repeatable unit that is alone in its batch once, and fails it', async () => {
+    const log: string[] = [];
+    const { settled } = batchOf(log, [{ name: 'a', repeatable: true, fails: () => true }]);
+    expect((await settled).map((x) => x.status)).toEqual(['rejected']);
+    expect(log).toEqual(['begin', 'run a', 'rollback']);
   });
 
   it('commits a unit that comes after a quiet spell at the next turn, without waiting the gather time', async () => {

@@ -839,16 +839,22 @@ export class Poller {
    * polls that finish close by); the events it adds are announced (outbox worker, bus, SSE,
    * metrics) only after the real COMMIT, so nothing leaves the process for a commit that
    * could still roll back. Callers update in-memory state after this resolves.
+   *
+   * `writes` may run more than once (the store runs it again if another unit of its batch
+   * failed): it must read what it needs in the transaction and keep its results in the unit
+   * or its return value, which belong to the run that committed. What it changes outside
+   * (a log line, a set it adds to) must come out the same when done twice.
    */
   private async commit<T>(writes: (u: Unit) => Promise<T>): Promise<T> {
     let unit: Unit | null = null;
     // Patient: a poll's result may wait a little for others to share its commit.
+    // Repeatable: its batch needs no savepoints (CommitQueue).
     const result = await this.deps.store.transaction(
       async (tx) => {
         unit = { r: repos(tx), added: [], silences: null, apiResolved: [] };
         return writes(unit);
       },
-      { patient: true },
+      { patient: true, repeatable: true },
     );
     const added = (unit as Unit | null)?.added ?? [];
     if (added.length) this.deps.onEvents?.(added);

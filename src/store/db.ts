@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type { StorageConfig } from '../config/types.js';
 import { packageRoot } from '../paths.js';
-import type { CommitStats, Unit } from './commit-queue.js';
+import type { CommitStats, SubmitOptions, Unit } from './commit-queue.js';
 import { readMigrations } from './migrate.js';
 import type { Executor } from './sql.js';
 import { storagePathProblem } from './storage-path.js';
@@ -19,11 +19,12 @@ export interface Store extends Executor {
    * Run `unit` in a transaction and resolve with its result once it has committed: all its
    * writes or none. The unit may await only its own `tx`'s statements (never other IO: no
    * network IO inside a transaction, invariant 4). Units that arrive close together share
-   * one transaction (group commit), each in a savepoint, so one unit's failure rolls back
-   * that unit only. A `patient` unit (a poll's result) may wait a little longer for others
-   * to share its commit (CommitQueue's GatherOptions).
+   * one transaction (group commit), and one unit's failure rolls back that unit only. A
+   * `patient` unit (a poll's result) may wait a little longer for others to share its
+   * commit; a `repeatable` one may be run again after its batch rolled back, which spares
+   * its batch the savepoints (CommitQueue's SubmitOptions).
    */
-  transaction<T>(unit: Unit<T>, opts?: { patient?: boolean }): Promise<T>;
+  transaction<T>(unit: Unit<T>, opts?: SubmitOptions): Promise<T>;
   /**
    * A writer that may soon submit a patient unit (a poll waiting for its reply) says so, and
    * calls the returned function once it knows whether it will (before submitting): patient

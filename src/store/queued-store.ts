@@ -1,4 +1,4 @@
-import { CommitQueue, type BatchTx, type CommitStats, type Unit } from './commit-queue.js';
+import { CommitQueue, type BatchTx, type CommitStats, type SubmitOptions, type Unit } from './commit-queue.js';
 import type { Store } from './db.js';
 import { describeStorageFailure, storageFailure } from './failures.js';
 import { statement, type Statement } from './sql.js';
@@ -57,9 +57,9 @@ export abstract class QueuedStore implements Store {
     return Promise.reject(new Error('events are stored inside a transaction (store.transaction)'));
   }
 
-  transaction<T>(unit: Unit<T>, opts: { patient?: boolean } = {}): Promise<T> {
+  transaction<T>(unit: Unit<T>, opts: SubmitOptions = {}): Promise<T> {
     if (this.closed) return Promise.reject(new Error(`${this.description} is closed`));
-    return this.queue.submit(unit, opts.patient === true).then(
+    return this.queue.submit(unit, opts).then(
       (v) => {
         if (this.writeFailure && this.now() - this.writeFailure.last >= WRITES_CLEAR_MS) this.writeFailure = null;
         return v;
