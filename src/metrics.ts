@@ -24,10 +24,10 @@ export interface MetricsSources {
  */
 export class Metrics {
   readonly registry = new Registry();
-  private readonly polls: Counter<'source' | 'outcome'>;
-  private readonly pollErrors: Counter<'source' | 'code'>;
-  private readonly pollDuration: Histogram<'source'>;
-  private readonly apiRequests: Counter<'status' | 'error'>;
+  private readonly polls: TalliedCounter;
+  private readonly pollErrors: TalliedCounter;
+  private readonly pollDuration: TalliedHistogram;
+  private readonly apiRequests: TalliedCounter;
   private readonly events: Counter<'type'>;
   private readonly deliveries: Counter<'channel' | 'outcome'>;
 
@@ -51,16 +51,18 @@ export class Metrics {
         for (const s of states) if (s.last_success_at !== null) this.set({ source: s.source }, s.last_success_at / 1000);
       },
     });
-    this.polls = new Counter({ name: 'hostwatch_polls_total', help: 'Polls of an entity, by source and outcome (baseline, changed, unchanged, failed).', labelNames: ['source', 'outcome'], registers });
-    this.pollErrors = new Counter({ name: 'hostwatch_poll_errors_total', help: 'Failed polls, by source and error code.', labelNames: ['source', 'code'], registers });
-    this.pollDuration = new Histogram({
-      name: 'hostwatch_poll_duration_seconds',
-      help: 'Time of one poll of an entity (fetch, diff, rules, commit), by source.',
-      labelNames: ['source'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
-    });
-    this.apiRequests = new Counter({
+    this.polls = new TalliedCounter({ name: 'hostwatch_polls_total', help: 'Polls of an entity, by source and outcome (baseline, changed, unchanged, failed).', labelNames: ['source', 'outcome'], registers });
+    this.pollErrors = new TalliedCounter({ name: 'hostwatch_poll_errors_total', help: 'Failed polls, by source and error code.', labelNames: ['source', 'code'], registers });
+    this.pollDuration = new TalliedHistogram(
+      {
+        name: 'hostwatch_poll_duration_seconds',
+        help: 'Time of one poll of an entity (fetch, diff, rules, commit), by source.',
+        labelName: 'source',
+        buckets: POLL_DURATION_BUCKETS,
+      },
+      this.registry,
+    );
+    this.apiRequests = new TalliedCounter({
       name: 'hostwatch_api_requests_total',
       help: 'HTTP requests to the Hosting Control API (retries included), by HTTP status ("none": no reply) and error code ("none": it succeeded).',
       labelNames: ['status', 'error'],
@@ -147,14 +149,14 @@ export class Metrics {
 
   /** Count one poll outcome. */
   poll(source: string, o: PollOutcome, durationMs: number): void {
-    this.polls.inc({ source, outcome: o.status });
-    this.pollDuration.observe({ source }, durationMs / 1000);
-    if (o.error) this.pollErrors.inc({ source, code: o.error.code });
+    this.polls.inc(source, o.status);
+    this.pollDuration.observe(source, durationMs / 1000);
+    if (o.error) this.pollErrors.inc(source, o.error.code);
   }
 
   /** Count one API exchange. */
   apiResponse(status: number | null, code: string | null): void {
-    this.apiRequests.inc({ status: status === null ? 'none' : String(status), error: code ?? 'none' });
+    this.apiRequests.inc(status === null ? 'none' : String(status), code ?? 'none');
   }
 
   /** Count stored events. */
@@ -194,5 +196,106 @@ export class Metrics {
         this.set(state().timers ? 1 : 0);
       },
     });
+  }
+}
+
+/** One line of a histogram as prom-client's registry formats it (`le` first, then the shared labels). */
+interface HistogramValue {
+  labels: Record<string, string | number>;
+  sharedLabels: Record<string, string>;
+  value: number;
+  metricName: string;
+}
+
+/** The buckets of hostwatch_poll_duration_seconds (seconds). */
+export const POLL_DURATION_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/*
+ * Metrics counted on every poll and every API request are tallied in plain maps and numbers,
+ * and read into the Prometheus text at each scrape. prom-client's inc() and observe() build
+ * and check a key from their label object on every call: at thousands of polls a second that
+ * was 4–5% of a poll pass (docs/benchmarks.md, run 18). The text a scrape gets is the same
+ * (test/metrics.test.ts compares it with prom-client's own counter and histogram).
+ */
+
+/** A counter with two labels, tallied by their values (see above); prom-client reads it at each scrape. */
+export class TalliedCounter {
+  /** The two label values (joined by a NUL) → their labels and count, in the order first seen (as prom-client keeps them). */
+  private readonly tally = new Map<string, { labels: Record<string, string>; n: number }>();
+  private readonly names: [string, string];
+
+  constructor(cfg: { name: string; help: string; labelNames: [string, string]; registers: Registry[] }) {
+    const tally = this.tally;
+    this.names = cfg.labelNames;
+    new Counter({
+      ...cfg,
+      collect() {
+        this.reset();
+        for (const t of tally.values()) this.inc(t.labels, t.n);
+      },
+    });
+  }
+
+  inc(a: string, b: string): void {
+    const key = `${a}\u0000${b}`;
+    const t = this.tally.get(key);
+    if (t !== undefined) t.n++;
+    else this.tally.set(key, { labels: { [this.names[0]]: a, [this.names[1]]: b }, n: 1 });
+  }
+}
+
+/**
+ * A histogram with one label, tallied per label value (see above). Registered as a metric of
+ * its own: prom-client's registry formats what `get()` returns, as it does for its histograms.
+ */
+export class TalliedHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  readonly name: string;
+  readonly help: string;
+  private readonly labelName: string;
+  private readonly bounds: readonly number[];
+  /** Label value → observations per bucket (not cumulative; the last one is above every bound), their sum and count. */
+  private readonly tally = new Map<string, { buckets: number[]; sum: number; count: number }>();
+
+  constructor(cfg: { name: string; help: string; labelName: string; buckets: readonly number[] }, registry: Registry) {
+    this.name = cfg.name;
+    this.help = cfg.help;
+    this.labelName = cfg.labelName;
+    this.bounds = cfg.buckets;
+    registry.registerMetric(this as unknown as Histogram);
+  }
+
+  observe(label: string, value: number): void {
+    // prom-client throws on these; a poll's metric must not fail the poll.
+    if (!Number.isFinite(value)) return;
+    let t = this.tally.get(label);
+    if (t === undefined) this.tally.set(label, (t = { buckets: new Array<number>(this.bounds.length + 1).fill(0), sum: 0, count: 0 }));
+    let i = 0;
+    while (i < this.bounds.length && value > this.bounds[i]!) i++;
+    t.buckets[i]!++;
+    t.sum += value;
+    t.count++;
+  }
+
+  /** The values as prom-client's histograms give them: cumulative buckets, +Inf, sum, count. */
+  get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: HistogramValue[] }> {
+    const values: HistogramValue[] = [];
+    for (const [label, t] of this.tally) {
+      const shared = { [this.labelName]: label };
+      let acc = 0;
+      for (let i = 0; i < this.bounds.length; i++) {
+        acc += t.buckets[i]!;
+        values.push({ labels: { le: this.bounds[i]! }, sharedLabels: shared, value: acc, metricName: `${this.name}_bucket` });
+      }
+      values.push({ labels: { le: '+Inf' }, sharedLabels: shared, value: t.count, metricName: `${this.name}_bucket` });
+      values.push({ labels: {}, sharedLabels: shared, value: t.sum, metricName: `${this.name}_sum` });
+      values.push({ labels: {}, sharedLabels: shared, value: t.count, metricName: `${this.name}_count` });
+    }
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
+  }
+
+  reset(): void {
+    this.tally.clear();
   }
 }
