@@ -507,17 +507,27 @@ export class Poller {
    * and synchronous and plans on the state the unit commits against.
    */
   private async plan(r: Repos, call: PlanCall, p: PreparedSource, now: number): Promise<PlanOutput> {
-    const { siteId, source, entity, ...rest } = call;
+    const { siteId, source, entity } = call;
     const reads = await this.planReads(r, call.rules, source, entity, call.before, call.after, now);
+    // Every field named (no spreads): built once per changed poll, this object's spreads cost
+    // about 30 µs of an alert's poll (CPU-only harness, docs/benchmarks.md run 18).
     return planEvents({
-      ...rest,
+      instance: this.deps.instance,
       source,
       entity,
-      instance: this.deps.instance,
       entitySite: siteId === null ? null : (this.directory.get(siteId) ?? { id: siteId, domain: `site-${siteId}` }),
       siteLookup: (id) => this.directory.get(id) ?? null,
+      before: call.before,
+      after: call.after,
+      baseline: call.baseline,
+      alertsOnly: call.alertsOnly,
+      reevaluation: call.reevaluation,
+      version: call.version,
+      rules: call.rules,
       recordDiff: p.record,
-      ...reads,
+      alertState: reads.alertState,
+      firingForSite: reads.firingForSite,
+      pastValue: reads.pastValue,
       ruleByName: (name) => this.ruleByName.get(name),
       now: new Date(now),
     });
