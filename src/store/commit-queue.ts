@@ -233,8 +233,9 @@ export class CommitQueue {
     // is not allowed. A batch of one needs none: its failure rolls back the whole transaction.
     // Nor do repeatable units (poll results): if one fails, the batch is rolled back and run
     // again with a savepoint per unit, so the others still commit. A savepoint and its release
-    // cost two statements per unit (two round trips on PostgreSQL), 8–12% of a first poll's
-    // time on SQLite (docs/benchmarks.md, run 18), and a unit fails only in rare cases.
+    // cost two statements per unit (two round trips on PostgreSQL); on SQLite, up to about 12%
+    // of a pass of changed or first polls (docs/benchmarks.md, run 18). A unit fails only in
+    // rare cases, and then the second run is the price.
     const plain = batch.length === 1 || batch.every((q) => q.repeatable);
     let ran = await this.tryBatch(batch, plain);
     if (ran === 'again') {
