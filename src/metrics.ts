@@ -51,23 +51,10 @@ export class Metrics {
         for (const s of states) if (s.last_success_at !== null) this.set({ source: s.source }, s.last_success_at / 1000);
       },
     });
-    this.polls = new TalliedCounter({ name: 'hostwatch_polls_total', help: 'Polls of an entity, by source and outcome (baseline, changed, unchanged, failed).', labelNames: ['source', 'outcome'], registers });
-    this.pollErrors = new TalliedCounter({ name: 'hostwatch_poll_errors_total', help: 'Failed polls, by source and error code.', labelNames: ['source', 'code'], registers });
-    this.pollDuration = new TalliedHistogram(
-      {
-        name: 'hostwatch_poll_duration_seconds',
-        help: 'Time of one poll of an entity (fetch, diff, rules, commit), by source.',
-        labelName: 'source',
-        buckets: POLL_DURATION_BUCKETS,
-      },
-      this.registry,
-    );
-    this.apiRequests = new TalliedCounter({
-      name: 'hostwatch_api_requests_total',
-      help: 'HTTP requests to the Hosting Control API (retries included), by HTTP status ("none": no reply) and error code ("none": it succeeded).',
-      labelNames: ['status', 'error'],
-      registers,
-    });
+    this.polls = new TalliedCounter({ ...TALLIED.polls, registers });
+    this.pollErrors = new TalliedCounter({ ...TALLIED.pollErrors, registers });
+    this.pollDuration = new TalliedHistogram(TALLIED.pollDuration, this.registry);
+    this.apiRequests = new TalliedCounter({ ...TALLIED.apiRequests, registers });
     this.events = new Counter({ name: 'hostwatch_events_total', help: 'Events stored, by CloudEvents type.', labelNames: ['type'], registers });
     this.deliveries = new Counter({ name: 'hostwatch_delivery_attempts_total', help: 'Delivery attempts, by channel and outcome (delivered, retry, dead).', labelNames: ['channel', 'outcome'], registers });
     new Gauge({
@@ -207,8 +194,22 @@ interface HistogramValue {
   metricName: string;
 }
 
-/** The buckets of hostwatch_poll_duration_seconds (seconds). */
-export const POLL_DURATION_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** The metrics counted on every poll and every API request (tallied, see below): name, help, labels. */
+export const TALLIED = {
+  polls: { name: 'hostwatch_polls_total', help: 'Polls of an entity, by source and outcome (baseline, changed, unchanged, failed).', labelNames: ['source', 'outcome'] },
+  pollErrors: { name: 'hostwatch_poll_errors_total', help: 'Failed polls, by source and error code.', labelNames: ['source', 'code'] },
+  pollDuration: {
+    name: 'hostwatch_poll_duration_seconds',
+    help: 'Time of one poll of an entity (fetch, diff, rules, commit), by source.',
+    labelName: 'source',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  },
+  apiRequests: {
+    name: 'hostwatch_api_requests_total',
+    help: 'HTTP requests to the Hosting Control API (retries included), by HTTP status ("none": no reply) and error code ("none": it succeeded).',
+    labelNames: ['status', 'error'],
+  },
+} as const;
 
 /*
  * Metrics counted on every poll and every API request are tallied in plain maps and numbers,
@@ -223,9 +224,9 @@ export const POLL_DURATION_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.0
 export class TalliedCounter {
   /** The two label values (joined by a NUL) → their labels and count, in the order first seen (as prom-client keeps them). */
   private readonly tally = new Map<string, { labels: Record<string, string>; n: number }>();
-  private readonly names: [string, string];
+  private readonly names: readonly [string, string];
 
-  constructor(cfg: { name: string; help: string; labelNames: [string, string]; registers: Registry[] }) {
+  constructor(cfg: { name: string; help: string; labelNames: readonly [string, string]; registers: Registry[] }) {
     const tally = this.tally;
     this.names = cfg.labelNames;
     new Counter({

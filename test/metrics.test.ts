@@ -6,7 +6,7 @@
 import { Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../src/api/errors.js';
-import { Metrics, POLL_DURATION_BUCKETS } from '../src/metrics.js';
+import { Metrics, TALLIED } from '../src/metrics.js';
 import type { PollOutcome } from '../src/pipeline/poller.js';
 
 /** The lines of one metric family (HELP, TYPE and its samples) in a scrape's text. */
@@ -30,7 +30,7 @@ function observations(): Array<{ source: string; outcome: PollOutcome; ms: numbe
     const failed = status === 'failed';
     const error = failed ? new ApiError({ code: next() < 0.5 ? 'timeout' : 'bad_response', endpoint: '/x', message: 'x' }) : undefined;
     // Some durations exactly on a bound (it counts in that bucket), some past the last one.
-    const ms = i % 7 === 0 ? POLL_DURATION_BUCKETS[i % POLL_DURATION_BUCKETS.length]! * 1000 : next() * (i % 11 === 0 ? 60_000 : 300);
+    const ms = i % 7 === 0 ? TALLIED.pollDuration.buckets[i % TALLIED.pollDuration.buckets.length]! * 1000 : next() * (i % 11 === 0 ? 60_000 : 300);
     out.push({
       source: sources[i % 3]!,
       outcome: { entity: 'e', status, events: 0, ...(error ? { error } : {}) },
@@ -46,15 +46,12 @@ describe('metrics counted on every poll', () => {
   it('give the scrape the same text as prom-client\'s own counter and histogram for the same polls and requests', async () => {
     const m = metrics();
     const ref = new Registry();
-    const polls = new Counter({ name: 'hostwatch_polls_total', help: 'Polls of an entity, by source and outcome (baseline, changed, unchanged, failed).', labelNames: ['source', 'outcome'], registers: [ref] });
-    const errors = new Counter({ name: 'hostwatch_poll_errors_total', help: 'Failed polls, by source and error code.', labelNames: ['source', 'code'], registers: [ref] });
-    const duration = new Histogram({ name: 'hostwatch_poll_duration_seconds', help: 'Time of one poll of an entity (fetch, diff, rules, commit), by source.', labelNames: ['source'], buckets: [...POLL_DURATION_BUCKETS], registers: [ref] });
-    const requests = new Counter({
-      name: 'hostwatch_api_requests_total',
-      help: 'HTTP requests to the Hosting Control API (retries included), by HTTP status ("none": no reply) and error code ("none": it succeeded).',
-      labelNames: ['status', 'error'],
-      registers: [ref],
-    });
+    // prom-client's own metrics, from the same definitions.
+    const polls = new Counter({ ...TALLIED.polls, registers: [ref] });
+    const errors = new Counter({ ...TALLIED.pollErrors, registers: [ref] });
+    const { labelName, buckets, ...duration0 } = TALLIED.pollDuration;
+    const duration = new Histogram({ ...duration0, labelNames: [labelName], buckets: [...buckets], registers: [ref] });
+    const requests = new Counter({ ...TALLIED.apiRequests, registers: [ref] });
     for (const o of observations()) {
       m.poll(o.source, o.outcome, o.ms);
       m.apiResponse(o.status, o.code);
@@ -67,7 +64,7 @@ describe('metrics counted on every poll', () => {
     m.registry.setDefaultLabels({ hostwatch_instance: 'a' });
     ref.setDefaultLabels({ hostwatch_instance: 'a' });
     const [got, want] = [await m.text(), await ref.metrics()];
-    for (const name of ['hostwatch_polls_total', 'hostwatch_poll_errors_total', 'hostwatch_poll_duration_seconds', 'hostwatch_api_requests_total']) {
+    for (const { name } of Object.values(TALLIED)) {
       expect(family(want, name).length).toBeGreaterThan(3);
       expect(family(got, name)).toEqual(family(want, name));
     }
