@@ -7,12 +7,16 @@
  * world (sites go offline, finished backups appear), then runs one full cycle. For every
  * event, the clock starts when the poll that saw it has committed (AppOptions.onEvents, called
  * right after the transaction) and stops when the receiver has read the whole request
- * ("arrived"), and when the worker has recorded the 2xx ("accepted", onAttempt).
+ * ("arrived"), and when the worker has recorded the 2xx ("accepted", onAttempt). For the
+ * events of a poll, a second clock starts when its reply was in (parsed, about to be
+ * hashed and planned: Poller.ingest is entered), so it also counts the group commit's
+ * gather wait and the transaction ("seen"); that is the interval the target is about.
  *
  * Baseline in the same run: the same channel (WebhookChannel.send: sign + POST) sending
  * events one by one to the same receiver, timed from the call to arrival — the floor any
  * delivery pays on this machine.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -39,6 +43,10 @@ export interface LatencyResult {
   arrived: LatencyStats;
   /** Commit → the outbox worker recorded the 2xx (delivered). */
   accepted: LatencyStats;
+  /** The poll's reply was in → its commit (the gather wait and the transaction), for the events of polls. */
+  seenToCommit: LatencyStats;
+  /** The poll's reply was in → the outbox worker recorded the 2xx: the target's interval. */
+  seenToAccepted: LatencyStats;
   /** Baseline: one signed POST of an event to the same receiver. */
   barePost: LatencyStats;
   /** p99 arrived / p99 bare POST. */
@@ -77,14 +85,19 @@ export async function benchLatency(opts: { sites?: number; rounds?: number; log?
   const tmp = tempDir();
   const committedAt = new Map<string, number>();
   const acceptedAt = new Map<string, number>();
+  // When the reply of the poll now running was in (Poller.ingest entered), in its async context.
+  const replyIn = new AsyncLocalStorage<number>();
+  const seenAt = new Map<string, number>();
   const sample: HostwatchEvent[] = [];
   const perSite: string[] = [];
   const app = await createApp(benchConfig({ url: sim.url, dbPath: `${tmp.dir}/latency.db`, webhookUrl: hook }), {
     logDestination: nullStream(),
     onEvents: (events) => {
       const now = performance.now();
+      const seen = replyIn.getStore();
       for (const e of events) {
         committedAt.set(e.id, now);
+        if (seen !== undefined) seenAt.set(e.id, seen);
         if (e.data.site_id !== null) perSite.push(e.id);
         if (sample.length < 200) sample.push(e);
       }
@@ -93,6 +106,11 @@ export async function benchLatency(opts: { sites?: number; rounds?: number; log?
       if (result.ok && !acceptedAt.has(event.id)) acceptedAt.set(event.id, performance.now());
     },
   });
+  // Poller.poll calls this.ingest once the reply is in: the events its commit announces
+  // (onEvents, in the same async context) were seen at that moment. Incident events,
+  // stored when a cycle ends, were seen by no one reply and have no such time.
+  const ingest = app.poller.ingest.bind(app.poller);
+  app.poller.ingest = (...args) => replyIn.run(performance.now(), () => ingest(...args));
   try {
     app.worker.start();
     await app.scheduler.runAll(); // baseline: a fresh world fires nothing
@@ -120,10 +138,17 @@ export async function benchLatency(opts: { sites?: number; rounds?: number; log?
     }
     const arrived: number[] = [];
     const accepted: number[] = [];
+    const seenToCommit: number[] = [];
+    const seenToAccepted: number[] = [];
     for (const [id, t] of committedAt) {
       arrived.push(arrivedAt.get(id)! - t);
       accepted.push(acceptedAt.get(id)! - t);
+      const seen = seenAt.get(id);
+      if (seen === undefined) continue;
+      seenToCommit.push(t - seen);
+      seenToAccepted.push(acceptedAt.get(id)! - seen);
     }
+    if (seenToAccepted.length < perSite.length) throw new Error(`${perSite.length - seenToAccepted.length} per-site events have no reply time`);
 
     // Baseline: the bare signed POST, one at a time, same receiver, same events.
     const bareConfig: WebhookChannelConfig = { name: 'bare', type: 'webhook', url: hook, secret: BENCH_SECRET, secrets: [BENCH_SECRET], timeout_ms: 10_000, mode: 'structured', template: null };
@@ -148,6 +173,8 @@ export async function benchLatency(opts: { sites?: number; rounds?: number; log?
       events: committedAt.size,
       arrived: arrivedStats,
       accepted: stats(accepted),
+      seenToCommit: stats(seenToCommit),
+      seenToAccepted: stats(seenToAccepted),
       barePost: bareStats,
       ratioP99: round(arrivedStats.p99 / bareStats.p99, 1),
       cycleMs,

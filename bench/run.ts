@@ -297,6 +297,8 @@ if (parts.has('latency')) {
       [
         ['commit → receiver has the request', l.arrived],
         ['commit → 2xx recorded by the worker', l.accepted],
+        ["poll's reply in → commit (gather wait)", l.seenToCommit],
+        ["poll's reply in → 2xx recorded", l.seenToAccepted],
         ['baseline: one signed POST → receiver', l.barePost],
       ].map(([name, s]) => {
         const st = s as LatencyResult['arrived'];
@@ -306,8 +308,8 @@ if (parts.has('latency')) {
   );
   results.targets.push({
     target: 'change seen → webhook accepted: p99 < 250 ms',
-    measured: `p99 ${fmt(l.accepted.p99)} ms to the recorded 2xx, ${fmt(l.arrived.p99)} ms to arrival (${l.events} events; bare POST p99 ${fmt(l.barePost.p99)} ms)`,
-    result: verdict(l.accepted.p99 < 250),
+    measured: `p99 ${fmt(l.seenToAccepted.p99)} ms from the poll's reply to the recorded 2xx (${l.seenToAccepted.n} events of polls); from the commit: ${fmt(l.accepted.p99)} ms to the 2xx, ${fmt(l.arrived.p99)} ms to arrival (${l.events} events; bare POST p99 ${fmt(l.barePost.p99)} ms)`,
+    result: verdict(l.seenToAccepted.p99 < 250),
   });
 }
 
