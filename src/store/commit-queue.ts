@@ -91,21 +91,24 @@ export interface GatherOptions {
    * The same two, when every queued unit is patient (a poll's result: `submit(unit, true)`).
    * Changed polls finish a few ms apart, and a commit's fixed part (BEGIN, COMMIT, the log
    * pages every unit touches, one fsync) is most of what a small batch costs: 4 ms gathered
-   * about 2 changed polls per commit in the bench's changed-10% pass, 20 ms gathers 8–10
-   * (docs/benchmarks.md, run 14); 20 ms is a small part of the 250 ms a change may take to
-   * reach a webhook. The others (a delivery's record, a
-   * silence, a CLI write) keep the short wait: the outbox worker sends the next row of a
-   * channel only once the last one's attempt is recorded.
+   * about 2 changed polls per commit in the bench's changed-10% pass, 20 ms 8–10 (run 14),
+   * 60 ms about 25, which made the pass 5–9% faster again: the units of a bigger batch run
+   * back to back on warm caches and write the pages they share once (docs/benchmarks.md,
+   * run 19). From a poll's reply to the webhook's 2xx, p99 went from 35 to 81 ms, still well
+   * inside the 250 ms a change may take. The others (a delivery's record, a silence, a CLI
+   * write) keep the short wait: the outbox worker sends the next row of a channel only once
+   * the last one's attempt is recorded.
    *
    * Patient units wait only while some writer is expected (`expect`: a poll whose reply is
    * still on its way). Once none is, nothing is left to share their commit, and they commit
-   * at the next turn: the last polls of a burst do not wait 20 ms for polls that will not come.
+   * at the next turn: the last polls of a burst do not wait out the gather time for polls
+   * that will not come.
    */
   patientMs: number;
   patientUnits: number;
 }
 
-const GATHER: GatherOptions = { maxBatch: 256, ms: 4, units: 8, patientMs: 20, patientUnits: 32 };
+const GATHER: GatherOptions = { maxBatch: 256, ms: 4, units: 8, patientMs: 60, patientUnits: 64 };
 
 /**
  * Group commit. Units that arrive while a batch commits, in the same turn of the event loop,
