@@ -46,6 +46,36 @@ describe('the first poll', () => {
     expect(count(world, "SELECT count(*) n FROM snapshots WHERE source IN ('sites', 'jobs', 'health', 'usage', 'backups')")).toBe(1 + 1 + 3 * 3);
   });
 
+  it('writes no per-entity poll state; an entity gets a row when it fails, reset (not dropped) once it recovers', async () => {
+    world = await startWorld();
+    const app = await world.app();
+    await app.runOnce();
+    const perEntity = "SELECT entity, consecutive_failures, last_error_code FROM poll_state WHERE entity != '' ORDER BY entity";
+    const rows = (): unknown[] => {
+      const d = db(world);
+      try {
+        return d.prepare(perEntity).all();
+      } finally {
+        d.close();
+      }
+    };
+    expect(rows()).toEqual([]);
+    // Each source still has its own row, with the cycle's last success.
+    expect(count(world, "SELECT count(*) n FROM poll_state WHERE entity = '' AND last_success_at IS NOT NULL")).toBe(cycleSources(app).length);
+    world.sim.faults.add({ path: '^/sites/2/usage$', kind: 'status', status: 500 });
+    await app.runOnce();
+    expect(rows()).toEqual([{ entity: 'sites/2/usage', consecutive_failures: 1, last_error_code: 'internal_error' }]);
+    world.sim.faults.clear();
+    await app.runOnce();
+    expect(rows()).toEqual([{ entity: 'sites/2/usage', consecutive_failures: 0, last_error_code: null }]);
+    // A restart reads the failing entities from this table: nothing is left counted as failing.
+    await app.stop();
+    const again = await world.app();
+    world.sim.faults.add({ path: '^/sites/2/usage$', kind: 'status', status: 500 });
+    await again.runOnce();
+    expect(rows()).toEqual([{ entity: 'sites/2/usage', consecutive_failures: 1, last_error_code: 'internal_error' }]);
+  });
+
   it('evaluates alert conditions, so a site already offline fires once', async () => {
     world = await startWorld();
     world.sim.world.setHealth(2, { status: 'offline' });

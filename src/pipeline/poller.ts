@@ -146,7 +146,6 @@ interface Unit {
 
 /** What a successful poll writes (see writeSuccess). */
 interface Success {
-  first: boolean;
   snapshot: SnapshotRow | null;
   events: HostwatchEvent[];
   alerts: AlertRow[];
@@ -154,7 +153,7 @@ interface Success {
   evidence: EvidenceRow[];
 }
 
-const NOTHING: Success = { first: false, snapshot: null, events: [], alerts: [], removedSites: [], evidence: [] };
+const NOTHING: Success = { snapshot: null, events: [], alerts: [], removedSites: [], evidence: [] };
 
 /**
  * Polls entities: fetch → hash → one transaction (read state → plan → write). Owns the
@@ -422,7 +421,7 @@ export class Poller {
       const snapshot: SnapshotRow | null = unchanged
         ? null
         : { source: ref.source.name, entity: ref.entity, site_id: ref.siteId, hash, body: JSON.stringify(data), version, changed_at: now };
-      await this.writeSuccess(u, ref, started, { first: head === undefined, snapshot, events, alerts: plan.alerts, removedSites, evidence });
+      await this.writeSuccess(u, ref, started, { snapshot, events, alerts: plan.alerts, removedSites, evidence });
       const status: PollStatus = head === undefined ? 'baseline' : unchanged ? 'unchanged' : 'changed';
       return { plan, version, snapshot, removedSites, status, events: events.length, apiResolved: u.apiResolved };
     });
@@ -731,8 +730,10 @@ export class Poller {
   /**
    * Write a successful poll (inside its transaction): snapshot and change-log row, forgotten
    * sites, events (with their outbox rows), alert state, evidence and poll state, together
-   * or not at all (invariant 4). Poll state is written on the first success and on recovery;
-   * a missing scope and API-wide alerts firing resolve.
+   * or not at all (invariant 4). An entity's poll state is written on recovery only: its
+   * row holds a failure streak, so an entity that never failed has none (the source's own
+   * row, written when a cycle ends, holds the last success; a first poll of 1,500 entities
+   * wrote 1,500 rows no one read). A missing scope and API-wide alerts firing resolve.
    */
   private async writeSuccess(u: Unit, ref: EntityRef, at: number, s: Success): Promise<void> {
     const { r } = u;
@@ -743,7 +744,7 @@ export class Poller {
     }
     for (const id of s.removedSites) await r.snapshots.forgetSite(id);
     await this.writeResult(u, s.events, s.alerts, s.evidence);
-    if (s.first || this.failing.has(`${ref.source.name}\u0000${ref.entity}`)) {
+    if (this.failing.has(`${ref.source.name}\u0000${ref.entity}`)) {
       const row: PollStateRow = {
         source: ref.source.name,
         entity: ref.entity,
