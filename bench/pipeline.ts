@@ -69,7 +69,7 @@ export interface CpuCase {
   /**
    * Process CPU time (user + system, all threads) of an ingest pass, median. The wall time
    * above includes the group commit's gather waits (a changed poll's commit may wait up to
-   * 20 ms for others), so this is the figure that shows the pipeline's own work.
+   * 60 ms for others), so this is the figure that shows the pipeline's own work.
    */
   ingestCpuMs: number;
 }
