@@ -41,11 +41,18 @@ describe('a site list nested too deeply', () => {
     world = await startWorld({ sim: { sites: 2 } });
     const app = await world.app();
     await app.runOnce();
+    const known = rows<{ site_id: number }>(world, "SELECT site_id FROM snapshots WHERE source = 'health' ORDER BY site_id").map((r) => r.site_id);
+    expect(known).toHaveLength(2);
     world.sim.faults.add({ path: '^/sites$', kind: 'nested', depth: 100_000 });
+    world.sim.clearRequests();
     await app.runOnce();
     expect(names(world.events)).not.toContain('site.removed');
     const sites = rows<{ consecutive_failures: number; last_error_code: string }>(world, "SELECT consecutive_failures, last_error_code FROM poll_state WHERE source = 'sites' AND entity != ''");
     expect(sites).toEqual([{ consecutive_failures: 1, last_error_code: 'bad_response' }]);
-    expect(rows<{ n: number }>(world, "SELECT count(*) AS n FROM poll_state WHERE source = 'health' AND entity != '' AND consecutive_failures = 0")).toEqual([{ n: 2 }]);
+    // Both known sites' health was asked for and answered, and neither poll failed.
+    const health = world.sim.requests.filter((r) => /^\/api\/v1\/sites\/\d+\/health$/.test(r.path));
+    expect(health.map((r) => r.path).sort()).toEqual(known.map((id) => `/api/v1/sites/${id}/health`));
+    expect(health.every((r) => r.status === 200 || r.status === 304)).toBe(true);
+    expect(rows(world, "SELECT entity FROM poll_state WHERE source = 'health' AND consecutive_failures > 0")).toEqual([]);
   });
 });
