@@ -214,5 +214,11 @@ it('a damaged file: refused at start with what to do (quick_check of a 200 MB fi
   expect(problem).toContain('SQLITE_CORRUPT');
   expect(livez).toBe(200);
   expect(run.code).toBe(1);
-  expect(run.stderr).toContain('is damaged (quick_check:');
+  // The bad page is poll_state's first one, which is now usually its root and only page (only
+  // entities that failed have rows there): quick_check then stops on it with an error rather
+  // than listing a problem row, so either detail may follow (test/sqlite-faults checks the
+  // listed form on a table with pages under its root). Either way the refusal names the file
+  // and what to do.
+  expect(run.stderr).toMatch(/is damaged \((quick_check: |database disk image is malformed)/);
+  expect(run.stderr).toContain('.recover');
 });
