@@ -732,8 +732,9 @@ export class Poller {
    * sites, events (with their outbox rows), alert state, evidence and poll state, together
    * or not at all (invariant 4). An entity's poll state is written on recovery only: its
    * row holds a failure streak, so an entity that never failed has none (the source's own
-   * row, written when a cycle ends, holds the last success; a first poll of 1,500 entities
-   * wrote 1,500 rows no one read). A missing scope and API-wide alerts firing resolve.
+   * row, written when a cycle ends, holds the last success; the row a first poll used to
+   * write for every entity was read by nothing). A missing scope and API-wide alerts firing
+   * resolve.
    */
   private async writeSuccess(u: Unit, ref: EntityRef, at: number, s: Success): Promise<void> {
     const { r } = u;

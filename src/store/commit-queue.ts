@@ -88,7 +88,7 @@ export interface GatherOptions {
   /** With this many queued, the batch starts at once. */
   units: number;
   /**
-   * The same two, when every queued unit is patient (a poll's result: `submit(unit, true)`).
+   * The same two, when every queued unit is patient (a poll's result: `{ patient: true }`).
    * Changed polls finish a few ms apart, and a commit's fixed part (BEGIN, COMMIT, the log
    * pages every unit touches, one fsync) is most of what a small batch costs: 4 ms gathered
    * about 2 changed polls per commit in the bench's changed-10% pass, 20 ms 8–10 (run 14),
