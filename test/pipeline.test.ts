@@ -2,7 +2,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { entityOf, sitesSource, sourceByName } from '../src/sources/registry.js';
 import { enabledSources } from '../src/sources/select.js';
-import { configFrom, names, sqliteOf, startWorld, TEST_KEY, type World } from './harness.js';
+import { configFrom, names, rows, sqliteOf, startWorld, TEST_KEY, type World } from './harness.js';
 
 /** A config with every default, for asking which sources and scopes it enables. */
 function configOf() {
@@ -50,30 +50,22 @@ describe('the first poll', () => {
     world = await startWorld();
     const app = await world.app();
     await app.runOnce();
-    const perEntity = "SELECT entity, consecutive_failures, last_error_code FROM poll_state WHERE entity != '' ORDER BY entity";
-    const rows = (): unknown[] => {
-      const d = db(world);
-      try {
-        return d.prepare(perEntity).all();
-      } finally {
-        d.close();
-      }
-    };
-    expect(rows()).toEqual([]);
+    const perEntity = (): unknown[] => rows(world, "SELECT entity, consecutive_failures, last_error_code FROM poll_state WHERE entity != '' ORDER BY entity");
+    expect(perEntity()).toEqual([]);
     // Each source still has its own row, with the cycle's last success.
     expect(count(world, "SELECT count(*) n FROM poll_state WHERE entity = '' AND last_success_at IS NOT NULL")).toBe(cycleSources(app).length);
     world.sim.faults.add({ path: '^/sites/2/usage$', kind: 'status', status: 500 });
     await app.runOnce();
-    expect(rows()).toEqual([{ entity: 'sites/2/usage', consecutive_failures: 1, last_error_code: 'internal_error' }]);
+    expect(perEntity()).toEqual([{ entity: 'sites/2/usage', consecutive_failures: 1, last_error_code: 'internal_error' }]);
     world.sim.faults.clear();
     await app.runOnce();
-    expect(rows()).toEqual([{ entity: 'sites/2/usage', consecutive_failures: 0, last_error_code: null }]);
+    expect(perEntity()).toEqual([{ entity: 'sites/2/usage', consecutive_failures: 0, last_error_code: null }]);
     // A restart reads the failing entities from this table: nothing is left counted as failing.
     await app.stop();
     const again = await world.app();
     world.sim.faults.add({ path: '^/sites/2/usage$', kind: 'status', status: 500 });
     await again.runOnce();
-    expect(rows()).toEqual([{ entity: 'sites/2/usage', consecutive_failures: 1, last_error_code: 'internal_error' }]);
+    expect(perEntity()).toEqual([{ entity: 'sites/2/usage', consecutive_failures: 1, last_error_code: 'internal_error' }]);
   });
 
   it('evaluates alert conditions, so a site already offline fires once', async () => {
