@@ -245,6 +245,10 @@ describe('replies are scrubbed of the configured secrets', () => {
     expect(parse(JSON.stringify({ hook: slack }).replaceAll('/', '\\/'))).toEqual({ hook: '[REDACTED]' });
     expect(parse('{"by":"\\u006bey-0123456789 here"}')).toEqual({ by: '[REDACTED] here' });
     expect(parse('{"key-0123456789":[1,{"x":"y"}]}')).toEqual({ '[REDACTED]': [1, { x: 'y' }] });
+    // Echoed encoded, as HTTP Basic credentials carry it (base64) or in a URL (percent-encoded).
+    const basic = (parse(JSON.stringify({ auth: `Basic ${Buffer.from('panel:key-0123456789').toString('base64')}` })) as { auth: string }).auth;
+    expect(basic).toMatch(/^Basic cGFuZWw6.{0,2}\[REDACTED\].{0,4}$/);
+    expect(parse(JSON.stringify({ next: `/x?h=${encodeURIComponent(slack)}` }))).toEqual({ next: '/x?h=[REDACTED]' });
     // A "__proto__" key stays data while the reply is rebuilt.
     const proto = parse('{"__proto__":{"polluted":true},"k":"key-0123456789"}') as Record<string, unknown>;
     expect(Object.keys(proto)).toEqual(['__proto__', 'k']);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createLogger, secretScrubber } from '../src/log.js';
+import { secretForms } from '../src/secret-forms.js';
 import { LogCollector } from './harness.js';
 
 describe('the logger', () => {
@@ -17,6 +18,34 @@ describe('the logger', () => {
     expect(out.text).not.toContain(secret);
     expect(out.text).not.toContain('plain-but-named-secret');
     expect(out.text.match(/\[REDACTED\]/g)!.length).toBeGreaterThanOrEqual(5);
+  });
+
+  it('removes a secret a server repeats encoded: SMTP AUTH PLAIN and LOGIN, HTTP Basic, base64url and percent-encoding', () => {
+    const pass = 'smtp-pass+/hunter2?';
+    const scrub = secretScrubber([pass]);
+    const b64 = (s: string): string => Buffer.from(s).toString('base64');
+    const echoes = [
+      `535 5.7.8 rejected: AUTH PLAIN ${b64(`\0hostwatch\0${pass}`)}`,
+      `535 AUTH PLAIN ${b64(`\0hw\0${pass}`)}`, // the password starts at another place in a group of three bytes
+      `535 AUTH PLAIN ${b64(`\0hw2\0${pass}`)}`, // and at the third
+      `334 UGFzc3dvcmQ6 ${b64(pass)}`, // AUTH LOGIN sends the password alone
+      `401 Authorization: Basic ${b64(`hostwatch:${pass}`)}`,
+      `token=${Buffer.from(`x${pass}`).toString('base64url')}`,
+      `GET /hook?pass=${encodeURIComponent(pass)}`,
+    ];
+    for (const echo of echoes) {
+      const out = scrub(echo);
+      expect(out, echo).toContain('[REDACTED]');
+      // No six characters in a row of any encoding of the secret stay (at most the one or two
+      // at each end that share bits with its neighbours).
+      for (const form of secretForms([pass]).slice(1)) for (let i = 0; i + 6 <= form.length; i++) expect(out, echo).not.toContain(form.slice(i, i + 6));
+    }
+    // What every scrubber looks for: the secret, its percent-encoding, its pieces in three base64
+    // alignments, and their base64url spelling where it differs (one here: the other two have no + or /).
+    expect(secretForms([pass]).slice(0, 2)).toEqual([pass, encodeURIComponent(pass)]);
+    expect(secretForms([pass])).toHaveLength(6);
+    // Short secrets are looked for as written; their encoded pieces would match ordinary words.
+    expect(secretForms(['abcd'])).toEqual(['abcd']);
   });
 
   it('leaves text without secrets alone', () => {
@@ -59,14 +88,16 @@ describe('secrets of the delivery channels', () => {
     }
   });
 
-  it('a Slack URL or SMTP password echoed back by a server never reaches the logs, the database or an operator event', async () => {
+  it('a Slack URL or SMTP password echoed back by a server, as written or base64-encoded, never reaches the logs, the database or an operator event', async () => {
     const { createServer } = await import('node:http');
     const BetterSqlite3 = (await import('better-sqlite3')).default;
     const { startWorld } = await import('./harness.js');
     const { startSmtp } = await import('./smtp.js');
     const { siteEvent } = await import('./events-fixture.js');
     const pass = 'smtp-pass-hunter2-secret';
-    const smtp = await startSmtp({ login: { user: 'hostwatch', pass: 'the-right-one' }, authError: (p) => `5.7.8 password ${p} is wrong` });
+    // The server repeats the password as sent, and the whole AUTH PLAIN line (base64).
+    const plain = Buffer.from(`\0hostwatch\0${pass}`).toString('base64');
+    const smtp = await startSmtp({ login: { user: 'hostwatch', pass: 'the-right-one' }, authError: (p) => `5.7.8 password ${p} is wrong: AUTH PLAIN ${Buffer.from(`\0hostwatch\0${p}`).toString('base64')}` });
     let slackUrl = '';
     const slack = createServer((req, res) => {
       req.resume();
@@ -102,6 +133,7 @@ describe('secrets of the delivery channels', () => {
       expect(dump).toContain('channel.disabled'); // the refused login disabled the e-mail channel
       for (const text of [dump, w.logs.text]) {
         expect(text).not.toContain(pass);
+        expect(text).not.toContain(plain.slice(8, 36)); // the password's part of the AUTH PLAIN line
         expect(text).not.toContain(slackUrl);
         expect(text).not.toContain('sl4ck-t0ken-secret');
       }

@@ -4,6 +4,8 @@
  * snapshot, the change log, an event or a delivery.
  */
 
+import { secretForms } from '../secret-forms.js';
+
 const REDACTED = '[REDACTED]';
 
 /**
@@ -14,7 +16,7 @@ const REDACTED = '[REDACTED]';
  * the decoded strings are looked at, still without copying anything unless a secret is there.
  */
 export function replyScrubber(secrets: readonly string[]): (text: string, value: unknown) => unknown {
-  const list = [...new Set(secrets)].filter((s) => s.length >= 4).sort((a, b) => b.length - a.length);
+  const list = secretForms(secrets.filter((s) => s.length >= 4)).sort((a, b) => b.length - a.length);
   if (list.length === 0) return (_text, value) => value;
   const re = new RegExp(list.map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
   const hasSecret = (s: string): boolean => list.some((secret) => s.includes(secret));

@@ -1,0 +1,37 @@
+/**
+ * The forms a secret may take in a text (invariant 7): shared by the log and error scrubber
+ * (`log.ts`) and the API reply scrubber (`api/scrub.ts`).
+ */
+
+/** The shortest encoded piece of a secret that is looked for (shorter ones would match ordinary text). */
+const MIN_ENCODED = 8;
+
+/**
+ * Each secret as written, and as a server or a library may repeat it encoded: percent-encoded
+ * (a URL, a form), and in base64 and base64url, as SMTP's `AUTH PLAIN`
+ * (`base64("\0user\0pass")`), `AUTH LOGIN` and HTTP Basic credentials carry it. A secret
+ * inside a longer base64 text is encoded one of three ways, by where it starts in a group of
+ * three bytes, so each of the three is listed: the characters that come from the secret's
+ * bytes alone, without the one or two at each end that share bits with its neighbours.
+ * Every scrubber (logs, stored errors, API replies) looks for all of them.
+ */
+export function secretForms(secrets: readonly string[]): string[] {
+  const out = new Set<string>();
+  for (const s of secrets) {
+    if (s.length === 0) continue;
+    out.add(s);
+    const pct = encodeURIComponent(s);
+    if (pct !== s) out.add(pct);
+    const bytes = Buffer.from(s, 'utf8');
+    for (let lead = 0; lead < 3; lead++) {
+      const b64 = Buffer.concat([Buffer.alloc(lead), bytes]).toString('base64');
+      // Character i holds bits 6i..6i+5: it is the secret's alone from the first one past the
+      // lead bytes' 8·lead bits to the last one inside its 8·(lead + length) bits.
+      const piece = b64.slice(Math.ceil((8 * lead) / 6), Math.floor((8 * (lead + bytes.length)) / 6));
+      if (piece.length < MIN_ENCODED) continue;
+      out.add(piece);
+      out.add(piece.replace(/\+/g, '-').replace(/\//g, '_'));
+    }
+  }
+  return [...out];
+}
