@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // First, before the modules below load: the daemon commands' heap flags (command-heap.ts).
-import './command-heap.js';
+import { DAEMON_COMMANDS } from './command-heap.js';
 import { SiteLabeler } from './labels.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseDuration } from './config/duration.js';
@@ -46,6 +46,19 @@ const EXIT_NOTHING_READ = 3;
 
 /** Where the config is when `-c` is not given. */
 const CONFIG_HELP = 'config file (YAML); default: $HOSTWATCH_CONFIG, else ./hostwatch.yaml';
+
+/**
+ * The reader of stdout went away (`hostwatch events | head`). A command that prints and
+ * exits stops there, quietly and with 0, as other Unix tools do; the daemon goes on (only
+ * its console channel writes to stdout, and nobody reads it any more), and says so once.
+ */
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code !== 'EPIPE') throw e;
+  if (!DAEMON_COMMANDS.includes(process.argv[2] ?? '')) process.exit(0);
+  if (!stdoutGone) process.stderr.write('hostwatch: stdout was closed; the console channel\'s lines go nowhere now\n');
+  stdoutGone = true;
+});
+let stdoutGone = false;
 
 /** Removes the loaded config's secrets from what the CLI prints (set by `load`). */
 let scrubOut: (text: string) => string = (text) => text;

@@ -9,6 +9,6 @@
 import { preferSmallHeap } from './heap.js';
 
 /** The commands that run the daemon (and its heap) rather than print something and exit. */
-const DAEMON_COMMANDS = ['run', 'poll', 'demo'];
+export const DAEMON_COMMANDS = ['run', 'poll', 'demo'];
 
 if (DAEMON_COMMANDS.includes(process.argv[2] ?? '')) preferSmallHeap();

@@ -15,10 +15,10 @@ let config: string;
 let env: Record<string, string>;
 
 /** The CLI with this file's environment, minus the variables in `unset`. */
-function hostwatch(args: string[], extra: Record<string, string> = {}, unset: string[] = []): Promise<CliRun> {
+function hostwatch(args: string[], extra: Record<string, string> = {}, unset: string[] = [], closedStdout = false): Promise<CliRun> {
   const merged = { ...env, ...extra };
   for (const name of unset) delete merged[name];
-  return run(args, { env: merged, unset });
+  return run(args, { env: merged, unset, closedStdout });
 }
 
 const lines = (text: string): string[] => text.split('\n').filter(Boolean);
@@ -68,6 +68,14 @@ describe('hostwatch events', () => {
     const checked = await hostwatch(['check', '-c', config], {}, ['API_KEY']);
     expect(checked.code).toBe(2);
     expect(checked.stderr).toContain('api.key: environment variable API_KEY is not set');
+  });
+
+  it('stops quietly with exit code 0 when the reader of its output goes away (hostwatch events | head)', async () => {
+    for (const args of [['events', '-c', config], ['events', '-c', config, '--json'], ['explain', w.events[0]!.id, '-c', config]]) {
+      const r = await hostwatch(args, {}, [], true);
+      expect(r.stderr, args.join(' ')).toBe('');
+      expect(r.code, args.join(' ')).toBe(0);
+    }
   });
 
   it('refuses an unknown --type, naming the near miss', async () => {
