@@ -4,6 +4,7 @@
  * the simulator through the real pipeline; nothing is inserted by hand.
  */
 import BetterSqlite3 from 'better-sqlite3';
+import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
@@ -336,6 +337,19 @@ describe('GET /api/events/stream', () => {
     const event = JSON.parse(sse.messages[0]!.data) as HostwatchEvent;
     expect(event.id).toBe(w.events[0]!.id);
     expect(event.type).toBe('hostwatch.site.offline');
+  });
+
+  it('answers HEAD at once with the headers a GET would get and no body, and a bad Last-Event-ID with 400 as GET does', async () => {
+    const w = await world();
+    const app = await w.app();
+    const srv = await serve(app);
+    const head = await request(`${srv.url}/api/events/stream`, { method: 'HEAD', headersTimeout: 2000, bodyTimeout: 2000 });
+    expect(head.statusCode).toBe(200);
+    expect(head.headers['content-type']).toBe('text/event-stream');
+    expect(await head.body.text()).toBe('');
+    const bad = await request(`${srv.url}/api/events/stream`, { method: 'HEAD', headers: { 'last-event-id': 'x' }, headersTimeout: 2000 });
+    expect(bad.statusCode).toBe(400);
+    await bad.body.dump();
   });
 
   it('streams only the events that match its filters', async () => {

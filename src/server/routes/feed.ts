@@ -61,14 +61,21 @@ async function stream(ctx: ServerContext, req: Request, res: ServerResponse): Pr
     typeof resumeFrom === 'string' && resumeFrom !== ''
       ? cursorParam('Last-Event-ID', resumeFrom)
       : cursorParam('after', req.url.searchParams.get('after'));
-  const pump = eventPump(ctx, res, filterParams(req.url.searchParams), from);
-  res.writeHead(200, {
+  const filter = filterParams(req.url.searchParams);
+  const headers = {
     'content-type': 'text/event-stream',
     'cache-control': 'no-store',
     connection: 'keep-alive',
     // Reverse proxies (nginx) must pass events through as they come, not buffer them.
     'x-accel-buffering': 'no',
-  });
+  };
+  // HEAD: the headers a GET would get, and the end (a stream's headers alone never end it).
+  if (req.raw.method === 'HEAD') {
+    res.writeHead(200, headers).end();
+    return;
+  }
+  const pump = eventPump(ctx, res, filter, from);
+  res.writeHead(200, headers);
   res.write(`retry: ${RETRY_MS}\n\n`);
   const wake = (): void => void pump();
   const ping = setInterval(() => res.writableEnded || res.write(': ping\n\n'), PING_MS);
