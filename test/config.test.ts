@@ -480,6 +480,17 @@ describe('secrets', () => {
     expect(noDb.ok ? [] : noDb.errors.map((e) => e.path)).toEqual(['storage.path']);
   });
 
+  it('let a read-only command (cluster status) run without the daemon\'s own name: an unset ${HOSTWATCH_INSTANCE} stays an error for the daemon only', () => {
+    const text = ['api: { base_url: https://panel.example.com, key: k }', 'storage: { url: "postgres://hw:${PGPASS}@db.example.net/hw" }', 'cluster: { instance: "${HOSTWATCH_INSTANCE}", lease: 30s }', ''].join('\n');
+    const daemon = parseText(text, { PGPASS: 'pw' });
+    expect(daemon.ok ? '' : formatConfigErrors(daemon.errors)).toContain('cluster.instance: environment variable HOSTWATCH_INSTANCE is not set');
+    const readOnly = parseConfig(text, 'inline.yaml', { PGPASS: 'pw' }, { sourceNames: SOURCE_NAMES, baseDir: BASE_DIR, secretsOptional: true });
+    expect(readOnly.ok ? [] : formatConfigErrors(readOnly.errors)).toEqual([]);
+    // Set, it is read as written.
+    const named = parseConfig(text, 'inline.yaml', { PGPASS: 'pw', HOSTWATCH_INSTANCE: 'web-2' }, { sourceNames: SOURCE_NAMES, baseDir: BASE_DIR, secretsOptional: true });
+    expect(named.ok && named.config.cluster?.instance).toBe('web-2');
+  });
+
   it('never prints a bad secret value: not in the formatted errors, the error objects or the thrown error', async () => {
     const secrets = {
       WEBHOOK_SECRET: 'whsec_not base64 hunter2',

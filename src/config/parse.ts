@@ -20,7 +20,7 @@ import {
   isLoopback,
   listenHost,
   REQUIRED,
-  secretPlaceholder,
+  unsetPlaceholder,
   UNKNOWN_KEY,
   UNKNOWN_SOURCE,
   type CheckedConfig,
@@ -42,8 +42,9 @@ export interface ParseOptions {
   baseDir?: string;
   /**
    * For commands that call neither the API nor a channel (events, explain, deliveries,
-   * silences, backtest): a secret whose environment variable is unset gets a placeholder
-   * instead of being an error, so these commands run without secrets they do not use.
+   * silences, backtest, cluster status): a secret or `cluster.instance` whose environment
+   * variable is unset gets a placeholder instead of being an error (unsetPlaceholder), so
+   * these commands run without values they do not use.
    */
   secretsOptional?: boolean;
 }
@@ -97,7 +98,7 @@ export const DEFAULTS = {
  * "<demo>" are kept as they are).
  */
 export function parseConfig(text: string, file: string, env: Env, opts: ParseOptions): ParseResult {
-  const tree = readYamlTree(text, file, env, opts.secretsOptional ? { placeholder: secretPlaceholder } : {});
+  const tree = readYamlTree(text, file, env, opts.secretsOptional ? { placeholder: unsetPlaceholder } : {});
   if (tree.syntaxFailed) return { ok: false, errors: tree.errors };
 
   const data = tree.data ?? {};

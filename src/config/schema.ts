@@ -633,11 +633,14 @@ const SECRET_CHANNEL_KEYS = new Set(['secret', 'routing_key', 'api_key', 'bot_to
 export const SECRET_HEADER = /auth|token|key|secret|signature|password|cookie/i;
 
 /**
- * What a read-only command puts in place of a secret whose environment variable is unset:
- * a value of the right form (it is never sent anywhere, since these commands call no API
- * and no channel). Null for a path that is not a secret.
+ * What a read-only command puts in place of a value it never uses whose environment variable
+ * is unset: a secret (never sent anywhere, since these commands call no API and no channel)
+ * or `cluster.instance` (the daemon's own name, set per service: `${HOSTWATCH_INSTANCE}` is
+ * not in an operator's shell when they run `cluster status`). A value of the right form;
+ * null for any other path.
  */
-export function secretPlaceholder(path: readonly (string | number)[]): string | null {
+export function unsetPlaceholder(path: readonly (string | number)[]): string | null {
+  if (path[0] === 'cluster' && path[1] === 'instance' && path.length === 2) return 'unset-instance';
   // The database URL is the one secret these commands use: its variable must be set.
   if (path[0] === 'storage') return null;
   if (!isSecretPath(path, {})) return null;
