@@ -3,11 +3,12 @@
  * reports first, with file and line, and it creates nothing. `check --online` asks the API.
  * Plus the CLI basics a first run meets: --version and the default config file.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '../src/simulator/index.js';
 import { packageRoot } from '../src/paths.js';
+import { makeFolders } from '../src/store/storage-path.js';
 import { tempDir } from './harness.js';
 import { hostwatch } from './run-cli.js';
 
@@ -75,6 +76,17 @@ describe('hostwatch check reports what run would refuse', () => {
     const run = await hostwatch(['run', '-c', file], { env });
     expect(run.code).toBe(1);
     expect(run.stderr).toBe(`hostwatch: cannot start: storage.path: cannot create ${join(tmp.dir, 'not-a-folder')}: ${join(tmp.dir, 'not-a-folder')} is a file, not a folder\n`);
+  });
+
+  it('a folder that cannot be made although the one above it exists: run says which and why at once, instead of trying again forever', async () => {
+    // A link to nothing: the walk up finds the folder it is in, but nothing can be made under it.
+    symlinkSync(join(tmp.dir, 'gone'), join(tmp.dir, 'link'));
+    const file = write('config.yaml', config().replace('./state/hostwatch.db', './link/state/hostwatch.db'));
+    const run = await hostwatch(['poll', '--once', '-c', file], { env });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(`hostwatch: cannot start: storage.path: cannot create the folder ${join(tmp.dir, 'link', 'state')} (ENOENT)\n`);
+    // Under /proc nothing can be made: as root, who may write anywhere, Node's recursive mkdir looped there forever.
+    expect(makeFolders('/proc/hostwatch-nope/state/hostwatch.db')).toMatch(/^cannot create the folder \/proc\/hostwatch-nope \((ENOENT|EACCES)\)$/);
   });
 
   it('a storage path that names a folder', async () => {

@@ -4,7 +4,7 @@ import { packageRoot } from '../paths.js';
 import type { CommitStats, SubmitOptions, Unit } from './commit-queue.js';
 import { readMigrations } from './migrate.js';
 import type { Executor } from './sql.js';
-import { storagePathProblem } from './storage-path.js';
+import { makeFolders, storagePathProblem } from './storage-path.js';
 
 /**
  * The store port: what every repository and caller uses, on either engine. Statements run
@@ -87,7 +87,7 @@ export async function openStore(storage: StorageConfig, opts: StoreOptions): Pro
     return openPostgres(storage.url, readMigrations(migrationsDir('postgres')), opts);
   }
   // Named with its path and reason, rather than SQLite's "unable to open database file".
-  const problem = opts.readonly ? null : storagePathProblem(storage.path);
+  const problem = opts.readonly ? null : (storagePathProblem(storage.path) ?? makeFolders(storage.path));
   if (problem !== null) throw new StorageError(`storage.path: ${problem}`);
   const { openSqlite } = await import('./sqlite.js');
   return openSqlite(storage.path, readMigrations(migrationsDir('sqlite')), opts);

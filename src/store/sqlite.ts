@@ -1,4 +1,4 @@
-import { closeSync, fsync as fsyncAsync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, fsync as fsyncAsync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { BatchTx } from './commit-queue.js';
@@ -335,7 +335,6 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
     sqlite.pragma('busy_timeout = 5000');
     return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, null, null, opts.now);
   }
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const lock = opts.daemon && path !== ':memory:' ? lockDatabase(path, opts.now) : null;
   let sqlite: BetterSqlite3.Database | null = null;
   try {

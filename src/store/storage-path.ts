@@ -1,4 +1,4 @@
-import { accessSync, constants, statSync, type Stats } from 'node:fs';
+import { accessSync, constants, mkdirSync, statSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
 
 /**
@@ -33,6 +33,30 @@ export function storagePathProblem(path: string): string | null {
     if (up === dir) return `cannot create ${path}: no existing folder above it`;
     dir = up;
   }
+}
+
+/**
+ * Create the folder of the database file and the missing folders above it, one at a time,
+ * or say why one cannot be made (null once they exist). Not `mkdirSync(dir, { recursive:
+ * true })`: where a folder cannot be made although its parent exists (under /proc, say, as
+ * root, whom access() lets write anywhere), Node's recursive mkdir tries again forever.
+ */
+export function makeFolders(path: string): string | null {
+  if (path === ':memory:') return null;
+  const missing: string[] = [];
+  for (let dir = dirname(path); statOf(dir) === null; dir = dirname(dir)) {
+    missing.unshift(dir);
+    if (dirname(dir) === dir) break;
+  }
+  for (const dir of missing) {
+    try {
+      mkdirSync(dir);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code !== 'EEXIST') return `cannot create the folder ${dir} (${code ?? String(e)})`;
+    }
+  }
+  return null;
 }
 
 /** Does the database file exist (a read-only command needs it; only `run` creates it)? */
