@@ -13,6 +13,7 @@ import { formatEventLine } from './notify/channels/console.js';
 import { Dispatcher, isHumanChannel } from './notify/dispatch.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
 import { compileRouter, RouteError } from './notify/routing.js';
+import { unknownEventNames } from './notify/event-names.js';
 import { registerDeliveryCommands } from './notify/cli-commands.js';
 import { RuleErrors } from './rules/parse.js';
 import { eventType, TYPE_PREFIX } from './events/envelope.js';
@@ -213,6 +214,7 @@ program
         if (!(e instanceof RuleErrors)) throw e;
         problems.push(e.message);
       }
+      for (const p of unknownEventNames(config, rules)) problems.push(`${config.file}: ${p}`);
       let calendar: MaintenanceCalendar | null = null;
       try {
         // Routes, maintenance matches and inhibit targets compile exactly as the daemon's.

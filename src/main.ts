@@ -19,6 +19,8 @@ import { teamsProvider } from './notify/channels/teams.js';
 import { telegramProvider } from './notify/channels/telegram.js';
 import { compileTemplate, templateText } from './notify/templates.js';
 import { Dispatcher } from './notify/dispatch.js';
+import { unknownEventNames } from './notify/event-names.js';
+import { RouteError } from './notify/routing.js';
 import { DIGEST_GROUP } from './notify/grouping.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
 import { Notifier } from './notify/notifier.js';
@@ -166,6 +168,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const scrub = secretScrubber(secretsOf(config));
   const log = createLogger({ level: config.log.level, pretty: config.log.pretty, scrub, destination: opts.logDestination });
   const rules = rulesFor(config);
+  const unknownEvents = unknownEventNames(config, rules);
+  if (unknownEvents.length > 0) throw new RouteError(unknownEvents.join(`\n${config.file}: `));
   const maintenance = new MaintenanceCalendar(config.maintenance);
   const dispatcher = new Dispatcher(config, maintenance);
   const store = await openStore(config.storage, {

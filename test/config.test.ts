@@ -453,6 +453,34 @@ describe('invalid configs: every error names file, line, column, key path, value
   });
 });
 
+describe('event matches', () => {
+  it('name a variable events do not have at its line, with the near miss: in a route, a maintenance window and an inhibit target', () => {
+    const text = [
+      MINIMAL.trimEnd(),
+      'channels: [{ name: ops, type: console }]',
+      'routes: [{ match: "severty == \'critical\'", channels: [ops] }]',
+      'maintenance: [{ name: nightly, schedule: "0 2 * * *", duration: 1h, match: "site_id == 1 && lables.team == \'a\'" }]',
+      'inhibit: [{ source: site.offline, target: "nam != \'site.slow\'" }]',
+      '',
+    ].join('\n');
+    const r = parseText(text);
+    expect(r.ok ? [] : formatConfigErrors(r.errors).split('\n').map((l) => l.replace(/ \(got .*$/, ''))).toEqual([
+      'inline.yaml:5:19: routes[0].match: uses unknown variable "severty" (did you mean severity?); a route match can use type, name, severity, status, subject, site_id, domain, rule, labels',
+      'inline.yaml:6:76: maintenance[0].match: uses unknown variable "lables" (did you mean labels?); a maintenance match can use type, name, severity, status, subject, site_id, domain, rule, labels',
+      'inline.yaml:7:43: inhibit[0].target: uses unknown variable "nam" (did you mean name?); an inhibit target can use type, name, severity, status, subject, site_id, domain, rule, labels',
+    ]);
+    // Spelt right, the same file is fine.
+    const fixed = parseText(text.replace('severty', 'severity').replace('lables', 'labels').replace('nam !=', 'name !='));
+    expect(fixed.ok ? [] : formatConfigErrors(fixed.errors)).toEqual([]);
+  });
+
+  it('can use exactly the variables a route match sees of an event (and a silence match too)', async () => {
+    const { MATCH_VARIABLES } = await import('../src/notify/match-variables.js');
+    const { SILENCE_VARIABLES } = await import('../src/notify/silences.js');
+    expect(SILENCE_VARIABLES).toEqual(MATCH_VARIABLES);
+  });
+});
+
 describe('secrets', () => {
   it('may be unset for commands that use none (secretsOptional): every secret of every channel type gets a placeholder of its form', () => {
     const text = [

@@ -121,7 +121,7 @@ describe('site_labels config errors', () => {
   - { from: crm, label: client }
 `),
     ).toEqual([
-      'labels.yaml:3:14: site_labels[0].match: uses unknown variable "domian"; a site label match can use id, domain, site, clients (got "domian == \'a.example\'")',
+      'labels.yaml:3:14: site_labels[0].match: uses unknown variable "domian" (did you mean domain?); a site label match can use id, domain, site, clients (got "domian == \'a.example\'")',
       'labels.yaml:4:14: site_labels[1].match: is not a valid CEL expression: <input>:1:4: found = but expecting end of input (got "id ==")',
       'labels.yaml:5:48: site_labels[2].labels.Client-Name: must be a label name: lower-case letters, digits and underscores, like client or tier (got "acme")',
       'labels.yaml:5:60: site_labels[2].labels.tier: must be a text value, like acme (got 3)',

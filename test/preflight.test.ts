@@ -89,6 +89,25 @@ describe('hostwatch check reports what run would refuse', () => {
     expect(makeFolders('/proc/hostwatch-nope/state/hostwatch.db')).toMatch(/^cannot create the folder \/proc\/hostwatch-nope \((ENOENT|EACCES)\)$/);
   });
 
+  it('an inhibit source or an incident alert that no rule sends, with the near miss; run refuses it too', async () => {
+    const file = write('config.yaml', config('inhibit: [{ source: site.ofline }]\nincidents: { alerts: [site.offline, backup.stal] }\n'));
+    const r = await hostwatch(['check', '-c', file], { env });
+    expect(r.code).toBe(2);
+    const tail = '; the events are those of docs/events.md and the event: of your rules';
+    expect(r.stderr).toBe(
+      `${file}: inhibit[0].source: no rule sends the event site.ofline (did you mean site.offline?)${tail}\n${file}: incidents.alerts[1]: no rule sends the event backup.stal (did you mean backup.stale?)${tail}\n`,
+    );
+    const run = await hostwatch(['poll', '--once', '-c', file], { env });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe(r.stderr);
+    // An event of a rule of the user's own is known too.
+    write('mine.yaml', 'rules:\n  - { name: my-slow, event: site.very_slow, kind: alert, source: health, severity: warning, when: "status == \'slow\'", summary: "{{ domain }} is very slow" }\n');
+    const own = write('own.yaml', config('rules: [./mine.yaml]\ninhibit: [{ source: site.very_slow }]\n'));
+    const ok = await hostwatch(['check', '-c', own], { env });
+    expect(ok.stderr).toBe('');
+    expect(ok.code).toBe(0);
+  });
+
   it('a storage path that names a folder', async () => {
     mkdirSync(join(tmp.dir, 'state'));
     const file = write('config.yaml', config().replace('./state/hostwatch.db', './state'));

@@ -9,6 +9,7 @@
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseCel } from '../cel.js';
 import { SITE_LABEL_VARIABLES, unknownSiteLabelVariables } from '../labels.js';
+import { MATCH_VARIABLES, unknownMatchVariables } from '../notify/match-variables.js';
 import { checkTemplate } from '../notify/templates.js';
 import type { z } from 'zod';
 import type { Env } from './env.js';
@@ -322,29 +323,37 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
     if (!Array.isArray(list)) continue;
     list.forEach((item: unknown, index) => checkCel([key, index, field], (item as Record<string, unknown> | null)?.[field]));
   }
-  // A site label match over a variable sites do not have would label nothing, silently.
-  const labelList = record['site_labels'];
-  if (Array.isArray(labelList)) {
-    labelList.forEach((item: unknown, index) => {
-      const match = (item as Record<string, unknown> | null)?.['match'];
+  // A match over a variable its events or sites do not have (`severty`) would match nothing,
+  // silently: a critical route that never takes an event, a label never given.
+  const matchVariables = [
+    ['site_labels', 'match', 'a site label match', SITE_LABEL_VARIABLES, unknownSiteLabelVariables],
+    ['routes', 'match', 'a route match', MATCH_VARIABLES, unknownMatchVariables],
+    ['maintenance', 'match', 'a maintenance match', MATCH_VARIABLES, unknownMatchVariables],
+    ['inhibit', 'target', 'an inhibit target', MATCH_VARIABLES, unknownMatchVariables],
+  ] as const;
+  for (const [key, field, what, known, unknownOf] of matchVariables) {
+    const list = record[key];
+    if (!Array.isArray(list)) continue;
+    list.forEach((item: unknown, index) => {
+      const match = (item as Record<string, unknown> | null)?.[field];
       if (typeof match !== 'string' || match.trim() === '') return;
       let unknown: string[];
       try {
-        unknown = unknownSiteLabelVariables(match);
+        unknown = unknownOf(match);
       } catch {
-        return; // the syntax error is reported above
+        return; // the syntax error is reported above (checkCel)
       }
-      if (unknown.length > 0) {
-        errors.push(
-          valueError(
-            ['site_labels', index, 'match'],
-            `uses unknown variable ${unknown.map((n) => `"${n}"`).join(', ')}; a site label match can use ${SITE_LABEL_VARIABLES.join(', ')}`,
-            data,
-            tree,
-            file,
-          ),
-        );
-      }
+      if (unknown.length === 0) return;
+      const near = unknown.map((n) => closest(n, known)).find((n) => n !== null);
+      errors.push(
+        valueError(
+          [key, index, field],
+          `uses unknown variable ${unknown.map((n) => `"${n}"`).join(', ')}${near ? ` (did you mean ${near}?)` : ''}; ${what} can use ${known.join(', ')}`,
+          data,
+          tree,
+          file,
+        ),
+      );
     });
   }
 
