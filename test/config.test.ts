@@ -434,7 +434,7 @@ describe('invalid configs: every error names file, line, column, key path, value
     expect(errorLinesOf('three-errors.yaml')).toEqual([
       'three-errors.yaml:2:13: api.base_url: must be an http(s) URL like https://panel.example.com (got "panel.example.com")',
       'three-errors.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got 30)',
-      'three-errors.yaml:6:20: sources.health.every: must be a duration of at least 10s, like 30s, 5m, 6h (got "5s")',
+      'three-errors.yaml:6:20: sources.health.every: must be a duration of at least 10s, like 10s or 1m (got "5s")',
     ]);
   });
 
@@ -450,6 +450,17 @@ describe('invalid configs: every error names file, line, column, key path, value
         message: expect.stringContaining('must be a Standard Webhooks secret') as unknown as string,
       },
     ]);
+  });
+});
+
+describe('durations', () => {
+  it('take 0 alone, without a unit, where 0 is allowed (YAML reads it as a number), and refuse it where a duration must be longer', () => {
+    const text = [MINIMAL.trimEnd(), 'channels: [{ name: ops, type: console }]', 'routes: [{ channels: [ops], group_wait: 0 }]', 'delivery: { drain_timeout: 0 }', ''].join('\n');
+    const r = parseText(text);
+    expect(r.ok ? [] : formatConfigErrors(r.errors)).toEqual([]);
+    expect(r.ok && [r.config.routes[0]!.group_wait_ms, r.config.delivery.drain_timeout_ms]).toEqual([0, 0]);
+    const zero = parseText(MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: 0'));
+    expect(zero.ok ? '' : formatConfigErrors(zero.errors)).toBe('inline.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got 0)');
   });
 });
 
@@ -566,7 +577,7 @@ describe('server.allowed_hosts and silences.max_duration', () => {
     expect(result.ok ? [] : formatConfigErrors(result.errors).split('\n')).toEqual([
       'inline.yaml:5:35: server.allowed_hosts[1]: must be a host name like hostwatch.example.net, a leading dot for every name under a domain (.example.net), or * for any name (got "hostwatch.example.net:8080")',
       'inline.yaml:5:65: server.allowed_hosts[2]: must be a host name like hostwatch.example.net, a leading dot for every name under a domain (.example.net), or * for any name (got "https://x.example")',
-      'inline.yaml:7:17: silences.max_duration: must be a duration of at least 1m, like 30s, 5m, 6h (got "10s")',
+      'inline.yaml:7:17: silences.max_duration: must be a duration of at least 1m, like 1m or 6m (got "10s")',
     ]);
   });
 });

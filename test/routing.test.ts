@@ -162,7 +162,7 @@ describe('config of routes, channels, maintenance and inhibition', () => {
       'bad-delivery-keys.yaml:8:35: routes[0].group_by[0]: must be a list of event fields to group by, like [site_id] or [labels.client, name]; allowed: site_id, domain, name, type, severity, rule, subject, status, labels.<name> (got "site")',
       'bad-delivery-keys.yaml:8:52: routes[0].continue: must be true or false (got "maybe")',
       'bad-delivery-keys.yaml:10:32: maintenance[0].schedule: must be a cron expression of 5 fields, like "0 2 * * 0" (Sundays at 02:00) (got "0 25 * * *")',
-      'bad-delivery-keys.yaml:10:56: maintenance[0].duration: must be a duration of at least 1m, like 30s, 5m, 6h (got "30s")',
+      'bad-delivery-keys.yaml:10:56: maintenance[0].duration: must be a duration of at least 1m, like 1m or 6m (got "30s")',
       'bad-delivery-keys.yaml:10:71: maintenance[0].timezone: must be an IANA time zone like Europe/Paris or UTC (got "Mars/Olympus")',
       'bad-delivery-keys.yaml:11:65: maintenance[1].match: is not a valid CEL expression: <input>:1:9: found = but expecting end of input (got "site_id = 3")',
       'bad-delivery-keys.yaml:13:15: inhibit[0].source: must be an event name like site.offline (got "offline")',

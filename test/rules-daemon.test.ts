@@ -322,7 +322,7 @@ describe('the history config', () => {
     const bad = parseConfig(`${base}history:\n  retention: 5m\n  prune_evry: 1h\n`, 'c.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: '/' });
     expect(bad.ok).toBe(false);
     expect(!bad.ok && bad.errors.map((e) => `${e.line}: ${e.path}: ${e.message}`)).toEqual([
-      '5: history.retention: must be a duration of at least 1h, like 30s, 5m, 6h (got "5m")',
+      '5: history.retention: must be a duration of at least 1h, like 1h or 6h (got "5m")',
       '6: history.prune_evry: unknown key (did you mean prune_every?); allowed: retention, prune_every',
     ]);
   });

@@ -154,8 +154,9 @@ export function duration(minMs = 0) {
       ? 'must be a duration like 30s, 5m, 6h'
       : minMs === 1
         ? 'must be a duration greater than 0, like 10s, 1m'
-        : `must be a duration of at least ${formatDuration(minMs)}, like 30s, 5m, 6h`;
-  return z.string(message).transform((value, ctx) => {
+        : `must be a duration of at least ${formatDuration(minMs)}, like ${formatDuration(minMs)} or ${formatDuration(minMs * 6)}`;
+  // `0` alone needs no unit; YAML reads it as a number.
+  return z.preprocess((value) => (value === 0 ? '0' : value), z.string(message)).transform((value, ctx) => {
     const ms = parseDuration(value.trim());
     if (ms === null || ms < minMs) {
       ctx.addIssue({ code: 'custom', message });
