@@ -75,6 +75,10 @@ describe('a rule file with an error is refused with file, line and reason', () =
     ['repeat-zero.yaml', ['test/fixtures/rules/repeat-zero.yaml:7: rules[0].repeat: must be longer than 0 (leave it out to never repeat)']],
     ['bad-window.yaml', ['test/fixtures/rules/bad-window.yaml:6: rules[0].window: must be a duration like 30s, 10m, 4h or 1h30m (got "a-day")']],
     ['override-timing-on-change.yaml', ['test/fixtures/rules/override-timing-on-change.yaml:3: rules[0].for: only for kind: alert rules (backup-failed is a change rule)']],
+    [
+      'misspelt-override.yaml',
+      ['test/fixtures/rules/misspelt-override.yaml:3: rules[0].name: no rule is named site-ofline (did you mean site-offline?): an entry with only enabled changes an existing rule; a new rule needs event, kind, source and when'],
+    ],
     ['bad-override-mode.yaml', ['test/fixtures/rules/bad-override-mode.yaml:3: rules[0].mode: must be one of live, shadow (got "dry-run")']],
     ['every-without-clock.yaml', ['test/fixtures/rules/every-without-clock.yaml:7: rules[0].every: only for rules that read the clock (now) or absence rules: other alerts are evaluated at each poll']],
     ['every-too-short.yaml', ['test/fixtures/rules/every-too-short.yaml:7: rules[0].every: must be at least 1m (got "30s")']],

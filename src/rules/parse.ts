@@ -183,6 +183,12 @@ export function parseRuleFile(
       return;
     }
     if (existing) return err(p('name'), `duplicate rule name; "${name}" is already defined at ${existing.origin}`);
+    // Only what changes a rule (enabled, params, …) under a name no rule has: a misspelt
+    // override, not a new rule without its event, kind, source and when.
+    if (keys.every((k) => OVERRIDE_KEYS.includes(k))) {
+      const near = closest(name, [...into.keys()]);
+      return err(p('name'), `no rule is named ${name}${near ? ` (did you mean ${near}?)` : ''}: an entry with only ${keys.filter((k) => k !== 'name').join(', ') || 'a name'} changes an existing rule; a new rule needs event, kind, source and when`);
+    }
     for (const k of keys) if (!RULE_KEYS.includes(k)) err(p(k), `unknown key; allowed: ${RULE_KEYS.join(', ')}`);
 
     const event = raw['event'];
