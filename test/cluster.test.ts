@@ -9,7 +9,7 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { clusterClaims } from '../src/cluster/delivery-claims.js';
-import { shareOf } from '../src/cluster/work-claims.js';
+import { clusterWorkClaims, shareOf } from '../src/cluster/work-claims.js';
 import { Membership, TIMERS_LEASE } from '../src/cluster/membership.js';
 import { ClusterRepo } from '../src/store/cluster-repo.js';
 import { openStore, type Store } from '../src/store/db.js';
@@ -290,6 +290,29 @@ describe('entity leases', () => {
       take: ['1', '2', '3'],
       release: [],
     });
+  });
+
+  it('stay held for the rest of a cycle only while the member that claimed them is live: not after a pause past the lease, nor under its new id', async () => {
+    const { store } = await pgStore();
+    const a = member(store, 'a', 1_000);
+    await a.m.beat();
+    const claims = clusterWorkClaims(store, a.m, () => undefined, pino({ level: 'silent' }));
+    const sites = [1, 2, 3].map((id) => ({ id, domain: `s${id}.example` }));
+    expect(await claims.claim('health', 0, sites)).toEqual(sites);
+    expect(claims.stillHeld?.('health')).toBe(true);
+    // Paused: by its own clock the lease may have run out (the others may have taken over).
+    a.clock.t += 900;
+    expect(claims.stillHeld?.('health')).toBe(false);
+    // Back after the database saw the lease run out, it joins again under a new id: what it
+    // claimed under the old one is still not its own.
+    await sleep(1_100);
+    a.clock.t += 1_100;
+    await a.m.beat();
+    expect(a.m.id).toBe('a#2');
+    expect(claims.stillHeld?.('health')).toBe(false);
+    // Until the next cycle claims again.
+    expect(await claims.claim('health', 1, sites)).toEqual(sites);
+    expect(claims.stillHeld?.('health')).toBe(true);
   });
 
   it('let two daemons on one database poll each site of a cycle once between them, each its share', async () => {

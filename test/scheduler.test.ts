@@ -156,6 +156,35 @@ describe('the scheduler', () => {
     expect((JSON.parse(lines[0]!) as { missed: number }).missed).toBeGreaterThanOrEqual(1);
   });
 
+  it('stops a cycle\'s polls once its claim is no longer held (a member paused past its lease), and says so', async () => {
+    world = await startWorld({ sim: { sites: 6 } });
+    const app = await world.app();
+    let asked = 0;
+    const scheduler = new Scheduler({
+      poller: app.poller,
+      sources: [
+        { def: sitesSource, everyMs: 60_000 },
+        { def: healthSource, everyMs: 60_000 },
+      ],
+      sites: 'all',
+      concurrency: 1,
+      now: Date.now,
+      log: app.log,
+      claims: {
+        claim: (_source, _dueAt, entities) => entities,
+        // Held for the first two polls of the health cycle, then lost.
+        stillHeld: (source) => source !== 'health' || ++asked <= 2,
+      },
+    });
+    const cycles: CycleSummary[] = [];
+    scheduler.on('cycle:end', (c) => cycles.push(c));
+    scheduler.start();
+    await waitFor(() => cycles.some((c) => c.source === 'health'));
+    await scheduler.stop();
+    expect(world.sim.requests.filter((r) => r.path.endsWith('/health'))).toHaveLength(2);
+    expect(world.logs.text).toContain('the cluster lease ran out during this cycle');
+  });
+
   it('polls only the entities its work claims take (the seam a cluster fills), and asks once per due cycle', async () => {
     world = await startWorld({ sim: { sites: 6 } });
     const app = await world.app();

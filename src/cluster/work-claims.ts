@@ -64,5 +64,9 @@ export function clusterWorkClaims(store: Store, membership: Membership, onHanded
       }
       return claimed;
     },
+    stillHeld(source) {
+      // Claimed under this member id, whose lease still has the margin work must leave.
+      return held.get(source)?.member === membership.id && membership.live(membership.marginMs);
+    },
   };
 }

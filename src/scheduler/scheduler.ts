@@ -40,6 +40,12 @@ export interface WorkClaims {
    * per-site source, `[null]` (the account) for an account source.
    */
   claim(source: string, dueAt: number, entities: readonly (SiteInfo | null)[]): readonly (SiteInfo | null)[] | Promise<readonly (SiteInfo | null)[]>;
+  /**
+   * Whether what the last claim of `source` took is still this instance's, asked before each
+   * poll of the cycle: a member paused past its lease (SIGSTOP, a frozen VM) must not go on
+   * polling entities the others have taken since. Left out: always (one instance alone).
+   */
+  stillHeld?(source: string): boolean;
 }
 
 /** One instance alone: every due entity is its own. */
@@ -467,6 +473,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       if (entities.length === 0 && st) st.dispatching = null;
       // Every site of a cycle would get the same 403: stop at the first one.
       let blocked = false;
+      let lapsed = false;
       const giveUp = (): void => {
         next = entities.length;
         if (st?.dispatching === dispatch) st.dispatching = null;
@@ -495,6 +502,13 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
           try {
             if (this.abort.signal.aborted) return;
             if (blocked) return giveUp();
+            if (this.claims.stillHeld?.(s.def.name) === false) {
+              // The claim ran out while this cycle waited (a pause past the lease): what is
+              // left of it is the others' now, at their next cycle.
+              if (!lapsed) this.deps.log.warn({ source: s.def.name, polled: dispatch.done, left: entities.length - i }, 'the cluster lease ran out during this cycle; its other polls are left to the members that hold them now');
+              lapsed = true;
+              return giveUp();
+            }
             handedOut();
             // Stopped as soon as the fetch says so, before the next poll takes the slot.
             const afterFetch = (error: { code: string } | null): void => {
