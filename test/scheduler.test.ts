@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { Scheduler, type CycleSummary } from '../src/scheduler/scheduler.js';
+import { Scheduler, type CycleSummary, type WorkClaims } from '../src/scheduler/scheduler.js';
 import { healthSource, sitesSource } from '../src/sources/registry.js';
 import { startWorld, type World } from './harness.js';
 import { waitFor as waitUntil } from './receiver.js';
@@ -40,6 +40,32 @@ async function schedulerFor(w: World, everyMs: number, spreadFraction = 0.5, con
 /** Wait until `cond` holds (a cycle ended, a request arrived). */
 function waitFor(cond: () => boolean, ms = 8000): Promise<void> {
   return waitUntil(cond, 'the scheduler', ms);
+}
+
+/**
+ * Over six sites, a scheduler whose work claims are `claims`: run until its first health
+ * cycle has ended, then stopped.
+ */
+async function oneHealthCycle(claims: WorkClaims, concurrency: number): Promise<void> {
+  world = await startWorld({ sim: { sites: 6 } });
+  const app = await world.app();
+  const scheduler = new Scheduler({
+    poller: app.poller,
+    sources: [
+      { def: sitesSource, everyMs: 60_000 },
+      { def: healthSource, everyMs: 60_000 },
+    ],
+    sites: 'all',
+    concurrency,
+    now: Date.now,
+    log: app.log,
+    claims,
+  });
+  const cycles: CycleSummary[] = [];
+  scheduler.on('cycle:end', (c) => cycles.push(c));
+  scheduler.start();
+  await waitFor(() => cycles.some((c) => c.source === 'health'));
+  await scheduler.stop();
 }
 
 describe('the scheduler', () => {
@@ -157,61 +183,31 @@ describe('the scheduler', () => {
   });
 
   it('stops a cycle\'s polls once its claim is no longer held (a member paused past its lease), and says so', async () => {
-    world = await startWorld({ sim: { sites: 6 } });
-    const app = await world.app();
     let asked = 0;
-    const scheduler = new Scheduler({
-      poller: app.poller,
-      sources: [
-        { def: sitesSource, everyMs: 60_000 },
-        { def: healthSource, everyMs: 60_000 },
-      ],
-      sites: 'all',
-      concurrency: 1,
-      now: Date.now,
-      log: app.log,
-      claims: {
+    await oneHealthCycle(
+      {
         claim: (_source, _dueAt, entities) => entities,
         // Held for the first two polls of the health cycle, then lost.
         stillHeld: (source) => source !== 'health' || ++asked <= 2,
       },
-    });
-    const cycles: CycleSummary[] = [];
-    scheduler.on('cycle:end', (c) => cycles.push(c));
-    scheduler.start();
-    await waitFor(() => cycles.some((c) => c.source === 'health'));
-    await scheduler.stop();
+      1,
+    );
     expect(world.sim.requests.filter((r) => r.path.endsWith('/health'))).toHaveLength(2);
     expect(world.logs.text).toContain('the cluster lease ran out during this cycle');
   });
 
   it('polls only the entities its work claims take (the seam a cluster fills), and asks once per due cycle', async () => {
-    world = await startWorld({ sim: { sites: 6 } });
-    const app = await world.app();
     const asked: Array<{ source: string; entities: number }> = [];
-    const scheduler = new Scheduler({
-      poller: app.poller,
-      sources: [
-        { def: sitesSource, everyMs: 60_000 },
-        { def: healthSource, everyMs: 60_000 },
-      ],
-      sites: 'all',
-      concurrency: 2,
-      now: Date.now,
-      log: app.log,
-      claims: {
+    await oneHealthCycle(
+      {
         claim: (source, _dueAt, entities) => {
           asked.push({ source, entities: entities.length });
           // Another instance holds the even sites.
           return entities.filter((e) => e === null || e.id % 2 === 1);
         },
       },
-    });
-    const cycles: CycleSummary[] = [];
-    scheduler.on('cycle:end', (c) => cycles.push(c));
-    scheduler.start();
-    await waitFor(() => cycles.some((c) => c.source === 'health'));
-    await scheduler.stop();
+      2,
+    );
     const polled = world.sim.requests.filter((r) => r.path.endsWith('/health')).map((r) => Number(r.path.split('/')[4]));
     expect(polled.sort()).toEqual([1, 3, 5]);
     expect(asked).toEqual([
