@@ -11,6 +11,7 @@ import pino from 'pino';
 import { clusterClaims } from '../src/cluster/delivery-claims.js';
 import { clusterWorkClaims, shareOf } from '../src/cluster/work-claims.js';
 import { Membership, TIMERS_LEASE } from '../src/cluster/membership.js';
+import { clusterStatusLines, readClusterStatus } from '../src/cluster/status.js';
 import { ClusterRepo } from '../src/store/cluster-repo.js';
 import { openStore, type Store } from '../src/store/db.js';
 import { toEventRow } from '../src/store/events-repo.js';
@@ -139,6 +140,18 @@ describe('a restart of an instance', () => {
     expect(again.m.holds(TIMERS_LEASE)).toBe(true);
     const members = await new ClusterRepo(store).members(60_000);
     expect(members.filter((m) => m.live).map((m) => m.id)).toEqual(['again#1']);
+    // `cluster status` tells the crashed run from the one that stopped cleanly.
+    const r = repos(store);
+    const status = await readClusterStatus(new ClusterRepo(store), r.events, r.snapshots, Date.now());
+    const byId = new Map(status.members.map((m) => [m.member_id, m]));
+    expect([byId.get('first#1'), byId.get('twin#1'), byId.get('again#1')].map((m) => [m?.state, m?.ended])).toEqual([
+      ['dead', 'replaced'],
+      ['left', 'stopped'],
+      ['live', null],
+    ]);
+    const lines = clusterStatusLines(status).join('\n');
+    expect(lines).toMatch(/web-1 +dead .*its process was gone; its next run took its work over .* ago .*\(member first#1\)/);
+    expect(lines).toMatch(/web-1 +left .*left cleanly .*\(member twin#1\)/);
   });
 });
 

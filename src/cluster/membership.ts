@@ -160,7 +160,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
     const alive = d.pidAlive ?? pidAlive;
     for (const m of await d.repo.namesakes(d.instance, d.host)) {
       if (m.pid === d.pid || !alive(m.pid)) {
-        await d.repo.leave(m.id);
+        await d.repo.leave(m.id, 'replaced');
         d.log.info({ member: m.id, pid: m.pid }, 'the earlier run of this instance is gone: its work is taken over at once');
       } else {
         d.log.warn({ member: m.id, pid: m.pid, instance: d.instance }, 'another live process uses this cluster.instance name on this host; give each instance its own name');

@@ -12,6 +12,12 @@ export interface MemberStatus {
   host: string;
   pid: number;
   state: 'live' | 'left' | 'dead';
+  /**
+   * How a member that is not live ended: `stopped` (a clean stop: state left),
+   * `replaced` (its process was gone and its next run took its work over at once: state
+   * dead), `lease_ran_out` (dead); null while live.
+   */
+  ended: 'stopped' | 'replaced' | 'lease_ran_out' | null;
   started_at: string;
   last_heartbeat_at: string;
   /** How long ago the last heartbeat was (ms, on the database's clock). */
@@ -61,7 +67,9 @@ function memberStatus(m: MemberRow & { live: boolean }, now: number, entities: n
     member_id: m.id,
     host: m.host,
     pid: m.pid,
-    state: m.live ? 'live' : m.left_at !== null ? 'left' : 'dead',
+    // A run whose process died counts as dead, also when its next run made it leave at once.
+    state: m.live ? 'live' : m.left_at !== null && m.ended !== 'replaced' ? 'left' : 'dead',
+    ended: m.live ? null : m.ended === 'replaced' ? 'replaced' : m.left_at !== null ? 'stopped' : 'lease_ran_out',
     started_at: iso(m.started_at),
     last_heartbeat_at: iso(m.heartbeat_at),
     heartbeat_lag_ms: now - m.heartbeat_at,
@@ -78,7 +86,14 @@ export function clusterStatusLines(s: ClusterStatus): string[] {
   const live = s.members.filter((m) => m.state === 'live').length;
   lines.push(`members: ${live} live${s.members.length > live ? `, ${s.members.length - live} gone in the last hour` : ''}`);
   for (const m of s.members) {
-    const lease = m.state === 'live' ? `lease ${secs(m.lease_left_ms)} left` : m.state === 'left' ? 'left cleanly' : `lease ran out ${secs(-m.lease_left_ms)} ago`;
+    const lease =
+      m.state === 'live'
+        ? `lease ${secs(m.lease_left_ms)} left`
+        : m.ended === 'stopped'
+          ? 'left cleanly'
+          : m.ended === 'replaced'
+            ? `its process was gone; its next run took its work over ${secs(-m.lease_left_ms)} ago`
+            : `lease ran out ${secs(-m.lease_left_ms)} ago`;
     const holds = [`${m.entities} entities`, `${m.deliveries} deliveries`, ...m.leases].join(', ');
     lines.push(`  ${m.instance.padEnd(20)} ${m.state.padEnd(4)}  pid ${m.pid} on ${m.host}  heartbeat ${secs(m.heartbeat_lag_ms)} ago, ${lease}  holds ${holds}  (member ${m.member_id})`);
   }

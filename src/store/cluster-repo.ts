@@ -18,7 +18,7 @@ const liveHolder = (column: string) =>
 
 type Me = { me: string };
 
-const JOIN = statement<Omit<MemberRow, 'started_at' | 'heartbeat_at' | 'lease_until' | 'left_at'> & { lease_ms: number }>(
+const JOIN = statement<Omit<MemberRow, 'started_at' | 'heartbeat_at' | 'lease_until' | 'left_at' | 'ended'> & { lease_ms: number }>(
   (_qb, p) => sql`
     INSERT INTO cluster_members (id, instance, pid, host, started_at, heartbeat_at, lease_until)
     VALUES (${p.id}, ${p.instance}, ${p.pid}, ${p.host}, ${NOW_MS}, ${NOW_MS}, ${NOW_MS} + ${p.lease_ms})`,
@@ -31,7 +31,9 @@ const RENEW = statement<Me & { lease_ms: number }, { lease_until: number }>(
     WHERE id = ${p.me} AND left_at IS NULL AND lease_until > ${NOW_MS}
     RETURNING lease_until`,
 );
-const LEAVE = statement<Me>((_qb, p) => sql`UPDATE cluster_members SET left_at = ${NOW_MS}, lease_until = LEAST(lease_until, ${NOW_MS}) WHERE id = ${p.me}`);
+const LEAVE = statement<Me & { ended: 'stopped' | 'replaced' }>(
+  (_qb, p) => sql`UPDATE cluster_members SET left_at = ${NOW_MS}, lease_until = LEAST(lease_until, ${NOW_MS}), ended = ${p.ended} WHERE id = ${p.me}`,
+);
 const RELEASE_OUTBOX = statement<Me>((_qb, p) => sql`UPDATE outbox SET claimed_by = NULL WHERE claimed_by = ${p.me}`);
 const RELEASE_ENTITIES = statement<Me>((_qb, p) => sql`DELETE FROM entity_leases WHERE holder = ${p.me}`);
 const RELEASE_LEASES = statement<Me>((_qb, p) => sql`UPDATE cluster_leases SET holder = NULL WHERE holder = ${p.me}`);
@@ -122,9 +124,12 @@ export class ClusterRepo {
     return (await this.x.get(RENEW, { me, lease_ms: leaseMs })) !== undefined;
   }
 
-  /** A clean stop: the member is no longer live, and what it held is free for the others at once. */
-  async leave(me: string): Promise<void> {
-    await this.x.run(LEAVE, { me });
+  /**
+   * The member is no longer live, and what it held is free for the others at once: at a clean
+   * stop, or (`replaced`) when the next run of its instance found its process gone.
+   */
+  async leave(me: string, ended: 'stopped' | 'replaced' = 'stopped'): Promise<void> {
+    await this.x.run(LEAVE, { me, ended });
     await this.x.run(RELEASE_OUTBOX, { me });
     await this.x.run(RELEASE_ENTITIES, { me });
     await this.x.run(RELEASE_LEASES, { me });

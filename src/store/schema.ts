@@ -148,6 +148,8 @@ export interface Database {
     heartbeat_at: number;
     lease_until: number;
     left_at: number | null;
+    /** How it left (0008): 'stopped' (a clean stop) or 'replaced' (its process died; its next run made it leave). */
+    ended: 'stopped' | 'replaced' | null;
   };
   /** Named work one live member does (`timers`); `token` grows with every change of holder. */
   cluster_leases: {
