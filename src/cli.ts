@@ -127,6 +127,12 @@ function positiveInt(v: string): number {
   return n;
 }
 
+function port(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number from 0 to 65535 (0 = any free port)');
+  return n;
+}
+
 function atLeastOne(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number ≥ 1');
@@ -365,7 +371,7 @@ program
 program
   .command('simulate')
   .description('run the Hosting Control API simulator alone')
-  .option('--port <n>', 'port (0 = any free port)', positiveInt, 8787)
+  .option('--port <n>', 'port (0 = any free port)', port, 8787)
   .option('--seed <s>', 'world seed', positiveInt, 1)
   .option('--sites <n>', 'number of sites', positiveInt, 5)
   .option('--tick <ms>', 'advance the world every N ms (0 = never)', positiveInt, 5000)
@@ -406,7 +412,10 @@ rulesCmd
         passed += r.passed;
       } catch (e) {
         if (e instanceof RuleErrors) fail(e.message, EXIT_CONFIG);
-        if ((e as NodeJS.ErrnoException).code === 'ENOENT') fail(`${file}: no such file`, EXIT_CONFIG);
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT') fail(`${file}: no such file`, EXIT_CONFIG);
+        if (code === 'EISDIR') fail(`${file}: is a folder; give the test files in it, like ${file.replace(/\/+$/, '')}/*.test.yaml`, EXIT_CONFIG);
+        if (code === 'EACCES') fail(`${file}: cannot be read by this user`, EXIT_CONFIG);
         throw e;
       }
     }
@@ -467,7 +476,8 @@ program
   .option('--rule <name>', 'the rule that should have sent it')
   .action(async (id: string | undefined, o: { config?: string; subject?: string; rule?: string }) => {
     if ((id === undefined) === (o.subject === undefined || o.rule === undefined)) {
-      fail('hostwatch explain: give an EVENT_ID, or --subject S and --rule R (not both)', EXIT_CONFIG);
+      const given = id !== undefined ? 'an EVENT_ID and --subject/--rule were both given' : o.subject === undefined && o.rule === undefined ? 'nothing to explain was given' : `--${o.subject === undefined ? 'subject' : 'rule'} is missing`;
+      fail(`hostwatch explain: ${given}: give an EVENT_ID, or --subject S and --rule R (not both)`, EXIT_CONFIG);
     }
     const config = await load(o.config, { secretsOptional: true });
     const rules = loadRulesOrExit(config);

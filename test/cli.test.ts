@@ -162,9 +162,15 @@ describe('hostwatch run', () => {
 
 describe('bad arguments', () => {
   it('are refused with exit code 2 and a reason', async () => {
-    const r = await hostwatch(['simulate', '--port', 'abc']);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain('must be a whole number');
+    for (const bad of ['abc', '99999', '-1']) {
+      const r = await hostwatch(['simulate', '--port', bad]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`option '--port <n>' argument '${bad}' is invalid. must be a port number from 0 to 65535 (0 = any free port)`);
+    }
+    // A folder where a rule test file is expected.
+    const dir = await hostwatch(['rules', 'test', 'test/fixtures/rules/tests']);
+    expect(dir.code).toBe(2);
+    expect(dir.stderr).toBe('test/fixtures/rules/tests: is a folder; give the test files in it, like test/fixtures/rules/tests/*.test.yaml\n');
     const u = await hostwatch(['frobnicate']);
     expect(u.code).toBe(2);
     expect(u.stderr).toContain("unknown command 'frobnicate'");

@@ -66,7 +66,10 @@ describe('hostwatch deliveries and redeliver', () => {
 
     const none = await hostwatch(['redeliver', '-c', config], env);
     expect(none.code).toBe(2);
-    expect(none.stderr).toContain('hostwatch redeliver: give an event id (or #row) or --dead, not both');
+    expect(none.stderr).toContain('hostwatch redeliver: neither was given: give an event id (or #row) or --dead, not both');
+    const both = await hostwatch(['redeliver', id, '--dead', '-c', config], env);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('hostwatch redeliver: both were given: give an event id (or #row) or --dead, not both');
 
     const again = await hostwatch(['redeliver', '--dead', '-c', config], env);
     expect(again.code).toBe(0);

@@ -113,6 +113,20 @@ describe('hostwatch explain EVENT_ID', () => {
     expect(lines.slice(14)).toEqual(['delivery:', '  screen: delivered after 1 attempt(s)', '']);
   });
 
+  it('says what is missing when it is given nothing to explain, or only half of --subject and --rule, exit 2', async () => {
+    const tail = ': give an EVENT_ID, or --subject S and --rule R (not both)\n';
+    const cases: Array<[string[], string]> = [
+      [[], 'nothing to explain was given'],
+      [['--subject', 'sites/1/health'], '--rule is missing'],
+      [['x', '--subject', 's', '--rule', 'r'], 'an EVENT_ID and --subject/--rule were both given'],
+    ];
+    for (const [args, said] of cases) {
+      const r = await hostwatch(['explain', ...args, '-c', configPath], { env });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toBe(`hostwatch explain: ${said}${tail}`);
+    }
+  });
+
   it('says when an event is unknown, exit 1', async () => {
     const r = await hostwatch(['explain', '00000000-0000-8000-8000-000000000000', '-c', configPath], { env });
     expect(r.code).toBe(1);

@@ -181,7 +181,9 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .option('--dead', 'every dead-lettered row (and re-enable the disabled channels it covers)')
     .option('--channel <name>', 'only this channel')
     .action(async (id: string | undefined, o: { config?: string; dead?: boolean; channel?: string }) => {
-      if ((id === undefined) === (o.dead !== true)) h.fail('hostwatch redeliver: give an event id (or #row) or --dead, not both', EXIT_ARGS);
+      if ((id === undefined) === (o.dead !== true)) {
+        h.fail(`hostwatch redeliver: ${id === undefined ? 'neither was given' : 'both were given'}: give an event id (or #row) or --dead, not both`, EXIT_ARGS);
+      }
       await withStore(h, o.config, async (store) => {
         const now = Date.now();
         const enabled: string[] = [];
