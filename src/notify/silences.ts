@@ -143,7 +143,9 @@ export class SilenceMatcher {
 export function amtoolToCel(text: string): string | null {
   let body = text.trim();
   if (body.startsWith('{') && body.endsWith('}')) body = body.slice(1, -1).trim();
-  const MATCHER = /\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,"']+)\s*(?:,|\s|$)/y;
+  // A bare value never starts with an operator's character: `site_id == ` is CEL cut short,
+  // not the matcher site_id = "=".
+  const MATCHER = /\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,"'=!~][^\s,"']*)\s*(?:,|\s|$)/y;
   const parts: string[] = [];
   let at = 0;
   while (at < body.length) {
