@@ -235,3 +235,20 @@ describe('the README command table', () => {
     // One CLI process per command, one after another: slow on a loaded 2-core machine.
   }, 180_000);
 });
+
+describe('docs/configuration.md', () => {
+  it('shows what `hostwatch check --sites 1000` prints for a config of one channel, as it prints it', async () => {
+    const doc = read('docs/configuration.md');
+    const start = doc.indexOf('$ hostwatch check -c hostwatch.yaml --sites 1000\n');
+    expect(start).toBeGreaterThanOrEqual(0);
+    const shown = doc.slice(doc.indexOf('\n', start) + 1, doc.indexOf('\n```', start));
+    const tmp = tempDir();
+    cleanups.push(tmp.cleanup);
+    const config = join(tmp.dir, 'hostwatch.yaml');
+    writeFileSync(config, 'api: { base_url: "https://panel.example.com", key: k }\nstorage: { path: ./hostwatch.db }\nchannels: [{ name: ops, type: console }]\n');
+    const r = await hostwatch(['check', '-c', 'hostwatch.yaml', '--sites', '1000'], { cwd: tmp.dir });
+    expect(r.code).toBe(0);
+    // The file is named absolute (the docs show it as given).
+    expect(r.stdout.replaceAll(`${tmp.dir}/`, '').trimEnd()).toBe(shown);
+  });
+});
