@@ -155,7 +155,7 @@ export interface App {
 
 /** Load the built-in rule packs and the user's rule paths for a config. */
 export function rulesFor(config: Config): CompiledRule[] {
-  return loadRules(join(packageRoot(), 'rules'), config.rules, { sourceNames: SOURCE_NAMES, cwd: process.cwd() });
+  return loadRules(join(packageRoot(), 'rules'), config.rules, { sourceNames: SOURCE_NAMES, cwd: process.cwd(), configFile: config.file });
 }
 
 /**

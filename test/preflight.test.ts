@@ -108,6 +108,14 @@ describe('hostwatch check reports what run would refuse', () => {
     expect(ok.code).toBe(0);
   });
 
+  it('a rules path that does not exist, named as its entry of the config\'s rules list', async () => {
+    write('mine.yaml', 'rules: []\n');
+    write('config.yaml', config('rules: [./mine.yaml, ./nope.yaml]\n'));
+    const r = await hostwatch(['check', '-c', 'config.yaml'], { env, cwd: tmp.dir });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('config.yaml: rules[1]: nope.yaml: no such file or folder\n');
+  });
+
   it('a storage path that names a folder', async () => {
     mkdirSync(join(tmp.dir, 'state'));
     const file = write('config.yaml', config().replace('./state/hostwatch.db', './state'));

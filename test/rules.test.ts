@@ -76,6 +76,17 @@ describe('a rule file with an error is refused with file, line and reason', () =
     ['bad-window.yaml', ['test/fixtures/rules/bad-window.yaml:6: rules[0].window: must be a duration like 30s, 10m, 4h or 1h30m (got "a-day")']],
     ['override-timing-on-change.yaml', ['test/fixtures/rules/override-timing-on-change.yaml:3: rules[0].for: only for kind: alert rules (backup-failed is a change rule)']],
     [
+      // A bad name does not hide the entry's other problems: every error at once.
+      'bad-name-and-more.yaml',
+      [
+        'test/fixtures/rules/bad-name-and-more.yaml:2: rules[0].name: must be lower-case letters, digits and dashes (got "R_Five")',
+        'test/fixtures/rules/bad-name-and-more.yaml:7: rules[0].whenn: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent',
+        'test/fixtures/rules/bad-name-and-more.yaml:4: rules[0].kind: must be one of change, alert (got "sometimes")',
+        'test/fixtures/rules/bad-name-and-more.yaml:6: rules[0].severity: must be one of info, warning, critical (got "urgent")',
+        'test/fixtures/rules/bad-name-and-more.yaml:2: rules[0].when: must be a CEL expression (a non-empty string)',
+      ],
+    ],
+    [
       'misspelt-override.yaml',
       ['test/fixtures/rules/misspelt-override.yaml:3: rules[0].name: no rule is named site-ofline (did you mean site-offline?): an entry with only enabled changes an existing rule; a new rule needs event, kind, source and when'],
     ],

@@ -92,6 +92,8 @@ export interface LoadRulesOptions {
   sourceNames: readonly string[];
   /** Paths are shown relative to this folder in messages. */
   cwd?: string;
+  /** The config file that lists the user's paths: a missing one is named as its `rules[i]`. */
+  configFile?: string;
 }
 
 /**
@@ -106,8 +108,10 @@ export function loadRules(builtinDir: string, userPaths: readonly string[], opts
   // A user path that is the built-in folder itself (config.example.yaml's ./rules, run from
   // the repository) must not load every built-in rule twice.
   const builtinReal = realOrSelf(builtinDir);
-  const extra = userPaths.filter((p) => realOrSelf(p) !== builtinReal);
-  const files = [...listRuleFiles(builtinDir, errors, opts), ...extra.flatMap((p) => listRuleFiles(p, errors, opts))];
+  const files = listRuleFiles(builtinDir, errors, opts);
+  userPaths.forEach((p, i) => {
+    if (realOrSelf(p) !== builtinReal) files.push(...listRuleFiles(p, errors, opts, i));
+  });
   for (const file of files) {
     const shown = opts.cwd ? relative(opts.cwd, file) || file : file;
     parseRuleFile(readFileSync(file, 'utf8'), shown, opts, rules, errors);
@@ -124,12 +128,16 @@ function realOrSelf(path: string): string {
   }
 }
 
-function listRuleFiles(path: string, errors: RuleError[], opts: LoadRulesOptions): string[] {
+/** `index`: where the config's `rules` list names `path` (for a message that names it). */
+function listRuleFiles(path: string, errors: RuleError[], opts: LoadRulesOptions, index?: number): string[] {
   let st;
   try {
     st = statSync(path);
   } catch {
-    errors.push({ file: opts.cwd ? relative(opts.cwd, path) : path, line: null, path: 'rules', message: 'no such file or folder' });
+    const shown = opts.cwd ? relative(opts.cwd, path) : path;
+    if (opts.configFile !== undefined && index !== undefined) {
+      errors.push({ file: opts.cwd ? relative(opts.cwd, opts.configFile) || opts.configFile : opts.configFile, line: null, path: `rules[${index}]`, message: `${shown}: no such file or folder` });
+    } else errors.push({ file: shown, line: null, path: 'rules', message: 'no such file or folder' });
     return [];
   }
   if (!st.isDirectory()) return [path];
@@ -173,11 +181,14 @@ export function parseRuleFile(
     const p = (k?: string): (string | number)[] => (k === undefined ? ['rules', i] : ['rules', i, k]);
     if (!isRecord(raw)) return err(p(), 'each rule is a map');
     const name = raw['name'];
-    if (typeof name !== 'string' || !/^[a-z0-9][a-z0-9-]*$/.test(name)) {
-      return err(p('name'), `must be lower-case letters, digits and dashes (got ${JSON.stringify(name ?? null)})`);
-    }
-    const existing = into.get(name);
+    const named = typeof name === 'string' && /^[a-z0-9][a-z0-9-]*$/.test(name);
     const keys = Object.keys(raw);
+    if (!named) {
+      err(p('name'), `must be lower-case letters, digits and dashes (got ${JSON.stringify(name ?? null)})`);
+      // A new rule's other keys are still checked (every error at once); an override's need its rule.
+      if (keys.every((k) => OVERRIDE_KEYS.includes(k))) return;
+    }
+    const existing = named ? into.get(name) : undefined;
     if (existing && keys.every((k) => OVERRIDE_KEYS.includes(k))) {
       applyOverride(existing, raw, p, err);
       return;
@@ -185,7 +196,7 @@ export function parseRuleFile(
     if (existing) return err(p('name'), `duplicate rule name; "${name}" is already defined at ${existing.origin}`);
     // Only what changes a rule (enabled, params, …) under a name no rule has: a misspelt
     // override, not a new rule without its event, kind, source and when.
-    if (keys.every((k) => OVERRIDE_KEYS.includes(k))) {
+    if (named && keys.every((k) => OVERRIDE_KEYS.includes(k))) {
       const near = closest(name, [...into.keys()]);
       return err(p('name'), `no rule is named ${name}${near ? ` (did you mean ${near}?)` : ''}: an entry with only ${keys.filter((k) => k !== 'name').join(', ') || 'a name'} changes an existing rule; a new rule needs event, kind, source and when`);
     }
@@ -246,7 +257,7 @@ export function parseRuleFile(
     if (everyMs !== null && !clock && kind === 'alert') {
       bad('every', 'only for rules that read the clock (now) or absence rules: other alerts are evaluated at each poll');
     }
-    if (!ok || !condition || !tpl || (raw['description'] !== undefined && !description) || (absentRaw !== undefined && !absence)) return;
+    if (!named || !ok || !condition || !tpl || (raw['description'] !== undefined && !description) || (absentRaw !== undefined && !absence)) return;
     into.set(name, {
       name,
       event: event as string,
