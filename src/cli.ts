@@ -220,7 +220,8 @@ program
         if (!(e instanceof RuleErrors)) throw e;
         problems.push(e.message);
       }
-      for (const p of unknownEventNames(config, rules)) problems.push(`${config.file}: ${p}`);
+      // Only against rules that loaded: with a broken rule file, its events would all look unknown.
+      if (problems.length === 0) for (const p of unknownEventNames(config, rules)) problems.push(`${config.file}: ${p}`);
       let calendar: MaintenanceCalendar | null = null;
       try {
         // Routes, maintenance matches and inhibit targets compile exactly as the daemon's.
