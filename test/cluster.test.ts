@@ -174,13 +174,13 @@ describe('outbox claims on PostgreSQL', () => {
     const b = member(store, 'b', 30_000);
     await a.m.beat();
     await b.m.beat();
-    const [ra, rb] = await Promise.all([clusterClaims(store, a.m).due(1_000, 25, []), clusterClaims(store, b.m).due(1_000, 25, [])]);
+    const [ra, rb] = await Promise.all([clusterClaims(store, a.m).due(1_000, 25, 25, [], []), clusterClaims(store, b.m).due(1_000, 25, 25, [], [])]);
     const ids = [...ra, ...rb].map((r) => r.id);
     expect(ids.length).toBe(40);
     expect(new Set(ids).size).toBe(40);
     expect(ra.every((r) => r.claimed_by === 'a#1') && rb.every((r) => r.claimed_by === 'b#1')).toBe(true);
     // Claimed rows are nobody else's while their member is live.
-    expect(await clusterClaims(store, b.m).due(1_000, 100, rb.map((r) => r.id))).toEqual([]);
+    expect(await clusterClaims(store, b.m).due(1_000, 100, 100, rb.map((r) => r.id), [])).toEqual([]);
   });
 
   it('lets another member take the rows of a member whose lease ran out, and refuses the first member\'s send and record', async () => {
@@ -191,14 +191,14 @@ describe('outbox claims on PostgreSQL', () => {
     await a.m.beat();
     await b.m.beat();
     const claimsA = clusterClaims(store, a.m);
-    const taken = await claimsA.due(1_000, 10, []);
+    const taken = await claimsA.due(1_000, 10, 10, [], []);
     expect(taken.length).toBe(3);
     expect(claimsA.maySend(taken)).toBe(true);
     // a is paused past its lease; b claims the rows under new tokens and records them sent.
     await keepBeating(b.m, 1_200);
     await b.m.beat();
     const claimsB = clusterClaims(store, b.m);
-    const retaken = await claimsB.due(1_000, 10, []);
+    const retaken = await claimsB.due(1_000, 10, 10, [], []);
     expect(retaken.map((r) => r.id)).toEqual(taken.map((r) => r.id));
     expect(retaken.every((r, i) => r.claim_token === taken[i]!.claim_token + 1)).toBe(true);
     const record = (row: (typeof taken)[number]) =>

@@ -8,7 +8,7 @@ import type { HostwatchEvent } from '../src/events/types.js';
 import { cloudEventRequest } from '../src/notify/channels/webhook.js';
 import { siteEvent } from './events-fixture.js';
 import { startWorld, type World, rows } from './harness.js';
-import { startReceiver, TEST_SECRET, type Answer, type Received, type Receiver } from './receiver.js';
+import { startReceiver, TEST_SECRET, waitFor, type Answer, type Received, type Receiver } from './receiver.js';
 
 const NEW_SECRET = `whsec_${Buffer.from('the-new-secret-after-rotation-32').toString('base64')}`;
 
@@ -28,6 +28,35 @@ async function receiver(opts: { secret?: string; answer?: (r: Received) => Answe
   cleanups.push(() => r.close());
   return r;
 }
+
+describe('a channel whose receiver hangs', () => {
+  it('holds back only its own rows: the other channel gets every event at once, also those committed while the hung sends wait', async () => {
+    const w = await world();
+    const hung = await receiver({ answer: () => 'hold' });
+    const ok = await receiver();
+    const app = await w.app({
+      channels: [
+        { name: 'hung', type: 'webhook', url: hung.url, secret: TEST_SECRET, timeout: '20s' },
+        { name: 'ok', type: 'webhook', url: ok.url, secret: TEST_SECRET },
+      ],
+      delivery: { concurrency: 2 },
+    });
+    app.worker.start();
+    const t0 = Date.now();
+    // More events than the hung channel has lanes: its rows queue up, and the first two hang.
+    for (let i = 1; i <= 5; i++) await app.notifier.publish(siteEvent(`h${i}`, i));
+    await waitFor(() => ok.accepted().length === 5 && hung.requests.length === 2, 'the other channel', 5_000);
+    // Still hanging (20 s timeout): it was never the hung channel's turn to end.
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(hung.requests).toHaveLength(2);
+    // An event committed later goes out at once too.
+    await app.notifier.publish(siteEvent('h6', 6));
+    await waitFor(() => ok.accepted().length === 6, 'the later event', 2_000);
+    expect(hung.requests).toHaveLength(2);
+    await hung.close();
+    await app.stop();
+  });
+});
 
 describe('webhook channel', () => {
   it('a 410 Gone disables the endpoint: the row is dead, an operator event says so, and later events are not sent to it', async () => {

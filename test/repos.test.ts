@@ -198,6 +198,25 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
       expect(backups.map((x) => JSON.parse(x.body).id)).toEqual([c.id, b.id]);
     });
 
+    it('hands out at most the given number of due rows per channel, so a backlog of one channel leaves room for the others', async () => {
+      const events = Array.from({ length: 6 }, (_, i) => siteEvent(`lane-${i}`, 40 + i));
+      await tx(async (t) => {
+        for (const e of events) {
+          await t.events.addEvent(toEventRow(e));
+          await t.events.enqueue(outboxRow(e.id, 'backlog'));
+        }
+        await t.events.enqueue(outboxRow(events[5]!.id, 'other'));
+      });
+      const mine = (rows: Array<{ event_id: string; channel: string }>): string[] =>
+        rows.flatMap((d) => {
+          const i = events.findIndex((e) => e.id === d.event_id);
+          return i < 0 ? [] : [`${d.channel}:${i}`];
+        });
+      // Oldest first, two of the backlog's and the other channel's one; without a cap, the first three rows are all the backlog's.
+      expect(mine(await r.events.due(200, 3, 2))).toEqual(['backlog:0', 'backlog:1', 'other:5']);
+      expect(mine(await r.events.due(200, 3))).toEqual(['backlog:0', 'backlog:1', 'backlog:2']);
+    });
+
     it('refuses an event insert outside a transaction (it could commit out of seq order)', async () => {
       await expect(r.events.addEvent(toEventRow(siteEvent('outside', 1)))).rejects.toThrow('events are stored inside a transaction');
     });

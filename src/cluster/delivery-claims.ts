@@ -17,9 +17,11 @@ export function clusterClaims(store: Store, membership: Membership): DeliveryCla
   // Not live (yet, or any more): claim nothing; what this member holds goes to the others.
   const mine = (): string | null => (membership.live(membership.marginMs) ? membership.id : null);
   return {
-    async due(now, limit, busy) {
+    // Claimed FOR UPDATE, which allows no window to count rows per channel: a full channel's
+    // rows are left out instead, so they are not claimed to wait.
+    async due(now, limit, _perChannel, busy, full) {
       const me = mine();
-      return me === null ? [] : repo.claimDue(me, now, limit, busy);
+      return me === null ? [] : repo.claimDue(me, now, limit, busy, full);
     },
     async group(channel, groupKey, now, limit, busy) {
       const me = mine();

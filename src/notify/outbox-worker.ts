@@ -7,7 +7,6 @@ import type { Unit } from '../store/commit-queue.js';
 import { repos, type Repos } from '../store/repos.js';
 import type { Channel, SendResult } from './channel.js';
 import { nextStep } from './retry.js';
-import { mapLimit } from '../semaphore.js';
 
 /** The most events one grouped message carries; the rest go in the next one. */
 export const MAX_GROUP = 500;
@@ -46,8 +45,12 @@ export function channelHealth(
  * token that its attempt is recorded under.
  */
 export interface DeliveryClaims {
-  /** Due rows to send, oldest first; `busy` rows are being sent by this worker already. */
-  due(now: number, limit: number, busy: readonly number[]): Promise<DueDelivery[]>;
+  /**
+   * Due rows to send, oldest first, at most `limit`: `busy` rows are being sent by this
+   * worker already, and the rows of the `full` channels (every lane taken) are left for
+   * later. `perChannel`: a channel's lanes (more of one channel's rows could not be started).
+   */
+  due(now: number, limit: number, perChannel: number, busy: readonly number[], full: readonly string[]): Promise<DueDelivery[]>;
   /** The due rows of one group (one message carries them), as `due`. */
   group(channel: string, groupKey: string, now: number, limit: number, busy: readonly number[]): Promise<DueDelivery[]>;
   /** Rows claimed earlier may still be sent now (checked right before the send). */
@@ -58,7 +61,9 @@ export interface DeliveryClaims {
 export function localClaims(store: Store): DeliveryClaims {
   const r = repos(store);
   return {
-    due: (now, limit) => r.events.due(now, limit),
+    // At most `limit` rows of any one channel: a channel with a backlog (its receiver hangs)
+    // does not crowd the others' rows out of the read.
+    due: async (now, limit, perChannel, _busy, full) => (await r.events.due(now, limit, perChannel)).filter((row) => !full.includes(row.channel)),
     group: (channel, groupKey, now, limit) => r.delivery.groupRows(channel, groupKey, now, limit),
     maySend: () => true,
   };
@@ -119,6 +124,14 @@ interface Unrecorded {
  */
 export class OutboxWorker {
   private readonly inFlight = new Set<number>();
+  /**
+   * Sends in flight per channel. Each channel has its own `concurrency` lanes: a receiver
+   * that hangs until its timeout, or a provider's wait (a 429's Retry-After, Slack's pace),
+   * holds back only its own channel's rows.
+   */
+  private readonly lanes = new Map<string, number>();
+  /** The attempts in flight (deliverDue and stop wait for them; the loop does not). */
+  private readonly sending = new Set<Promise<void>>();
   /** Groups (channel, group key) whose message is being made or sent. */
   private readonly groupsInFlight = new Set<string>();
   private running = false;
@@ -177,6 +190,7 @@ export class OutboxWorker {
     this.running = false;
     this.wake?.();
     await this.loop;
+    await Promise.allSettled([...this.sending]);
   }
 
   /**
@@ -203,19 +217,60 @@ export class OutboxWorker {
   }
 
   /**
-   * One pass: send every row that is due now (bounded concurrency). Returns rows attempted.
-   * Nothing is sent while the store fails (a record could not be written): a message sent
-   * then could not be recorded either, and would only be sent again.
+   * Send every row that is due now, and wait until those sends (and the rows that fall due
+   * while they run) are done. Returns rows attempted. Nothing is sent while the store fails
+   * (a record could not be written): a message sent then could not be recorded either, and
+   * would only be sent again. The daemon's loop starts sends without waiting (startDue).
    */
   async deliverDue(): Promise<number> {
     let attempted = 0;
-    const halted = (): boolean => this.stopping || this.storeFailures > 0;
     for (;;) {
-      if (halted()) return attempted;
-      const rows = (await this.claims.due(this.deps.now(), this.deps.concurrency * 4, this.busy())).filter((r) => !this.inFlight.has(r.id) && !this.unrecorded.has(r.id));
-      if (rows.length === 0) return attempted;
-      attempted += await mapLimit(rows, this.deps.concurrency, (r) => this.attempt(r), halted);
+      attempted += await this.startDue();
+      if (this.sending.size === 0) return attempted;
+      await Promise.race(this.sending);
     }
+  }
+
+  /** Channels whose every lane is taken. */
+  private fullChannels(): string[] {
+    return [...this.lanes].filter(([, n]) => n >= this.deps.concurrency).map(([channel]) => channel);
+  }
+
+  /**
+   * Start a send for each row due now on a channel with a free lane, without waiting for
+   * it; each one, once done, wakes the loop to look again. Returns how many were started.
+   */
+  private async startDue(): Promise<number> {
+    const halted = (): boolean => this.stopping || this.storeFailures > 0;
+    if (halted()) return 0;
+    const rows = await this.claims.due(this.deps.now(), this.deps.concurrency * 4, this.deps.concurrency, this.busy(), this.fullChannels());
+    let started = 0;
+    for (const row of rows) {
+      if (halted()) break;
+      const lanes = this.lanes.get(row.channel) ?? 0;
+      // Taken already, or its group's message is being made or sent (it takes this row too),
+      // or its channel has no lane free.
+      const group = this.groupOf(row);
+      if (this.inFlight.has(row.id) || this.unrecorded.has(row.id) || (group !== null && this.groupsInFlight.has(group)) || lanes >= this.deps.concurrency) continue;
+      this.lanes.set(row.channel, lanes + 1);
+      const send: Promise<void> = this.attempt(row)
+        .catch((e: unknown) => {
+          // A read of the store failed (the record's own failures are held, record()).
+          this.storeFailed();
+          this.deps.log.error({ err: this.deps.scrub(String(e)), retry_in_ms: this.storeRetryAt - this.deps.now() }, 'outbox worker pass failed');
+        })
+        .finally(() => {
+          const left = (this.lanes.get(row.channel) ?? 1) - 1;
+          if (left > 0) this.lanes.set(row.channel, left);
+          else this.lanes.delete(row.channel);
+          this.sending.delete(send);
+          // A lane is free: rows waiting for it may go now.
+          if (this.storeFailures === 0) this.wake?.();
+        });
+      this.sending.add(send);
+      started++;
+    }
+    return started;
   }
 
   /** Rows sent whose attempt is not yet recorded (held back from sending). */
@@ -232,7 +287,7 @@ export class OutboxWorker {
       try {
         await this.recordHeld();
         if (this.storeFailures === 0) {
-          await this.deliverDue();
+          await this.startDue();
           if (!this.running) break;
           const next = await this.r.events.nextDue();
           if (next !== null) wait = Math.min(IDLE_POLL_MS, Math.max(0, next - this.deps.now()));
@@ -305,10 +360,15 @@ export class OutboxWorker {
    * Send one due row, or, for a channel that sends groups, every due row of its group as
    * one message. Every row gets its own attempt record with the shared result.
    */
+  /** The group whose one message carries this row (channel and key), or null when it goes alone. */
+  private groupOf(row: DueDelivery): string | null {
+    return row.group_key !== null && this.deps.channels.get(row.channel)?.sendBatch !== undefined ? `${row.channel}\u0000${row.group_key}` : null;
+  }
+
   private async attempt(first: DueDelivery): Promise<void> {
     const channel = this.deps.channels.get(first.channel);
-    const grouped = first.group_key !== null && channel?.sendBatch !== undefined;
-    const group = grouped ? `${first.channel}\u0000${first.group_key}` : null;
+    const group = this.groupOf(first);
+    const grouped = group !== null;
     // Taken by its group's message already, or that message is being made: it picks this row up.
     if (this.inFlight.has(first.id) || (group !== null && this.groupsInFlight.has(group))) return;
     // Claimed before the first await, so a concurrent attempt cannot take the row or its group.

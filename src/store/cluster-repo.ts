@@ -94,7 +94,8 @@ const claim = (p: ClaimParams, where: ReturnType<typeof sql>) => sql`
   FROM (SELECT outbox.id FROM outbox WHERE ${claimable(p)} AND ${where} ORDER BY outbox.id LIMIT ${p.limit} FOR UPDATE SKIP LOCKED) AS c, events e
   WHERE o.id = c.id AND e.id = o.event_id
   RETURNING o.*, e.body`;
-const CLAIM = statement<ClaimParams, DueDelivery>((_qb, p) => claim(p, sql`TRUE`));
+// Not the rows of channels whose every lane is taken (`full`): they would wait, claimed.
+const CLAIM = statement<ClaimParams & { full: string[] }, DueDelivery>((_qb, p) => claim(p, sql`NOT (outbox.channel = ANY(${p.full}::text[]))`));
 const CLAIM_GROUP = statement<ClaimParams & { channel: string; group_key: string }, DueDelivery>((_qb, p) =>
   claim(p, sql`outbox.channel = ${p.channel} AND outbox.group_key = ${p.group_key}`),
 );
@@ -149,8 +150,8 @@ export class ClusterRepo {
    * Claim due outbox rows for `me` (oldest first), with a new claim token each; rows in
    * `busy` (being sent by this member) are left alone.
    */
-  async claimDue(me: string, now: number, limit: number, busy: readonly number[]): Promise<DueDelivery[]> {
-    return byId(await this.x.all(CLAIM, { me, now, limit, busy: [...busy] }));
+  async claimDue(me: string, now: number, limit: number, busy: readonly number[], full: readonly string[] = []): Promise<DueDelivery[]> {
+    return byId(await this.x.all(CLAIM, { me, now, limit, busy: [...busy], full: [...full] }));
   }
 
   /** Claim the due rows of one group (one message carries them), as claimDue. */

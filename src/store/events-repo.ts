@@ -1,5 +1,5 @@
 import { pick, statement, variants, type Executor } from './sql.js';
-import type { Selectable } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import { COLUMNS, type Database } from './schema.js';
 import type { HostwatchEvent } from '../events/types.js';
 
@@ -77,16 +77,20 @@ const INSERT_EVENT = statement<Omit<EventRow, 'seq'>>((qb, p) =>
 const INSERT_OUTBOX = statement<Omit<OutboxRow, 'id' | 'claimed_by' | 'claim_token'>>((qb, p) =>
   qb.insertInto('outbox').values(pick(p, COLUMNS.outbox)).onConflict((oc) => oc.columns(['event_id', 'channel']).doNothing()),
 );
-const DUE = statement<{ now: number; limit: number }, DueDelivery>((qb, p) =>
-  qb
-    .selectFrom('outbox')
-    .innerJoin('events', 'events.id', 'outbox.event_id')
-    .selectAll('outbox')
-    .select('events.body')
-    .where('outbox.state', '=', 'pending')
-    .where('outbox.next_attempt_at', '<=', p.now)
-    .orderBy('outbox.id')
-    .limit(p.limit),
+// The oldest due rows, at most `per_channel` of each channel (numbered by a window over
+// the due rows: a backlog of one channel does not fill the read).
+const DUE = statement<{ now: number; limit: number; per_channel: number }, DueDelivery>(
+  (_qb, p) => sql`
+    SELECT o.id, o.event_id, o.channel, o.state, o.attempts, o.next_attempt_at, o.last_error, o.created_at, o.updated_at,
+      o.group_key, o.claimed_by, o.claim_token, e.body
+    FROM (
+      SELECT outbox.*, ROW_NUMBER() OVER (PARTITION BY outbox.channel ORDER BY outbox.id) AS n
+      FROM outbox WHERE outbox.state = 'pending' AND outbox.next_attempt_at <= ${p.now}
+    ) AS o
+    JOIN events AS e ON e.id = o.event_id
+    WHERE o.n <= ${p.per_channel}
+    ORDER BY o.id
+    LIMIT ${p.limit}`,
 );
 const UPDATE_OUTBOX = statement<AttemptUpdate>((qb, p) =>
   qb
@@ -193,8 +197,8 @@ export class EventsRepo {
    * Pending deliveries whose time has come, oldest first. (Cluster members claim them
    * instead: ClusterRepo.claimDue.)
    */
-  due(now: number, limit: number): Promise<DueDelivery[]> {
-    return this.x.all(DUE, { now, limit });
+  due(now: number, limit: number, perChannel = limit): Promise<DueDelivery[]> {
+    return this.x.all(DUE, { now, limit, per_channel: perChannel });
   }
 
   /**
