@@ -7,6 +7,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChannelConfig, RouteConfig } from '../src/config/types.js';
 import { groupDueAt, groupKey, nextDigestAt } from '../src/notify/grouping.js';
+import { MaintenanceCalendar } from '../src/notify/maintenance.js';
 import { compileRoutes, compileRouter, RouteError } from '../src/notify/routing.js';
 import { testClock } from './clock.js';
 import { siteEvent } from './events-fixture.js';
@@ -141,6 +142,59 @@ describe('maintenance windows', () => {
     } finally {
       db.close();
     }
+  });
+});
+
+describe('maintenance windows across a change of the clocks (Europe/Berlin)', () => {
+  /** The minutes (UTC, HH:MM) at which the windows are open, in steps of 30 minutes from `from`. */
+  function openAt(from: string, hours: number): string[] {
+    const calendar = new MaintenanceCalendar([
+      { name: 'sunday', schedule: '0 2 * * 0', duration_ms: 2 * 3_600_000, timezone: 'Europe/Berlin', sites: [], match: null },
+      { name: 'nightly', schedule: '30 2 * * *', duration_ms: 3_600_000, timezone: 'Europe/Berlin', sites: [], match: null },
+    ]);
+    try {
+      const out: string[] = [];
+      for (let t = Date.parse(from); t < Date.parse(from) + hours * 3_600_000; t += 30 * 60_000) {
+        out.push(`${new Date(t).toISOString().slice(11, 16)} ${calendar.open(t).join(',') || '-'}`);
+      }
+      return out;
+    } finally {
+      calendar.close();
+    }
+  }
+
+  it('open at the first minute after the clocks go forward when their start was skipped, for their whole duration', () => {
+    // 29 March 2026: 02:00 CET becomes 03:00 CEST at 01:00Z. Both starts fall in the skipped hour.
+    expect(openAt('2026-03-29T00:00:00Z', 4)).toEqual([
+      '00:00 -',
+      '00:30 -',
+      '01:00 sunday,nightly',
+      '01:30 sunday,nightly',
+      '02:00 sunday',
+      '02:30 sunday',
+      '03:00 -',
+      '03:30 -',
+    ]);
+  });
+
+  it('open once, not twice, when the clocks go back and their start is shown a second time', () => {
+    // 25 October 2026: 03:00 CEST becomes 02:00 CET at 01:00Z; 02:00–02:59 is shown twice.
+    expect(openAt('2026-10-24T23:30:00Z', 5)).toEqual([
+      '23:30 -',
+      '00:00 sunday',
+      '00:30 sunday,nightly',
+      '01:00 sunday,nightly',
+      '01:30 sunday',
+      '02:00 -',
+      '02:30 -',
+      '03:00 -',
+      '03:30 -',
+      '04:00 -',
+    ]);
+  });
+
+  it('open at their local time on an ordinary Sunday', () => {
+    expect(openAt('2026-11-01T00:30:00Z', 3)).toEqual(['00:30 -', '01:00 sunday', '01:30 sunday,nightly', '02:00 sunday,nightly', '02:30 sunday', '03:00 -']);
   });
 });
 

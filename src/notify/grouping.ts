@@ -39,18 +39,26 @@ export function groupDueAt(now: number, g: GroupState, waitMs: number, intervalM
   return now + waitMs;
 }
 
+/** One formatter per time zone (making one costs far more than using it). */
+const FORMATS = new Map<string, Intl.DateTimeFormat>();
+
 /** The zone's offset from UTC at a time, in milliseconds (positive east of Greenwich). */
 export function zoneOffsetMs(at: number, timeZone: string): number {
-  const parts = new Intl.DateTimeFormat('en-US', {
-    timeZone,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    second: '2-digit',
-  }).formatToParts(new Date(at));
+  let format = FORMATS.get(timeZone);
+  if (!format) {
+    format = new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+    });
+    FORMATS.set(timeZone, format);
+  }
+  const parts = format.formatToParts(new Date(at));
   const n = (type: string): number => Number(parts.find((p) => p.type === type)?.value);
   const asUtc = Date.UTC(n('year'), n('month') - 1, n('day'), n('hour'), n('minute'), n('second'));
   return asUtc - Math.floor(at / 1000) * 1000;
