@@ -96,13 +96,14 @@ export class Replay {
   /**
    * Time passing at `at` without a new value: planned as the poller would on an unchanged
    * poll when a timer runs, else the clock rules that are due are evaluated as the
-   * re-evaluator would. Null when the daemon would do nothing.
+   * re-evaluator would. Null when the daemon would do nothing. `poll: false`: no poll
+   * happens at `at`, only the re-evaluator's turn (a clock rule's `every`).
    */
-  tick(source: SourceDef, entity: string, siteId: number | null, at: number): PlanOutput | null {
+  tick(source: SourceDef, entity: string, siteId: number | null, at: number, opts: { poll?: boolean } = {}): PlanOutput | null {
     const key = `${source.name}\u0000${entity}`;
     const head = this.heads.get(key);
     if (!head) return null;
-    if (this.timedSet.has(key)) return this.observe(source, entity, siteId, at, head.value);
+    if (opts.poll !== false && this.timedSet.has(key)) return this.observe(source, entity, siteId, at, head.value);
     const p = this.prepare(source);
     if (!p.clock) return null;
     const due = clockRules(p.rules, (r) => (this.clockNext.get(`${key}\u0000${r.name}`) ?? 0) <= at);

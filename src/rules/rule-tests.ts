@@ -91,10 +91,16 @@ function runTest(t: TestCase, rules: CompiledRule[]): string[] {
   let last = -Infinity;
   for (const [i, step] of t.steps.entries()) {
     const events: HostwatchEvent[] = [];
-    // Unchanged polls every interval between the previous step and this one: time passes.
+    // Between the previous step and this one, time passes as in the daemon: an unchanged
+    // poll every interval, and the clock rules evaluated again at their \`every\`.
     if (last !== -Infinity) {
-      for (let at = last + t.interval; at < step.at; at += t.interval) {
-        events.push(...(replay.tick(source, t.entity, t.siteId, t.start + at)?.events ?? []));
+      const end = t.start + step.at;
+      let poll = t.start + last + t.interval;
+      for (;;) {
+        const at = Math.min(poll, replay.nextClock(source, t.entity) ?? Infinity);
+        if (at >= end) break;
+        events.push(...(replay.tick(source, t.entity, t.siteId, at, { poll: at === poll })?.events ?? []));
+        if (at === poll) poll += t.interval;
       }
     }
     events.push(...replay.observe(source, t.entity, t.siteId, step.time, step.value).events);
