@@ -5,6 +5,8 @@
 
 /** The shortest encoded piece of a secret that is looked for (shorter ones would match ordinary text). */
 const MIN_ENCODED = 8;
+/** The same for a piece that ends the encoded text (with its padding): a password at the end of AUTH PLAIN or Basic credentials. */
+const MIN_ENCODED_END = 6;
 
 /**
  * Each secret as written, and as a server or a library may repeat it encoded: percent-encoded
@@ -12,7 +14,9 @@ const MIN_ENCODED = 8;
  * (`base64("\0user\0pass")`), `AUTH LOGIN` and HTTP Basic credentials carry it. A secret
  * inside a longer base64 text is encoded one of three ways, by where it starts in a group of
  * three bytes, so each of the three is listed: the characters that come from the secret's
- * bytes alone, without the one or two at each end that share bits with its neighbours.
+ * bytes alone, without the one or two at each end that share bits with its neighbours; and,
+ * for a secret that ends the encoded text (a password in AUTH PLAIN or Basic credentials),
+ * the piece up to the end with its padding.
  * Every scrubber (logs, stored errors, API replies) looks for all of them.
  */
 export function secretForms(secrets: readonly string[]): string[] {
@@ -27,10 +31,16 @@ export function secretForms(secrets: readonly string[]): string[] {
       const b64 = Buffer.concat([Buffer.alloc(lead), bytes]).toString('base64');
       // Character i holds bits 6i..6i+5: it is the secret's alone from the first one past the
       // lead bytes' 8·lead bits to the last one inside its 8·(lead + length) bits.
-      const piece = b64.slice(Math.ceil((8 * lead) / 6), Math.floor((8 * (lead + bytes.length)) / 6));
-      if (piece.length < MIN_ENCODED) continue;
-      out.add(piece);
-      out.add(piece.replace(/\+/g, '-').replace(/\//g, '_'));
+      const from = Math.ceil((8 * lead) / 6);
+      const piece = b64.slice(from, Math.floor((8 * (lead + bytes.length)) / 6));
+      // Where the secret ends the encoded text, the rest is its own too: the last character
+      // (its bits padded with zeros) and the `=` padding. So a short secret is still found there.
+      const end = b64.slice(from);
+      for (const [p, min] of [[piece, MIN_ENCODED], [end, MIN_ENCODED_END], [end.replace(/=+$/, ''), MIN_ENCODED]] as const) {
+        if (p.length < min) continue;
+        out.add(p);
+        out.add(p.replace(/\+/g, '-').replace(/\//g, '_'));
+      }
     }
   }
   return [...out];

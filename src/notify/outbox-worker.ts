@@ -132,6 +132,8 @@ export class OutboxWorker {
   private readonly lanes = new Map<string, number>();
   /** The attempts in flight (deliverDue and stop wait for them; the loop does not). */
   private readonly sending = new Set<Promise<void>>();
+  /** Group claims under way (startDue reads nothing meanwhile). */
+  private groupReads = 0;
   /** Groups (channel, group key) whose message is being made or sent. */
   private readonly groupsInFlight = new Set<string>();
   private running = false;
@@ -225,9 +227,10 @@ export class OutboxWorker {
   async deliverDue(): Promise<number> {
     let attempted = 0;
     for (;;) {
-      attempted += await this.startDue();
-      if (this.sending.size === 0) return attempted;
-      await Promise.race(this.sending);
+      const pass = await this.startDue();
+      attempted += pass.started;
+      if (this.sending.size === 0 && (!pass.full || pass.started === 0)) return attempted;
+      if (this.sending.size > 0) await Promise.race(this.sending);
     }
   }
 
@@ -238,12 +241,17 @@ export class OutboxWorker {
 
   /**
    * Start a send for each row due now on a channel with a free lane, without waiting for
-   * it; each one, once done, wakes the loop to look again. Returns how many were started.
+   * it; each one, once done, wakes the loop to look again. Returns how many were started,
+   * and whether the read was full (more rows may be due than it returned).
    */
-  private async startDue(): Promise<number> {
+  private async startDue(): Promise<{ started: number; full: boolean }> {
     const halted = (): boolean => this.stopping || this.storeFailures > 0;
-    if (halted()) return 0;
-    const rows = await this.claims.due(this.deps.now(), this.deps.concurrency * 4, this.deps.concurrency, this.busy(), this.fullChannels());
+    // While a group's rows are being claimed, a read could claim them again (a cluster bumps
+    // their claim token, and the group's record would then fail): read once it is done.
+    if (halted() || this.groupReads > 0) return { started: 0, full: false };
+    // Enough for every channel's lanes: a read holds at most `concurrency` rows of a channel.
+    const limit = this.deps.concurrency * Math.max(4, this.deps.channels.size + 1);
+    const rows = await this.claims.due(this.deps.now(), limit, this.deps.concurrency, this.busy(), this.fullChannels());
     let started = 0;
     for (const row of rows) {
       if (halted()) break;
@@ -270,7 +278,7 @@ export class OutboxWorker {
       this.sending.add(send);
       started++;
     }
-    return started;
+    return { started, full: rows.length >= limit };
   }
 
   /** Rows sent whose attempt is not yet recorded (held back from sending). */
@@ -287,10 +295,13 @@ export class OutboxWorker {
       try {
         await this.recordHeld();
         if (this.storeFailures === 0) {
-          await this.startDue();
+          const pass = await this.startDue();
           if (!this.running) break;
           const next = await this.r.events.nextDue();
-          if (next !== null) wait = Math.min(IDLE_POLL_MS, Math.max(0, next - this.deps.now()));
+          const now = this.deps.now();
+          // A row due later: wake for it. Due now: the read was full (read again at once), or
+          // the rest are being sent or wait for a lane (a send that ends wakes the loop).
+          if (next !== null) wait = next > now ? Math.min(IDLE_POLL_MS, next - now) : pass.full && pass.started > 0 ? 0 : IDLE_POLL_MS;
         }
       } catch (e) {
         this.storeFailed();
@@ -377,7 +388,15 @@ export class OutboxWorker {
     let rows: DueDelivery[] = [first];
     try {
       if (grouped) {
-        const due = await this.claims.group(first.channel, first.group_key!, this.deps.now(), MAX_GROUP, this.busy(first.id));
+        this.groupReads++;
+        let due: DueDelivery[];
+        try {
+          due = await this.claims.group(first.channel, first.group_key!, this.deps.now(), MAX_GROUP, this.busy(first.id));
+        } finally {
+          // Reads held back meanwhile may go now (this runs before the rows below are marked
+          // in flight, but the loop it wakes reads only after them: same turn).
+          if (--this.groupReads === 0 && this.storeFailures === 0) this.wake?.();
+        }
         // Read again: since `first` was read, its group's message may have taken it already.
         const current = due.find((r) => r.id === first.id);
         if (!current) return;
