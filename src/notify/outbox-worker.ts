@@ -61,8 +61,8 @@ export interface DeliveryClaims {
 export function localClaims(store: Store): DeliveryClaims {
   const r = repos(store);
   return {
-    // At most `limit` rows of any one channel: a channel with a backlog (its receiver hangs)
-    // does not crowd the others' rows out of the read.
+    // At most `perChannel` rows of any one channel: a channel with a backlog (its receiver
+    // hangs) does not crowd the others' rows out of the read.
     due: async (now, limit, perChannel, _busy, full) => (await r.events.due(now, limit, perChannel)).filter((row) => !full.includes(row.channel)),
     group: (channel, groupKey, now, limit) => r.delivery.groupRows(channel, groupKey, now, limit),
     maySend: () => true,
@@ -142,6 +142,8 @@ export class OutboxWorker {
   private timer: NodeJS.Timeout | null = null;
   /** Ends the worker's sleep (a kick does, except during a backoff; a stop always does). */
   private wake: (() => void) | null = null;
+  /** A wake-up that came while the loop was not asleep: its next sleep is skipped. */
+  private wakeRequested = false;
   private loop: Promise<void> | null = null;
   /** The repositories on the store (reads outside a transaction). */
   private readonly r: Repos;
@@ -179,7 +181,13 @@ export class OutboxWorker {
    * fails is not asked again sooner because more work arrived.
    */
   kick(): void {
-    if (this.storeFailures === 0) this.wake?.();
+    if (this.storeFailures === 0) this.wakeUp();
+  }
+
+  /** Look again now: ends the loop's sleep, or skips its next one when it is not asleep (in a pass). */
+  private wakeUp(): void {
+    if (this.wake) this.wake();
+    else this.wakeRequested = true;
   }
 
   /**
@@ -273,7 +281,7 @@ export class OutboxWorker {
           else this.lanes.delete(row.channel);
           this.sending.delete(send);
           // A lane is free: rows waiting for it may go now.
-          if (this.storeFailures === 0) this.wake?.();
+          if (this.storeFailures === 0) this.wakeUp();
         });
       this.sending.add(send);
       started++;
@@ -309,6 +317,8 @@ export class OutboxWorker {
       }
       if (!this.running) break;
       if (this.storeFailures > 0) wait = Math.max(0, this.storeRetryAt - this.deps.now());
+      else if (this.wakeRequested) wait = 0;
+      this.wakeRequested = false;
       await new Promise<void>((resolve) => {
         this.wake = resolve;
         this.timer = setTimeout(resolve, wait);
@@ -395,7 +405,7 @@ export class OutboxWorker {
         } finally {
           // Reads held back meanwhile may go now (this runs before the rows below are marked
           // in flight, but the loop it wakes reads only after them: same turn).
-          if (--this.groupReads === 0 && this.storeFailures === 0) this.wake?.();
+          if (--this.groupReads === 0 && this.storeFailures === 0) this.wakeUp();
         }
         // Read again: since `first` was read, its group's message may have taken it already.
         const current = due.find((r) => r.id === first.id);
