@@ -251,5 +251,13 @@ export function freeIdentifiers(root: unknown): Set<string> {
   return used;
 }
 
+/**
+ * The variables an expression uses that are not among `known` (nor CEL's type names);
+ * throws on a syntax error. Used to refuse a match over a variable its input does not have.
+ */
+export function unknownVariables(expr: string, known: readonly string[]): string[] {
+  return [...freeIdentifiers(parseCel(expr).expr)].filter((n) => !known.includes(n) && !CEL_TYPE_NAMES.has(n));
+}
+
 /** CEL type names are identifiers too (`type(site_id) == int`). */
 export const CEL_TYPE_NAMES: ReadonlySet<string> = new Set(['int', 'uint', 'double', 'bool', 'string', 'bytes', 'list', 'map', 'null_type', 'type', 'dyn']);

@@ -1,5 +1,5 @@
 import { isCelError } from '@bufbuild/cel';
-import { CEL_TYPE_NAMES, compileCel, freeIdentifiers, parseCel, type CelProgram } from './cel.js';
+import { compileCel, unknownVariables, type CelProgram } from './cel.js';
 import type { SiteLabelConfig } from './config/types.js';
 import { isRecord } from './is-record.js';
 
@@ -15,7 +15,7 @@ export const SITE_LABEL_VARIABLES: readonly string[] = ['id', 'domain', 'site', 
 
 /** The names of a site_labels match's unknown variables ([] when all are known); throws on a syntax error. */
 export function unknownSiteLabelVariables(match: string): string[] {
-  return [...freeIdentifiers(parseCel(match).expr)].filter((n) => !SITE_LABEL_VARIABLES.includes(n) && !CEL_TYPE_NAMES.has(n));
+  return unknownVariables(match, SITE_LABEL_VARIABLES);
 }
 
 type Compiled = { test: CelProgram | null; labels: Record<string, string> } | { from: 'client_reports'; label: string };

@@ -1,4 +1,4 @@
-import { CEL_TYPE_NAMES, freeIdentifiers, parseCel } from '../cel.js';
+import { unknownVariables } from '../cel.js';
 
 /**
  * The variables an event match can use: a route's `match`, a maintenance window's `match`,
@@ -11,5 +11,5 @@ export const MATCH_VARIABLES: readonly string[] = ['type', 'name', 'severity', '
 
 /** The names of an event match's unknown variables ([] when all are known); throws on a syntax error. */
 export function unknownMatchVariables(match: string): string[] {
-  return [...freeIdentifiers(parseCel(match).expr)].filter((n) => !MATCH_VARIABLES.includes(n) && !CEL_TYPE_NAMES.has(n));
+  return unknownVariables(match, MATCH_VARIABLES);
 }
