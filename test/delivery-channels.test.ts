@@ -65,6 +65,32 @@ describe('channels whose receivers hang', () => {
   });
 });
 
+describe('retries while another channel hangs', () => {
+  it('go out on their schedule, not only when the hung send ends or once a second', async () => {
+    const w = await world();
+    const hung = await receiver({ answer: () => 'hold' });
+    const failing = await receiver({ answer: () => ({ status: 503 }) });
+    const app = await w.app({
+      channels: [
+        { name: 'hung', type: 'webhook', url: hung.url, secret: TEST_SECRET, timeout: '20s' },
+        { name: 'failing', type: 'webhook', url: failing.url, secret: TEST_SECRET },
+      ],
+      delivery: { retry_schedule: Array.from({ length: 50 }, () => '100ms') },
+    });
+    app.worker.start();
+    await app.notifier.publish(siteEvent('r1', 1));
+    await waitFor(() => hung.requests.length === 1 && failing.requests.length === 1, 'the first attempts', 3_000);
+    const t0 = Date.now();
+    await new Promise((r) => setTimeout(r, 1_500));
+    // 100 ms apart (±20%), while the hung send is in flight all along: about 10 in 1.5 s; once a second would be 1 or 2.
+    const tries = failing.requests.filter((r) => r.at >= t0).length;
+    expect(tries).toBeGreaterThanOrEqual(6);
+    expect(hung.requests).toHaveLength(1);
+    await hung.close();
+    await app.stop();
+  });
+});
+
 describe('webhook channel', () => {
   it('a 410 Gone disables the endpoint: the row is dead, an operator event says so, and later events are not sent to it', async () => {
     const w = await world();

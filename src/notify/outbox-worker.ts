@@ -134,6 +134,8 @@ export class OutboxWorker {
   private readonly sending = new Set<Promise<void>>();
   /** Group claims under way (startDue reads nothing meanwhile). */
   private groupReads = 0;
+  /** When the retries this worker recorded fall due (those not yet passed). */
+  private retries: number[] = [];
   /** Groups (channel, group key) whose message is being made or sent. */
   private readonly groupsInFlight = new Set<string>();
   private running = false;
@@ -307,9 +309,13 @@ export class OutboxWorker {
           if (!this.running) break;
           const next = await this.r.events.nextDue();
           const now = this.deps.now();
+          // The retries recorded here that are still to come (those passed were due for the read above).
+          this.retries = this.retries.filter((t) => t > now);
+          const retry = this.retries.reduce((a, b) => Math.min(a, b), Infinity);
           // A row due later: wake for it. Due now: the read was full (read again at once), or
-          // the rest are being sent or wait for a lane (a send that ends wakes the loop).
-          if (next !== null) wait = next > now ? Math.min(IDLE_POLL_MS, next - now) : pass.full && pass.started > 0 ? 0 : IDLE_POLL_MS;
+          // the rest are being sent or wait for a lane (a send that ends wakes the loop), and
+          // a retry recorded meanwhile wakes it when it falls due.
+          if (next !== null) wait = next > now ? Math.min(IDLE_POLL_MS, next - now) : pass.full && pass.started > 0 ? 0 : Math.min(IDLE_POLL_MS, retry - now);
         }
       } catch (e) {
         this.storeFailed();
@@ -469,6 +475,8 @@ export class OutboxWorker {
       };
       // Announced only once recorded (logs, metrics, the live feed).
       const after = async (): Promise<void> => {
+        // The loop wakes for these retries (the outbox's earliest due time counts rows in flight).
+        for (const step of steps) if (step.state === 'pending') this.retries.push(step.nextAttemptAt);
         rows.forEach((row, i) => {
           const step = steps[i]!;
           const event = events[i]!;
