@@ -256,7 +256,12 @@ export function freeIdentifiers(root: unknown): Set<string> {
  * throws on a syntax error. Used to refuse a match over a variable its input does not have.
  */
 export function unknownVariables(expr: string, known: readonly string[]): string[] {
-  return [...freeIdentifiers(parseCel(expr).expr)].filter((n) => !known.includes(n) && !CEL_TYPE_NAMES.has(n));
+  return unknownVariablesIn(parseCel(expr).expr, known);
+}
+
+/** The same, of an expression already parsed (its `expr`). */
+export function unknownVariablesIn(root: unknown, known: readonly string[]): string[] {
+  return [...freeIdentifiers(root)].filter((n) => !known.includes(n) && !CEL_TYPE_NAMES.has(n));
 }
 
 /** CEL type names are identifiers too (`type(site_id) == int`). */

@@ -1,5 +1,5 @@
 import { isCelError } from '@bufbuild/cel';
-import { CEL_TYPE_NAMES, freeIdentifiers, parseCel, planCel, type CelProgram } from '../cel.js';
+import { parseCel, planCel, unknownVariablesIn, type CelProgram } from '../cel.js';
 import { isRecord } from '../is-record.js';
 import { formatDuration, parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
@@ -77,7 +77,7 @@ export function compileSilenceMatch(match: string): Test {
   } catch (e) {
     throw new SilenceMatchError(`CEL error: ${(e as Error).message}`);
   }
-  const unknown = unknownIdentifiers(parsed.expr);
+  const unknown = unknownVariablesIn(parsed.expr, SILENCE_VARIABLES);
   if (unknown.length > 0) {
     throw new SilenceMatchError(
       `CEL error: unknown variable ${unknown.map((n) => `"${n}"`).join(', ')}; a match can use ${SILENCE_VARIABLES.join(', ')}`,
@@ -88,11 +88,6 @@ export function compileSilenceMatch(match: string): Test {
     throw new SilenceMatchError(`must be true or false for an event (like "site_id == 12"), but it gives a ${typeof sample}`);
   }
   return test;
-}
-
-/** Identifiers in a parsed expression that are neither event variables nor type names. */
-function unknownIdentifiers(root: unknown): string[] {
-  return [...freeIdentifiers(root)].filter((n) => !SILENCE_VARIABLES.includes(n) && !CEL_TYPE_NAMES.has(n));
 }
 
 /**
