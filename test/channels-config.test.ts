@@ -71,4 +71,17 @@ describe('the new channel types', () => {
     ]);
     expect(errorsOf('{ name: h, type: webhook, url: "https://example.net/h", template: { body: x, headers: { "Content-Length": "1" } } }')).toHaveLength(1);
   });
+
+  it('with a type hostwatch does not know still get their other mistakes reported: the name too', () => {
+    const bad = '{ name: Bad Name, type: carrier-pigeon }';
+    expect(errorsOf(bad)).toEqual([
+      `c.yaml:3:${col(bad, 'Bad Name')}: channels[0].name: must be lowercase letters, digits, "_" or "-", like ops or oncall (got "Bad Name")`,
+      `c.yaml:3:${col(bad, 'carrier-pigeon')}: channels[0].type: must be one of webhook, slack, email, console, teams, discord, pagerduty, opsgenie, telegram, ntfy (got "carrier-pigeon")`,
+    ]);
+    // A missing name, with no type at all.
+    expect(errorsOf('{ url: "https://example.net/h" }')).toEqual([
+      'c.yaml:3:5: channels[0].type: is required; must be one of webhook, slack, email, console, teams, discord, pagerduty, opsgenie, telegram, ntfy',
+      'c.yaml:3:5: channels[0].name: is required; must be lowercase letters, digits, "_" or "-", like ops or oncall',
+    ]);
+  });
 });

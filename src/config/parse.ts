@@ -16,6 +16,8 @@ import type { Env } from './env.js';
 import { formatPath, REDACTED, type ConfigError } from './errors.js';
 import {
   buildConfigSchema,
+  channelNameProblem,
+  isChannelType,
   isSecretPath,
   parseDigest,
   isLoopback,
@@ -298,6 +300,14 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
     for (const [path, text] of templatesOf(channel)) {
       for (const problem of checkTemplate(text)) errors.push(valueError(['channels', index, ...path], problem, data, tree, file));
     }
+  });
+
+  // A channel of an unknown type gets one error from the schema, on its type; its name is
+  // checked here, so one run reports both.
+  channels.forEach((channel: unknown, index) => {
+    if (channel === null || typeof channel !== 'object' || isChannelType((channel as { type?: unknown }).type)) return;
+    const problem = channelNameProblem((channel as { name?: unknown }).name);
+    if (problem) errors.push(valueError(['channels', index, 'name'], problem, data, tree, file));
   });
 
   const names = new Map<string, number>();

@@ -314,7 +314,21 @@ function sourcesSection(sourceNames: readonly string[]) {
   return section(shape, { unknown: UNKNOWN_SOURCE, notAMap: `must be a map of source names to { enabled, every, priority, paths }` });
 }
 
-const channelName = z.string(M.channelName).regex(/^[a-z0-9_-]+$/, M.channelName);
+const CHANNEL_NAME = /^[a-z0-9_-]+$/;
+const channelName = z.string(M.channelName).regex(CHANNEL_NAME, M.channelName);
+
+/**
+ * What is wrong with a channel's name, or null. For a channel whose type is not one of
+ * CHANNEL_TYPES: the union then reports only the type, and this names the name's mistake too.
+ */
+export function channelNameProblem(name: unknown): string | null {
+  return typeof name === 'string' && CHANNEL_NAME.test(name) ? null : M.channelName;
+}
+
+/** True when `type` is one of CHANNEL_TYPES. */
+export function isChannelType(type: unknown): boolean {
+  return (CHANNEL_TYPES as readonly unknown[]).includes(type);
+}
 
 const webhookSecret = z.string(M.secret).refine(isWebhookSecret, M.secret);
 
