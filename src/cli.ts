@@ -205,7 +205,8 @@ program
     const problems: string[] = [];
     let config: Config | null = null;
     try {
-      config = await loadConfig(configFile(o.config), process.env, CONFIG_SOURCES);
+      // The SQLite path is looked at (never created: only `run` creates it), with the file's other errors.
+      config = await loadConfig(configFile(o.config), process.env, { ...CONFIG_SOURCES, storagePath: storagePathProblem });
     } catch (e) {
       if (!(e instanceof ConfigErrors)) throw e;
       problems.push(e.format());
@@ -233,9 +234,6 @@ program
       } finally {
         calendar?.close();
       }
-      // Looked at, never created: only `run` creates the database and its folder.
-      const storage = config.storage.engine === 'sqlite' ? storagePathProblem(config.storage.path) : null;
-      if (storage !== null) problems.push(`${config.file}: storage.path: ${storage}`);
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
     process.stdout.write(`${config!.file}: OK (${ruleCount} rules, ${config!.channels.length} channels)\n`);

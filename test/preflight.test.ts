@@ -72,7 +72,7 @@ describe('hostwatch check reports what run would refuse', () => {
     const file = write('config.yaml', config().replace('./state/hostwatch.db', './not-a-folder/hostwatch.db'));
     const r = await hostwatch(['check', '-c', file], { env });
     expect(r.code).toBe(2);
-    expect(r.stderr).toBe(`${file}: storage.path: cannot create ${join(tmp.dir, 'not-a-folder')}: ${join(tmp.dir, 'not-a-folder')} is a file, not a folder\n`);
+    expect(r.stderr).toBe(`${file}:8:9: storage.path: cannot create ${join(tmp.dir, 'not-a-folder')}: ${join(tmp.dir, 'not-a-folder')} is a file, not a folder\n`);
     const run = await hostwatch(['run', '-c', file], { env });
     expect(run.code).toBe(1);
     expect(run.stderr).toBe(`hostwatch: cannot start: storage.path: cannot create ${join(tmp.dir, 'not-a-folder')}: ${join(tmp.dir, 'not-a-folder')} is a file, not a folder\n`);
@@ -122,6 +122,23 @@ describe('hostwatch check reports what run would refuse', () => {
     const r = await hostwatch(['check', '-c', file], { env });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`storage.path: ${join(tmp.dir, 'state')} is a folder; storage.path names the database file inside it, like ${join(tmp.dir, 'state')}/hostwatch.db`);
+  });
+
+  it('a bad storage path together with the config\'s other errors, each at its line, in one run', async () => {
+    write('not-a-folder', 'a file');
+    const file = write('config.yaml', config('channels: [{ name: Ops, type: console }]\n').replace('./state/hostwatch.db', './not-a-folder/hostwatch.db'));
+    const r = await hostwatch(['check', '-c', file], { env });
+    expect(r.code).toBe(2);
+    expect(r.stderr.trimEnd().split('\n')).toEqual([
+      `${file}:8:9: storage.path: cannot create ${join(tmp.dir, 'not-a-folder')}: ${join(tmp.dir, 'not-a-folder')} is a file, not a folder`,
+      `${file}:9:20: channels[0].name: must be lowercase letters, digits, "_" or "-", like ops or oncall (got "Ops")`,
+    ]);
+    // The default path (./data/hostwatch.db beside the config) is looked at too, and said to be the default.
+    write('data', 'a file');
+    const plain = write('plain.yaml', `api:\n  base_url: http://127.0.0.1:9\n  key: \${HW_KEY}\n`);
+    const d = await hostwatch(['check', '-c', plain], { env });
+    expect(d.code).toBe(2);
+    expect(d.stderr).toBe(`${plain}: storage.path: cannot create ${join(tmp.dir, 'data')}: ${join(tmp.dir, 'data')} is a file, not a folder (the default path)\n`);
   });
 });
 

@@ -50,6 +50,12 @@ export interface ParseOptions {
    * these commands run without values they do not use.
    */
   secretsOptional?: boolean;
+  /**
+   * Why the SQLite file storage.path names (resolved) could not be opened or created, or null
+   * (`check` passes storagePathProblem, which only looks). Its answer is an error at
+   * storage.path's line, reported with the file's other errors.
+   */
+  storagePath?: (path: string) => string | null;
 }
 
 /** Every default, in one place (docs/configuration.md lists the same values). */
@@ -110,11 +116,35 @@ export function parseConfig(text: string, file: string, env: Env, opts: ParseOpt
     ...tree.errors,
     ...(checked.success ? [] : issuesToErrors(checked.error.issues, [], data, tree, file)),
     ...crossCheck(data, tree, file, opts.readBy ?? {}),
+    ...storageCheck(data, tree, file, opts),
   ];
   if (errors.length > 0 || !checked.success) return { ok: false, errors: tidy(errors, tree) };
 
-  const absoluteFile = isAbsolute(file) || file.startsWith('<') ? file : resolve(file);
-  return { ok: true, config: normalize(checked.data, absoluteFile, opts.baseDir ?? dirname(absoluteFile)) };
+  return { ok: true, config: normalize(checked.data, absoluteOf(file), baseDirOf(file, opts)) };
+}
+
+function absoluteOf(file: string): string {
+  return isAbsolute(file) || file.startsWith('<') ? file : resolve(file);
+}
+
+/** The folder relative paths resolve against (ParseOptions.baseDir). */
+function baseDirOf(file: string, opts: ParseOptions): string {
+  return opts.baseDir ?? dirname(absoluteOf(file));
+}
+
+/** The SQLite path's problem (ParseOptions.storagePath), at storage.path's line, or at none when the default path is used. */
+function storageCheck(data: unknown, tree: YamlTree, file: string, opts: ParseOptions): ConfigError[] {
+  if (!opts.storagePath) return [];
+  const storage = (data as { storage?: unknown } | null)?.storage;
+  const written = storage !== null && typeof storage === 'object' ? (storage as Record<string, unknown>) : {};
+  if ('url' in written) return [];
+  const path = written['path'] ?? DEFAULTS.storage.path;
+  if (typeof path !== 'string' || path === '') return [];
+  const problem = opts.storagePath(path === ':memory:' ? path : resolve(baseDirOf(file, opts), path));
+  if (problem === null) return [];
+  if (!('path' in written)) return [{ file, line: null, column: null, path: 'storage.path', message: `${problem} (the default path)` }];
+  const position = tree.valueAt(['storage', 'path']);
+  return [{ file, line: position.line, column: position.column, path: 'storage.path', message: problem }];
 }
 
 // ---- zod issues -> ConfigErrors -----------------------------------------------------------
