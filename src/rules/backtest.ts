@@ -66,6 +66,9 @@ interface Tracked {
   source: SourceDef;
   entity: string;
   siteId: number | null;
+  /** The next poll of its source (the last change, then every interval). */
+  pollAt: number;
+  /** The next visit: pollAt while an alert timer runs, or a clock rule coming due, whichever is first. */
   nextTick: number;
 }
 
@@ -83,9 +86,14 @@ export async function backtest(rows: Iterable<ChangeLogRow> | AsyncIterable<Chan
   // Only entities with a running timer or a clock rule are visited between changes;
   // scanning just these keeps a long history over many entities linear in its length.
   const timed = new Set<Tracked>();
-  /** The next visit: a timer's unchanged poll (`pollAt`) or a clock rule coming due, whichever is first. */
-  const mark = (t: Tracked, pollAt: number): void => {
-    const timer = replay.timed(t.source, t.entity) ? pollAt : Infinity;
+  /**
+   * Plan the next visit after `at`: a timer's unchanged poll (the first poll after `at`) or a
+   * clock rule coming due, whichever is first.
+   */
+  const mark = (t: Tracked, at: number): void => {
+    const every = opts.everyMs(t.source);
+    if (t.pollAt <= at) t.pollAt += Math.floor((at - t.pollAt) / every + 1) * every;
+    const timer = replay.timed(t.source, t.entity) ? t.pollAt : Infinity;
     t.nextTick = Math.min(timer, replay.nextClock(t.source, t.entity) ?? Infinity);
     if (t.nextTick !== Infinity) timed.add(t);
     else timed.delete(t);
@@ -122,8 +130,9 @@ export async function backtest(rows: Iterable<ChangeLogRow> | AsyncIterable<Chan
       for (const t of timed) if (t.nextTick < until && (next === null || t.nextTick < next.nextTick)) next = t;
       if (next === null) return;
       const at = next.nextTick;
-      record(replay.tick(next.source, next.entity, next.siteId, at)?.events ?? [], at);
-      mark(next, at + opts.everyMs(next.source));
+      // A clock rule's turn between two polls is not a poll: timers are judged at polls only.
+      record(replay.tick(next.source, next.entity, next.siteId, at, { poll: at === next.pollAt })?.events ?? [], at);
+      mark(next, at);
     }
   };
   for await (const row of rows) {
@@ -138,10 +147,12 @@ export async function backtest(rows: Iterable<ChangeLogRow> | AsyncIterable<Chan
     let t = tracked.get(key);
     if (!t) {
       result.entities++;
-      t = { source, entity: row.entity, siteId: row.site_id, nextTick: 0 };
+      t = { source, entity: row.entity, siteId: row.site_id, pollAt: 0, nextTick: 0 };
       tracked.set(key, t);
     }
-    mark(t, at + opts.everyMs(source));
+    // A change is a poll: the next one is an interval later.
+    t.pollAt = at + opts.everyMs(source);
+    mark(t, at);
   }
   tickUntil(opts.now + 1);
   return result;
