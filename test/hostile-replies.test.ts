@@ -56,3 +56,36 @@ describe('a site list nested too deeply', () => {
     expect(rows(world, "SELECT entity FROM poll_state WHERE source = 'health' AND consecutive_failures > 0")).toEqual([]);
   });
 });
+
+describe('a reply whose state field has the wrong kind', () => {
+  it('is bad data: a null or numeric online.status fails the poll, naming the field, and a firing site.offline stays firing', async () => {
+    world = await startWorld({ sim: { sites: 1 }, config: { sources: { health: { every: '5m' } } } });
+    const app = await world.app();
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    expect(names(world.events)).toEqual(['site.offline:firing']);
+    const before = rows<{ hash: string }>(world, "SELECT hash FROM snapshots WHERE source = 'health'");
+    for (const status of ['null', '0']) {
+      world.sim.faults.clear();
+      world.sim.faults.add({
+        path: '^/sites/1/health$',
+        kind: 'body',
+        body: `{"data":{"site_id":1,"online":{"status":${status},"label":"Offline"},"integrity":{"status":"ok","problems":0,"findings":[]}}}`,
+      });
+      await app.runOnce();
+      const state = rows<{ last_error_code: string; last_error: string }>(world, "SELECT last_error_code, last_error FROM poll_state WHERE source = 'health' AND entity != ''");
+      expect(state).toEqual([{ last_error_code: 'bad_response', last_error: `/sites/1/health: "online.status" is ${status === 'null' ? 'null' : 'number'}, not a string` }]);
+    }
+    // No "back online" for a reply that does not say so; the snapshot is the last good one.
+    expect(names(world.events)).toEqual(['site.offline:firing']);
+    expect(rows(world, "SELECT hash FROM snapshots WHERE source = 'health'")).toEqual(before);
+    // Each is a warning naming the endpoint and the field: the second fails in another way than the first.
+    const warned = world.logs.lines.map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => l.level === 40 && l.msg.startsWith('poll failed')).map((l) => l.msg);
+    expect(warned).toEqual(['poll failed: /sites/1/health: "online.status" is null, not a string', 'poll failed: /sites/1/health: "online.status" is number, not a string']);
+    // A missing field is no error: rules that read it report it and keep their alert.
+    world.sim.faults.clear();
+    world.sim.world.setHealth(1, { status: 'online' });
+    await app.runOnce();
+    expect(names(world.events)).toEqual(['site.offline:firing', 'site.offline:resolved']);
+  });
+});

@@ -667,7 +667,7 @@ export class Poller {
     this.failing.add(`${ref.source.name}\u0000${ref.entity}`);
     const message = this.deps.scrub(err.message);
     let scopeFired: string | null = null;
-    const failures = await this.commit(async (u) => {
+    const { failures, same } = await this.commit(async (u) => {
       const prev = await u.r.snapshots.state(ref.source.name, ref.entity);
       await u.r.snapshots.putState({
         source: ref.source.name,
@@ -695,12 +695,16 @@ export class Poller {
           });
         }
       }
-      return (prev?.consecutive_failures ?? 0) + 1;
+      const count = (prev?.consecutive_failures ?? 0) + 1;
+      // The same failure as the last poll's: its code, and for bad data what was wrong with it.
+      const repeat = count > 1 && prev?.last_error_code === err.code && (err.code !== 'bad_response' || prev.last_error === message);
+      return { failures: count, same: repeat };
     });
     if (scopeFired) this.scopeMissing.add(scopeFired);
-    // Warn when an entity starts failing; repeats go to debug, so an API outage over
-    // thousands of sites is one warning each, then the cycle summaries and source.degraded.
-    this.deps.log[failures > 1 ? 'debug' : 'warn'](
+    // Warn when an entity starts failing, or fails in another way; repeats go to debug, so
+    // an API outage over thousands of sites is one warning each, then the cycle summaries
+    // and source.degraded.
+    this.deps.log[same ? 'debug' : 'warn'](
       { source: ref.source.name, entity: ref.entity, code: err.code, status: err.statusCode, endpoint: err.endpoint, failures },
       `poll failed: ${message}`,
     );

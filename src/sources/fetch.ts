@@ -169,8 +169,11 @@ export function checkShape(ref: EntityRef, path: string, data: unknown): unknown
   const fail = (message: string): never => {
     throw new ApiError({ code: 'bad_response', endpoint: path, message });
   };
+  const types = typedFields(source);
   if (source.key === undefined) {
     if (!isRecord(data)) fail(`expected an object, got ${kindOf(data)}`);
+    const problem = types && kindProblem(types, data as Record<string, unknown>);
+    if (problem) fail(problem);
     return data;
   }
   const list = recordsAt(source, data, fail);
@@ -182,6 +185,37 @@ export function checkShape(ref: EntityRef, path: string, data: unknown): unknown
     const ks = String(k);
     if (seen.has(ks)) return fail(`"${source.key}" ${ks} appears twice`);
     seen.add(ks);
+    const problem = types && kindProblem(types, item);
+    if (problem) fail(`item ${i} ("${source.key}" ${ks}): ${problem}`);
   });
   return data;
+}
+
+type TypedField = { path: string; parts: readonly string[]; kind: 'string' | 'boolean' };
+const typedCache = new WeakMap<SourceDef, readonly TypedField[] | null>();
+
+/** A source's `types`, split once. */
+function typedFields(source: SourceDef): readonly TypedField[] | null {
+  let fields = typedCache.get(source);
+  if (fields === undefined) {
+    fields = source.types ? Object.entries(source.types).map(([path, kind]) => ({ path, parts: path.split('.'), kind })) : null;
+    typedCache.set(source, fields);
+  }
+  return fields;
+}
+
+/** The first declared field (SourceDef.types) present with another kind, or null. */
+function kindProblem(fields: readonly TypedField[], record: Record<string, unknown>): string | null {
+  for (const f of fields) {
+    let v: unknown = record;
+    for (const part of f.parts) {
+      if (!isRecord(v) || !Object.hasOwn(v, part)) {
+        v = undefined;
+        break;
+      }
+      v = v[part];
+    }
+    if (v !== undefined && typeof v !== f.kind) return `"${f.path}" is ${kindOf(v)}, not a ${f.kind}`;
+  }
+  return null;
 }

@@ -17,6 +17,7 @@ export const sitesSource: SourceDef = {
   siteField: 'id',
   volatile: ['[].updated_at'],
   defaultEveryMs: 10 * MINUTE,
+  types: { state: 'string' },
 };
 
 /** Account-wide jobs (A5): completed and failed jobs become events. */
@@ -30,6 +31,7 @@ export const jobsSource: SourceDef = {
   siteField: 'site_id',
   volatile: ['[].updated_at', '[].progress'],
   defaultEveryMs: 5 * MINUTE,
+  types: { state: 'string' },
   // A5: newest first. Running jobs are followed until their end even when newer ones push them down.
   newestFirst: { keep: 200, open: { field: 'state', values: ['queued', 'running', 'pending'] } },
   // Follow running jobs closely; between jobs there is nothing to follow.
@@ -40,11 +42,13 @@ export const jobsSource: SourceDef = {
 export const healthSource = site('health', 'sites:read', '/sites/{site_id}/health', 5 * MINUTE, {
   // `checked` is a display string that moves on every integrity run without meaning a change.
   volatile: ['integrity.checked'],
+  types: { 'online.status': 'string' },
 });
 
 /** Site usage: disk, database, inodes, frozen state. Measured every few hours upstream. */
 export const usageSource = site('usage', 'sites:read', '/sites/{site_id}/usage', 30 * MINUTE, {
   volatile: ['disk.measured_at', 'busy'],
+  types: { state: 'string', frozen: 'boolean', 'disk.over': 'boolean' },
 });
 
 /** Backups of a site, newest first (paged, limit up to 200). */
@@ -53,6 +57,7 @@ export const backupsSource = site('backups', 'backups:read', '/sites/{site_id}/b
   pageSize: 200,
   key: 'id',
   newestFirst: { keep: 200, open: { field: 'state', values: ['Pending', 'Creating', 'Storing'] } },
+  types: { state: 'string' },
 });
 
 /**

@@ -91,6 +91,16 @@ export interface SourceDef {
    * is a record `{<param>: value, exists: false}` rather than a failure.
    */
   each?: { option: 'paths'; param: string };
+  /**
+   * Fields whose kind the rules rely on, by dotted path in each record (sources with `key`)
+   * or in the object: states the rules compare with `==` (`online.status`) and flags
+   * (`frozen`). A present value of another kind, null included, is bad data (A32 in
+   * docs/api-assumptions.md): the poll fails with `bad_response` naming the field, and the
+   * previous snapshot stays. Compared as it came, `null == 'offline'` would be false, and a
+   * firing alert would resolve ("back online") on a broken reply. A missing field is no
+   * error (the rules that read it report it, and keep their alert's state).
+   */
+  types?: Readonly<Record<string, 'string' | 'boolean'>>;
 }
 
 /** Where one fetch of a source lands: the entity whose snapshot it replaces. */

@@ -30,6 +30,7 @@ export const cronJobsSource = site('cron_jobs', 'cron:read', '/sites/{site_id}/c
   key: 'id',
   listField: 'jobs',
   volatile: [...RUN_FIELDS.map((f) => `jobs[].${f}`), 'limits.site_count', 'limits.account_count'],
+  types: { kind: 'string', enabled: 'boolean', cms_pseudo_cron_off: 'boolean' },
 });
 
 /** The kept runs of one cron job (detail of a `cron_list` record), fetched when it ran. */
@@ -47,4 +48,5 @@ export const cronRunsSource: SourceDef = {
   watch: ['last_run_at', 'last_status'],
   volatile: [],
   defaultEveryMs: 6 * HOUR,
+  types: { status: 'string' },
 };

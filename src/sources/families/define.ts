@@ -26,8 +26,8 @@ export function view(name: string, origin: SourceDef, entity: string, extra: Par
 }
 
 /** A plan/usage endpoint: one whole object per account. */
-export function plan(name: string, scope: string, path: string, everyMs: number): SourceDef {
-  return { name, scope, per: 'account', path, paged: false, volatile: [], defaultEveryMs: everyMs };
+export function plan(name: string, scope: string, path: string, everyMs: number, extra: Partial<SourceDef> = {}): SourceDef {
+  return { name, scope, per: 'account', path, paged: false, volatile: [], defaultEveryMs: everyMs, ...extra };
 }
 
 /** An account-wide list of records keyed by `id`, its entity named like its path. */

@@ -15,6 +15,7 @@ export const hourlyBackupsSource = site('hourly_backups', 'backups:read', '/site
   // the stored snapshot as time passes, so the stored one must be the latest (a snapshot
   // version an hour for sites with hourly backups on).
   volatile: ['next_run', 'count', 'backups', 'downloads'],
+  types: { active: 'boolean' },
 });
 
 /** DNS records of a site, one record per event subject. */
@@ -33,6 +34,7 @@ export const dnsPublishingSource = view('dns_publishing', dnsSource, 'sites/{sit
 /** Nameserver status (checked daily upstream). */
 export const nameserversSource = site('nameservers', 'dns:read', '/sites/{site_id}/nameservers', HOUR, {
   volatile: ['checked_at'],
+  types: { pointed: 'boolean', zone_expired: 'boolean' },
 });
 
 /** Site security settings; a site not on the CDN answers 409, which means "not applicable". */
@@ -40,6 +42,7 @@ export const securitySource = site('security', 'security:read', '/sites/{site_id
   // The rules have their own view (security_rules); form metadata is static text.
   volatile: ['rules', 'fields', 'ratelimit_fields', 'actions', 'auto_off_choices'],
   notApplicable: ['conflict'],
+  types: { 'under_attack.on': 'boolean' },
 });
 
 /** Firewall and rate-limit rules of the same security reply, one record per rule. */
@@ -55,6 +58,7 @@ export const botcheckSource = site('botcheck', 'botcheck:read', '/sites/{site_id
   // Display strings that move on every verification, and static option lists.
   volatile: ['verified_at', 'modes', 'all_forms'],
   notApplicable: ['conflict'],
+  types: { revoked: 'boolean' },
 });
 
 /** The site's extra-database allowance (price, limits, usage). */
@@ -65,6 +69,7 @@ export const siteExtraDbSource = site('site_extradb', 'extradb:read', '/sites/{s
 /** Website e-mail sending settings and state. */
 export const mailSendingSource = site('mail_sending', 'sites:read', '/sites/{site_id}/mail-sending', 30 * MINUTE, {
   volatile: ['last_send'],
+  types: { state: 'string', route: 'string' },
 });
 
 /** SEO metrics of a site; only the latest reading is read (`limit=1`) and compared. */
@@ -81,12 +86,14 @@ export const sitePluginUpdatesSource = site('site_plugin_updates', 'updates:read
   key: 'id',
   volatile: ['[].last_seen'],
   defaultEnabled: false,
+  types: { state: 'string' },
 });
 
 /** Extra databases of every site (account list); `in_grace` is the alert. */
 export const extraDatabasesSource = list('extra_databases', 'extradb:read', '/extra-databases', HOUR, {
   siteField: 'site_id',
   volatile: ['[].size_bytes', '[].measured_at', '[].last_backup_at'],
+  types: { in_grace: 'boolean', cancel_at_end: 'boolean', read_only: 'boolean' },
 });
 
 /** Held plugin updates of every site (account list). */
@@ -94,4 +101,5 @@ export const pluginUpdatesSource = list('plugin_updates', 'updates:read', '/plug
   siteField: 'site_id',
   entity: 'plugin-updates',
   volatile: ['[].last_seen'],
+  types: { state: 'string' },
 });

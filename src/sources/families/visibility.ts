@@ -9,9 +9,12 @@ import type { SourceDef } from '../types.js';
 import { detail, list, plan } from './define.js';
 import { DAY, HOUR, MINUTE } from './time.js';
 
+/** A plan endpoint's `active` flag (A27: some plans have none), which subscription-expiring reads. */
+const PLAN_TYPES: Partial<SourceDef> = { types: { active: 'boolean' } };
+
 // ---- rank tracking -------------------------------------------------------------------------
 
-export const rankSource = plan('rank', 'rank:read', '/rank', 6 * HOUR);
+export const rankSource = plan('rank', 'rank:read', '/rank', 6 * HOUR, PLAN_TYPES);
 export const rankDomainsSource = list('rank_domains', 'rank:read', '/rank/domains', 30 * MINUTE);
 /** Every keyword position of a tracked domain (its groups), fetched after a check moved the list. */
 export const rankKeywordsSource = detail('rank_keywords', rankDomainsSource, DAY, {
@@ -23,10 +26,11 @@ export const rankKeywordsSource = detail('rank_keywords', rankDomainsSource, DAY
 
 // ---- local rankings ------------------------------------------------------------------------
 
-export const localSource = plan('local', 'local:read', '/local-rankings', 6 * HOUR);
+export const localSource = plan('local', 'local:read', '/local-rankings', 6 * HOUR, PLAN_TYPES);
 export const localBusinessesSource = list('local_businesses', 'local:read', '/local-rankings/businesses', HOUR, {
   entity: 'local/businesses',
   volatile: ['[].last_checked_at'],
+  types: { claimed: 'boolean' },
 });
 /** Business detail with its towns and `recent_changes`. */
 export const localBusinessSource = detail('local_business', localBusinessesSource, DAY, {
@@ -42,7 +46,7 @@ export const localKeywordsSource = list('local_keywords', 'local:read', '/local-
 
 // ---- client reports ------------------------------------------------------------------------
 
-export const clientReportsSource = plan('client_reports', 'reports:read', '/client-reports', 6 * HOUR);
+export const clientReportsSource = plan('client_reports', 'reports:read', '/client-reports', 6 * HOUR, PLAN_TYPES);
 export const reportClientsSource = list('report_clients', 'reports:read', '/client-reports/clients', 6 * HOUR);
 export const reportsSource = list('reports', 'reports:read', '/client-reports/reports', 30 * MINUTE, {
   paged: true,
@@ -54,7 +58,7 @@ export const reportsSource = list('reports', 'reports:read', '/client-reports/re
 
 // ---- reputation ----------------------------------------------------------------------------
 
-export const reputationSource = plan('reputation', 'reputation:read', '/reputation', 6 * HOUR);
+export const reputationSource = plan('reputation', 'reputation:read', '/reputation', 6 * HOUR, PLAN_TYPES);
 export const reputationBusinessesSource = list('reputation_businesses', 'reputation:read', '/reputation/businesses', 30 * MINUTE);
 /** A watched business's profiles, one record per platform (rating, reviews count). */
 export const reputationProfilesSource = detail('reputation_profiles', reputationBusinessesSource, 2 * HOUR, {
@@ -73,6 +77,7 @@ export const reputationReviewsSource: SourceDef = {
   listField: 'platforms[].reviews',
   entity: 'reputation/businesses/{id}/reviews',
   volatile: ['platforms[].history', 'platforms[].profile', 'platforms[].candidates', 'brand_terms'],
+  types: { poor: 'boolean', replied: 'boolean' },
 };
 
 /** The brand terms of the same business detail, one record per term (page-one results of yours). */
@@ -89,7 +94,7 @@ export const reputationBrandTermsSource: SourceDef = {
 
 // ---- footprint -----------------------------------------------------------------------------
 
-export const footprintSource = plan('footprint', 'footprint:read', '/footprint', HOUR);
+export const footprintSource = plan('footprint', 'footprint:read', '/footprint', HOUR, PLAN_TYPES);
 export const footprintReportsSource = list('footprint_reports', 'footprint:read', '/footprint/reports', HOUR, {
   paged: true,
   pageSize: 25,
@@ -105,6 +110,7 @@ export const footprintFindingsSource = detail('footprint_findings', footprintRep
   listField: 'findings',
   entity: 'footprint/latest/findings',
   watch: ['id', 'state'],
+  types: { owner: 'string', is_good: 'boolean' },
 });
 
 // ---- SEO metrics / backlink tracker --------------------------------------------------------
@@ -141,11 +147,12 @@ export const archiveSource: SourceDef = {
   entity: 'archive/restores',
   volatile: ['restores[].progress_pct', 'restores[].fetched', 'restores[].missing', 'restores[].failed', 'restores[].archive_mb'],
   defaultEveryMs: 10 * MINUTE,
+  types: { done: 'boolean' },
 };
 
 // ---- competitors ---------------------------------------------------------------------------
 
-export const competitorsSource = plan('competitors', 'competitors:read', '/competitors', 6 * HOUR);
+export const competitorsSource = plan('competitors', 'competitors:read', '/competitors', 6 * HOUR, PLAN_TYPES);
 export const competitorDomainsSource = list('competitor_domains', 'competitors:read', '/competitors/domains', HOUR, {
   entity: 'competitors/domains',
   volatile: ['[].last_read_at'],
@@ -154,7 +161,7 @@ export const competitorSource = detail('competitor', competitorDomainsSource, DA
 
 // ---- AI visibility -------------------------------------------------------------------------
 
-export const aivisSource = plan('aivis', 'aivis:read', '/ai-visibility', 6 * HOUR);
+export const aivisSource = plan('aivis', 'aivis:read', '/ai-visibility', 6 * HOUR, PLAN_TYPES);
 export const aivisBrandsSource = list('aivis_brands', 'aivis:read', '/ai-visibility/brands', HOUR, {
   entity: 'ai-visibility/brands',
   volatile: ['[].last_checked_at'],
