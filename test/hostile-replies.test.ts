@@ -89,3 +89,23 @@ describe('a reply whose state field has the wrong kind', () => {
     expect(names(world.events)).toEqual(['site.offline:firing', 'site.offline:resolved']);
   });
 });
+
+describe('a site list with an id that is not a positive integer', () => {
+  it('fails the sites poll naming the item, keeps the previous list, and requests no path made of it', async () => {
+    world = await startWorld({ sim: { sites: 1 } });
+    const app = await world.app();
+    await app.runOnce();
+    for (const id of ['-7', '1.5', '"../../cron-jobs?"', '0']) {
+      world.sim.faults.clear();
+      world.sim.faults.add({ path: '^/sites$', kind: 'body', body: `{"data":[{"id":1,"domain":"site-1.example.com","state":"live"},{"id":${id},"domain":"x.example"}],"has_more":false}` });
+      world.sim.clearRequests();
+      await app.runOnce();
+      const state = rows<{ last_error: string }>(world, "SELECT last_error FROM poll_state WHERE source = 'sites' AND entity != ''");
+      expect(state).toEqual([{ last_error: `/sites: item 1: "id" ${id} is not a positive integer` }]);
+      // Only site 1's paths: none made of the bad id.
+      expect(world.sim.requests.filter((r) => r.path.startsWith('/api/v1/sites/') && !r.path.startsWith('/api/v1/sites/1/')).map((r) => r.path)).toEqual([]);
+      expect(world.sim.requests.some((r) => r.path.startsWith('/api/v1/sites/1/'))).toBe(true);
+    }
+    expect(names(world.events).filter((n) => n.startsWith('site.'))).toEqual([]);
+  });
+});

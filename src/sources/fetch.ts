@@ -183,6 +183,7 @@ export function checkShape(ref: EntityRef, path: string, data: unknown): unknown
     const k = item[source.key!];
     if (typeof k !== 'number' && typeof k !== 'string') return fail(`item ${i} has no "${source.key}"`);
     const ks = String(k);
+    if (source.keyShape && !source.keyShape.pattern.test(ks)) return fail(`item ${i}: "${source.key}" ${JSON.stringify(k)} is not ${source.keyShape.what}`);
     if (seen.has(ks)) return fail(`"${source.key}" ${ks} appears twice`);
     seen.add(ks);
     const problem = types && kindProblem(types, item);

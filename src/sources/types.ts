@@ -101,6 +101,12 @@ export interface SourceDef {
    * error (the rules that read it report it, and keep their alert's state).
    */
   types?: Readonly<Record<string, 'string' | 'boolean'>>;
+  /**
+   * What every record's `key` must look like, as text (`what` names it in the error): the
+   * site list's ids go into request paths, so only positive integers are ids there. A record
+   * that does not is bad data, and the whole reply fails like any other bad reply.
+   */
+  keyShape?: { pattern: RegExp; what: string };
 }
 
 /** Where one fetch of a source lands: the entity whose snapshot it replaces. */
