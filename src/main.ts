@@ -19,13 +19,13 @@ import { teamsProvider } from './notify/channels/teams.js';
 import { telegramProvider } from './notify/channels/telegram.js';
 import { compileTemplate, templateText } from './notify/templates.js';
 import { Dispatcher } from './notify/dispatch.js';
-import { unknownEventNames } from './notify/event-names.js';
+import { knownEventNames, unknownEventNames } from './notify/event-names.js';
 import { RouteError } from './notify/routing.js';
 import { DIGEST_GROUP } from './notify/grouping.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
 import { Notifier } from './notify/notifier.js';
 import { OutboxWorker } from './notify/outbox-worker.js';
-import { eventId } from './events/envelope.js';
+import { eventId, TYPE_PREFIX } from './events/envelope.js';
 import { operatorEvent } from './events/operator.js';
 import { packageRoot, packageVersion } from './paths.js';
 import type { RequestBudget } from './api/budget.js';
@@ -380,6 +380,11 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   // The daemon's heartbeat row: one per instance of a cluster (they share config.name).
   const daemonName = cluster?.instance ?? config.name;
   metrics.watchScheduling(scheduler, client.budget);
+  metrics.known({
+    channels: config.channels.map((c) => c.name),
+    eventTypes: knownEventNames(rules).map((name) => `${TYPE_PREFIX}${name}`),
+    sources: scheduled.map((s) => s.def.name),
+  });
   let loggedPlan = '';
   scheduler.on('budget:plan', (plan) => {
     const lines = describePlan(plan, config.api.max_requests_per_second);

@@ -151,6 +151,18 @@ export class Metrics {
     for (const e of events) this.events.inc({ type: e.type });
   }
 
+  /**
+   * Start at 0 the counters the documented alerts watch (docs/operations.md), for every label
+   * value known at start: each channel's delivery outcomes, each event type, each source's
+   * `scope_missing`. A series that first shows up at 1 has no `increase()` in Prometheus, so
+   * the first dead letter after a start (often the only one) would alert nobody.
+   */
+  known(k: { channels: readonly string[]; eventTypes: readonly string[]; sources: readonly string[] }): void {
+    for (const channel of k.channels) for (const outcome of DELIVERY_OUTCOMES) this.deliveries.inc({ channel, outcome }, 0);
+    for (const type of k.eventTypes) this.events.inc({ type }, 0);
+    for (const source of k.sources) this.pollErrors.zero(source, 'scope_missing');
+  }
+
   /** Count one delivery attempt. */
   delivery(channel: string, outcome: string): void {
     this.deliveries.inc({ channel, outcome: outcome === 'pending' ? 'retry' : outcome });
@@ -193,6 +205,9 @@ interface HistogramValue {
   value: number;
   metricName: string;
 }
+
+/** The outcomes of hostwatch_delivery_attempts_total (a `pending` step is counted as `retry`). */
+const DELIVERY_OUTCOMES = ['delivered', 'retry', 'dead'] as const;
 
 /** The metrics counted on every poll and every API request (tallied, see below): name, help, labels. */
 export const TALLIED = {
@@ -243,6 +258,12 @@ export class TalliedCounter {
     const t = this.tally.get(key);
     if (t !== undefined) t.n++;
     else this.tally.set(key, { labels: { [this.names[0]]: a, [this.names[1]]: b }, n: 1 });
+  }
+
+  /** Show this pair at 0 until it is counted (see Metrics.known). */
+  zero(a: string, b: string): void {
+    const key = `${a}\u0000${b}`;
+    if (!this.tally.has(key)) this.tally.set(key, { labels: { [this.names[0]]: a, [this.names[1]]: b }, n: 0 });
   }
 }
 

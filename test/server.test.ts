@@ -177,6 +177,21 @@ describe('/metrics', () => {
       for (const v of Object.values(s.labels)) expect(v).not.toMatch(/sites\/|https?:|example\.(com|net)/);
     }
   });
+
+  it('shows the counters the documented alerts watch at 0 from the start, so the first dead letter is an increase', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' }, channels: [{ name: 'out', type: 'console' }] } });
+    const app = await world.app({}, { consoleWrite: () => {} });
+    await app.start();
+    const samples = parsePrometheus(await (await fetch(`${app.serverUrl}/metrics`)).text());
+    const at = (name: string, labels: Record<string, string>): number[] =>
+      samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).map((s) => s.value);
+    // Nothing was polled or sent yet: each series is there, at 0 (docs/operations.md's alert rules).
+    for (const outcome of ['delivered', 'retry', 'dead']) expect(at('hostwatch_delivery_attempts_total', { channel: 'out', outcome })).toEqual([0]);
+    expect(at('hostwatch_poll_errors_total', { source: 'health', code: 'scope_missing' })).toEqual([0]);
+    for (const type of ['hostwatch.source.degraded', 'hostwatch.api.unauthorized', 'hostwatch.api.unreachable', 'hostwatch.site.offline']) {
+      expect(at('hostwatch_events_total', { type })).toEqual([0]);
+    }
+  });
 });
 
 describe('a server with a token', () => {

@@ -4,6 +4,11 @@ import { CATALOG } from '../events/catalog.js';
 import { OPERATOR_EVENT_NAMES } from '../events/operator.js';
 import type { CompiledRule } from '../rules/types.js';
 
+/** Every event name hostwatch may send: the catalog's, the operator events' and the rules' (built-in and the user's, enabled or not). */
+export function knownEventNames(rules: readonly CompiledRule[]): string[] {
+  return [...new Set([...CATALOG, ...OPERATOR_EVENT_NAMES, ...rules.map((r) => r.event)])];
+}
+
 /**
  * Event names in the config that no rule sends: an inhibit rule's `source` and the names in
  * `incidents.alerts`. Misspelt (`site.ofline`), an inhibition would never start and an
@@ -13,7 +18,7 @@ import type { CompiledRule } from '../rules/types.js';
  * to start on one (createApp).
  */
 export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents'>, rules: readonly CompiledRule[]): string[] {
-  const known = [...new Set([...CATALOG, ...OPERATOR_EVENT_NAMES, ...rules.map((r) => r.event)])];
+  const known = knownEventNames(rules);
   const problem = (path: string, name: string): string | null => {
     if (known.includes(name)) return null;
     const near = closest(name, known);
