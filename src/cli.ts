@@ -21,6 +21,7 @@ import { CATALOG } from './events/catalog.js';
 import { OPERATOR_EVENT_NAMES } from './events/operator.js';
 import { closest } from './config/parse.js';
 import { secretScrubber, secretsOf } from './log.js';
+import type { Logger } from 'pino';
 import { storageExists, storagePathProblem } from './store/storage-path.js';
 import { parseListen } from './server/server.js';
 import { existsSync } from 'node:fs';
@@ -106,12 +107,17 @@ async function build(config: Config): Promise<App> {
   }
 }
 
-function onShutdown(stop: () => Promise<void>): void {
+/**
+ * Stop on SIGTERM or SIGINT. `log`: the daemon's logger, so the line is JSON like the rest of
+ * its log (else a line of text on stderr); the daemon also stays up on SIGHUP, which it names.
+ */
+function onShutdown(stop: () => Promise<void>, log?: Logger): void {
   let stopping = false;
   const handler = (signal: string): void => {
     if (stopping) return;
     stopping = true;
-    process.stderr.write(`hostwatch: ${signal}, finishing in-flight work…\n`);
+    if (log) log.info({ signal }, `${signal}: finishing in-flight work, then stopping`);
+    else process.stderr.write(`hostwatch: ${signal}, finishing in-flight work…\n`);
     stop().then(
       () => process.exit(0),
       (e) => fail(`hostwatch: error while stopping: ${(e as Error).message}`, 1),
@@ -119,6 +125,9 @@ function onShutdown(stop: () => Promise<void>): void {
   };
   process.once('SIGTERM', () => handler('SIGTERM'));
   process.once('SIGINT', () => handler('SIGINT'));
+  // Many daemons reload their config on SIGHUP; this one reads it at start only. Without a
+  // handler, a SIGHUP (a reload script, a closed terminal) would end it at once, with no drain.
+  if (log) process.on('SIGHUP', () => log.warn({ signal: 'SIGHUP' }, 'SIGHUP: hostwatch reads its config at start only, so nothing was reloaded and it goes on; restart it to apply a change (hostwatch check first)'));
 }
 
 function positiveInt(v: string): number {
@@ -164,7 +173,7 @@ program
   .option('-c, --config <file>', CONFIG_HELP)
   .action(async (o: { config?: string }) => {
     const app = await build(await load(o.config));
-    onShutdown(() => app.stop());
+    onShutdown(() => app.stop(), app.log);
     try {
       await app.start();
     } catch (e) {

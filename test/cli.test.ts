@@ -15,7 +15,7 @@ interface Run {
 }
 
 /** Run the built CLI as a user would, with an optional signal after a delay. */
-function hostwatch(args: string[], opts: { env?: Record<string, string>; signalOn?: string; cwd?: string } = {}): Promise<Run> {
+function hostwatch(args: string[], opts: { env?: Record<string, string>; signalOn?: string; signals?: NodeJS.Signals[]; cwd?: string } = {}): Promise<Run> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI, ...args], {
       cwd: opts.cwd,
@@ -29,7 +29,8 @@ function hostwatch(args: string[], opts: { env?: Record<string, string>; signalO
     const watch = (): void => {
       if (opts.signalOn !== undefined && !signalled && stderr.includes(opts.signalOn)) {
         signalled = true;
-        child.kill('SIGTERM');
+        // Each signal 300 ms after the one before (default: SIGTERM alone).
+        (opts.signals ?? ['SIGTERM']).forEach((signal, i) => setTimeout(() => child.kill(signal), i * 300));
       }
     };
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -157,6 +158,19 @@ describe('hostwatch run', () => {
     expect(r.stderr).toContain('hostwatch stopped');
     expect(r.stdout).toBe('');
     expect(r.stderr).not.toContain('cli-key-123');
+  });
+
+  it('goes on after SIGHUP, saying the config is read at start only, and its log stays JSON through the SIGTERM that stops it', async () => {
+    sim = await startSimulator({ sites: 2, keys: { 'cli-key-123': '*' } });
+    const file = write('config.yaml', validConfig(sim.url));
+    const r = await hostwatch(['run', '-c', file], { env: { HW_KEY: 'cli-key-123' }, signalOn: 'cycle done', signals: ['SIGHUP', 'SIGTERM'] });
+    expect(r.code).toBe(0);
+    const lines = r.stderr.trimEnd().split('\n').map((l) => JSON.parse(l) as { level: number; msg: string; signal?: string });
+    expect(lines.filter((l) => l.signal).map((l) => [l.level, l.msg])).toEqual([
+      [40, 'SIGHUP: hostwatch reads its config at start only, so nothing was reloaded and it goes on; restart it to apply a change (hostwatch check first)'],
+      [30, 'SIGTERM: finishing in-flight work, then stopping'],
+    ]);
+    expect(lines.at(-1)!.msg).toBe('hostwatch stopped');
   });
 });
 
