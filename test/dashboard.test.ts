@@ -237,3 +237,36 @@ describe('the dashboard', () => {
     await page.close();
   }, 60_000);
 });
+
+describe('the dashboard on awkward data', () => {
+  it('takes a token added to the address of an open tab (no reload), removes it from the address bar, and reconnects the panels and the stream', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token: 'dash-token-0123456789' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    const { page, problems } = await openPage(`${app.serverUrl!}/`);
+    await page.locator('#auth').waitFor({ state: 'visible' });
+    await page.locator('#sources-card .err').waitFor({ state: 'visible' });
+    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 1)); // gone if the page reloads
+
+    // What the banner says to do, in the same tab: only the fragment changes.
+    await page.evaluate(() => {
+      location.hash = '#token=dash-token-0123456789';
+    });
+    await page.locator('#sources tr[data-source="sites"]').waitFor({ state: 'attached' });
+    await page.locator('#status.live').waitFor();
+    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(1);
+    expect(await page.evaluate(() => location.href)).toBe(`${app.serverUrl!}/`);
+    expect(await page.evaluate(() => sessionStorage.getItem('hostwatch.token'))).toBe('dash-token-0123456789');
+    expect(await page.locator('#auth').isVisible()).toBe(false);
+    expect(await page.locator('.err:visible').count()).toBe(0);
+    // The stream follows with the token: a new event shows up live.
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    await page.locator('#events tbody tr', { hasText: 'site.offline' }).first().waitFor();
+    await page.locator('#alerts tbody tr[data-subject]').first().waitFor();
+    // The refusals before the token came are the only failed requests.
+    expect(problems.filter((p) => !p.includes('the server responded with a status of 401'))).toEqual([]);
+    await page.close();
+  }, 60_000);
+});

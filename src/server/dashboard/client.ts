@@ -12,13 +12,17 @@ export const DASHBOARD_JS = String.raw`
   const MAX_EVENTS = 300;
   const SEVERITY_RANK = { critical: 0, warning: 1, info: 2 };
 
-  // The token comes once in the fragment (#token=...), which browsers never send to a
-  // server; it is kept for this tab only and removed from the address bar.
-  const fromHash = /(?:^#|&)token=([^&]*)/.exec(location.hash);
-  if (fromHash) {
+  // The token comes in the fragment (#token=...), which browsers never send to a server;
+  // it is kept for this tab only and removed from the address bar. Read at the start and
+  // again when only the fragment changes (no reload): see the hashchange handler below.
+  function takeTokenFromHash() {
+    const fromHash = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+    if (!fromHash) return false;
     sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(fromHash[1]));
     history.replaceState(null, '', location.pathname + location.search);
+    return true;
   }
+  takeTokenFromHash();
   const token = () => sessionStorage.getItem(TOKEN_KEY);
 
   const state = {
@@ -594,7 +598,8 @@ export const DASHBOARD_JS = String.raw`
     if (!document.hidden) fn();
   }, ms);
 
-  (async () => {
+  /** Load every panel, then follow the stream from where the loaded log ends. */
+  async function connect() {
     await Promise.all([
       guard('sources-card', loadSources),
       guard('alerts-card', loadAlerts),
@@ -606,6 +611,18 @@ export const DASHBOARD_JS = String.raw`
     ]);
     // Live from where the loaded log ends, so nothing falls between the two.
     openStream(state.cursor);
+  }
+
+  // A token pasted into the address of this tab changes only the fragment: no reload, so
+  // take it here as on a fresh load and connect again with it.
+  window.addEventListener('hashchange', () => {
+    if (!takeTokenFromHash()) return;
+    $('auth').hidden = true;
+    void connect();
+  });
+
+  (async () => {
+    await connect();
     every(5000, () => guard('sources-card', loadSources));
     every(5000, () => guard('deliveries-card', loadDeliveries));
     every(15000, () => guard('alerts-card', loadAlerts));
