@@ -269,4 +269,19 @@ describe('the dashboard on awkward data', () => {
     expect(problems.filter((p) => !p.includes('the server responded with a status of 401'))).toEqual([]);
     await page.close();
   }, 60_000);
+
+  it('never shows the text "null" in the sources summary when no source is catching up', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    const { page, problems } = await openPage(`${app.serverUrl!}/`);
+    const summary = page.locator('#sources-summary');
+    // Two sources are off by default (idle), and nothing is catching up after one full run.
+    await expect.poll(() => summary.textContent()).toMatch(/^ All \d+ polled sources are healthy\./);
+    expect(await summary.textContent()).toMatch(/^ All \d+ polled sources are healthy\. \d+ idle \([^)]*\)\.$/);
+    expect(await page.evaluate(() => document.body.innerText)).not.toMatch(/\bnull\b/);
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
 });

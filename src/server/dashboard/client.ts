@@ -55,11 +55,22 @@ export const DASHBOARD_JS = String.raw`
       else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
       else node.setAttribute(k, String(v));
     }
+    return appendAll(node, children);
+  }
+
+  /** Append nodes and strings; null, undefined and false are skipped (the DOM's append would write "null"). */
+  function appendAll(node, children) {
     for (const c of children.flat()) {
       if (c === null || c === undefined || c === false) continue;
       node.append(c instanceof Node ? c : String(c));
     }
     return node;
+  }
+
+  /** Replace a node's children, skipping null, undefined and false as h() does. */
+  function fill(node, ...children) {
+    node.replaceChildren();
+    return appendAll(node, children);
   }
 
   class ApiError extends Error {
@@ -142,7 +153,7 @@ export const DASHBOARD_JS = String.raw`
   }
 
   function emptyRow(tbody, cols, text) {
-    tbody.replaceChildren(h('tr', { class: 'empty' }, h('td', { colspan: cols, text })));
+    fill(tbody, h('tr', { class: 'empty' }, h('td', { colspan: cols, text })));
   }
 
   function debounce(fn, ms) {
@@ -210,7 +221,7 @@ export const DASHBOARD_JS = String.raw`
     }
     const counts = { green: 0, amber: 0, red: 0, off: 0 };
     const problems = [];
-    tbody.replaceChildren(
+    fill(tbody,
       ...list.map((s) => {
         const health = sourceHealth(s);
         counts[health.cls]++;
@@ -239,7 +250,7 @@ export const DASHBOARD_JS = String.raw`
     $('sources-count').textContent = parts.join(' · ');
     const enabled = list.length - list.filter((s) => s.enabled === false).length;
     const catchingUp = list.filter((s) => s.enabled !== false && s.caught_up === false);
-    $('sources-summary').replaceChildren(
+    fill($('sources-summary'),
       h('span', { class: 'dot dot-' + (counts.red ? 'red' : counts.amber ? 'amber' : 'green') }),
       ' ',
       problems.length
@@ -249,7 +260,7 @@ export const DASHBOARD_JS = String.raw`
       catchingUp.length ? h('span', { class: 'catch-up', text: ' ' + catchUpText(catchingUp) }) : null,
     );
     problems.sort((a, b) => (a.health.cls === b.health.cls ? a.s.name.localeCompare(b.s.name) : a.health.cls === 'red' ? -1 : 1));
-    $('sources-problems').replaceChildren(
+    fill($('sources-problems'),
       ...problems.map(({ s, health }) =>
         h(
           'li',
@@ -284,7 +295,7 @@ export const DASHBOARD_JS = String.raw`
     });
     $('alerts-count').textContent = list.length ? String(list.length) : '';
     if (!list.length) return emptyRow(tbody, 4, 'Nothing is firing.');
-    tbody.replaceChildren(
+    fill(tbody,
       ...list.map((a) => {
         const d = (a.event && a.event.data) || {};
         return h(
@@ -375,7 +386,7 @@ export const DASHBOARD_JS = String.raw`
     if (select.dataset.key === key) return;
     select.dataset.key = key;
     const current = select.value;
-    select.replaceChildren(new Option(firstLabel, ''), ...entries.map(([value, label]) => new Option(label, value)));
+    fill(select, new Option(firstLabel, ''), ...entries.map(([value, label]) => new Option(label, value)));
     if (current && !entries.some(([v]) => v === current)) select.append(new Option(current, current));
     select.value = current;
   }
@@ -397,7 +408,7 @@ export const DASHBOARD_JS = String.raw`
     const tbody = document.querySelector('#events tbody');
     if (!shown.length) return emptyRow(tbody, 5, state.events.length ? 'No event matches the filters.' : 'No events yet. The first poll is a baseline; changes show up here as they happen.');
     const now = Date.now();
-    tbody.replaceChildren(
+    fill(tbody,
       ...shown.map((e) => {
         const d = e.data || {};
         const age = state.fresh.has(e.id) ? now - state.fresh.get(e.id) : Infinity;
@@ -484,7 +495,7 @@ export const DASHBOARD_JS = String.raw`
     $('deliveries-count').textContent = failed ? failed + ' failing' : '';
     $('deliveries-count').className = failed ? 'count bad' : 'count';
     if (!list.length) return emptyRow(tbody, 6, $('failed-only').checked ? 'No failed deliveries.' : 'Nothing delivered yet.');
-    tbody.replaceChildren(
+    fill(tbody,
       ...list.map((d) => {
         const retrying = d.state === 'pending' && d.attempts > 0;
         const cls = d.state === 'dead' ? 'fail' : retrying ? 'retry' : '';
@@ -529,8 +540,8 @@ export const DASHBOARD_JS = String.raw`
     const list = state.silences || [];
     const active = list.filter((s) => s.state === 'active').length;
     $('silences-count').textContent = active ? active + ' active' : '';
-    if (!list.length) return ul.replaceChildren(h('li', { class: 'empty', text: 'No silences.' }));
-    ul.replaceChildren(
+    if (!list.length) return fill(ul, h('li', { class: 'empty', text: 'No silences.' }));
+    fill(ul,
       ...list.map((s) => {
         const timing =
           s.state === 'active' ? 'ends ' + rel(s.ends_at) : s.state === 'pending' ? 'starts ' + rel(s.starts_at) : 'ended ' + rel(s.expired_at || s.ends_at);
