@@ -284,4 +284,27 @@ describe('the dashboard on awkward data', () => {
     expect(problems).toEqual([]);
     await page.close();
   }, 60_000);
+
+  it('shows a source that was never read grey and counts it as not read yet, never as healthy, when the API cannot be reached', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' }, api: { base_url: 'http://127.0.0.1:1' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    const url = app.serverUrl!;
+    const { page, problems } = await openPage(`${url}/`);
+    await page.locator('#sources-details > summary').click();
+    await page.locator('#sources tr[data-source="sites"]').waitFor();
+    const { data } = (await (await fetch(`${url}/api/sources`)).json()) as { data: Array<{ name: string; last_success_at: string | null }> };
+    expect(data.every((s) => s.last_success_at === null)).toBe(true);
+    // A source read with its parent's records, attempted but never read (no records came).
+    expect(data.find((s) => s.name === 'cron_jobs')).toMatchObject({ last_attempt_at: expect.any(String), consecutive_failures: 0 });
+    const cronJobs = page.locator('#sources tr[data-source="cron_jobs"]');
+    expect(await cronJobs.getAttribute('class')).toBe('health-off');
+    expect(await cronJobs.locator('.dot').getAttribute('title')).toBe('read with cron_list, not read yet');
+    expect(await page.locator('#sources tr.health-green').count()).toBe(0);
+    expect(await page.locator('#sources-count').textContent()).toMatch(/^0 healthy · \d+ warning · \d+ idle$/);
+    expect(await page.locator('#sources-summary').textContent()).toMatch(/^ 0 of \d+ enabled sources healthy; \d+ need a look: \d+ idle \(disabled, or read with another source, or not read yet\)\./);
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
 });

@@ -180,7 +180,9 @@ export const DASHBOARD_JS = String.raw`
     if (failing > 0) return { cls: 'amber', text: failing + (failing === 1 ? ' entity' : ' entities') + ' failing' };
     // After a start every source catches up as the request budget allows: progress, not an error.
     if (s.caught_up === false) return { cls: 'off', text: s.progress ? 'catching up: ' + progressText(s) : 'catching up: waiting for its turn' };
-    if (!s.last_attempt_at) return { cls: 'off', text: s.read_with ? 'read with ' + s.read_with : 'not polled yet' };
+    // Never read is not healthy: a source read with its parent's records is tried with each
+    // cycle but reads nothing while no record came (an empty database, an unreachable API).
+    if (!s.last_success_at) return { cls: 'off', text: s.read_with ? 'read with ' + s.read_with + (s.last_attempt_at ? ', not read yet' : '') : 'not read yet' };
     return { cls: 'green', text: 'healthy' };
   }
 
@@ -256,7 +258,7 @@ export const DASHBOARD_JS = String.raw`
       problems.length
         ? h('span', null, h('b', { text: String(counts.green) }), ' of ' + enabled + ' enabled sources healthy; ' + problems.length + ' need' + (problems.length === 1 ? 's' : '') + ' a look:')
         : h('span', null, 'All ', h('b', { text: String(counts.green) }), ' polled sources are healthy.'),
-      counts.off ? h('span', { class: 'muted', text: ' ' + counts.off + ' idle (disabled, or read with another source, or not polled yet).' }) : null,
+      counts.off ? h('span', { class: 'muted', text: ' ' + counts.off + ' idle (disabled, or read with another source, or not read yet).' }) : null,
       catchingUp.length ? h('span', { class: 'catch-up', text: ' ' + catchUpText(catchingUp) }) : null,
     );
     problems.sort((a, b) => (a.health.cls === b.health.cls ? a.s.name.localeCompare(b.s.name) : a.health.cls === 'red' ? -1 : 1));
