@@ -238,6 +238,11 @@ describe('the dashboard', () => {
   }, 60_000);
 });
 
+/** Whether the page scrolls sideways: its content is wider than the viewport. */
+async function pageOverflow(page: Page): Promise<number> {
+  return page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+}
+
 describe('the dashboard on awkward data', () => {
   it('takes a token added to the address of an open tab (no reload), removes it from the address bar, and reconnects the panels and the stream', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token: 'dash-token-0123456789' } } });
@@ -304,6 +309,31 @@ describe('the dashboard on awkward data', () => {
     expect(await page.locator('#sources tr.health-green').count()).toBe(0);
     expect(await page.locator('#sources-count').textContent()).toMatch(/^0 healthy · \d+ warning · \d+ idle$/);
     expect(await page.locator('#sources-summary').textContent()).toMatch(/^ 0 of \d+ enabled sources healthy; \d+ need a look: \d+ idle \(disabled, or read with another source, or not read yet\)\./);
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+
+  it('fits "Firing now" with its since and silence column into a 375 px phone screen', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    world.sim.world.setHealth(1, { status: 'offline' });
+    world.sim.world.setHealth(2, { status: 'slow' });
+    await app.runOnce();
+    const { page, problems } = await openPage(`${app.serverUrl!}/`);
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.locator('#alerts tbody tr[data-subject]').first().waitFor();
+    const fit = await page.locator('#alerts-card').evaluate((card) => {
+      const table = card.querySelector('#alerts')!;
+      const button = card.querySelector('#alerts button.link')!;
+      const box = card.getBoundingClientRect();
+      return { card: card.scrollWidth - card.clientWidth, table: table.scrollWidth - table.clientWidth, right: box.right - button.getBoundingClientRect().right };
+    });
+    expect(fit.card).toBeLessThanOrEqual(0);
+    expect(fit.table).toBeLessThanOrEqual(0);
+    expect(fit.right).toBeGreaterThan(0);
+    expect(await pageOverflow(page)).toBeLessThanOrEqual(0);
     expect(problems).toEqual([]);
     await page.close();
   }, 60_000);

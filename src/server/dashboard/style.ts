@@ -84,6 +84,12 @@ tr.retry td { background: var(--warn-bg); }
 tr.fresh td { animation: fresh 4s ease-out; }
 @keyframes fresh { from { background: var(--fresh); } to { background: transparent; } }
 .summary { min-width: 16em; }
+/* A phone (375 px): "Firing now" has no scroll box of its own, so its summary column
+   gives way to the "since" and "silence…" column, and the margins shrink. */
+@media (max-width: 600px) {
+  main { padding: 8px 8px 16px; gap: 8px; }
+  #alerts .summary { min-width: 8em; }
+}
 .filters { display: flex; flex-wrap: wrap; gap: 6px; margin: 0 0 8px; }
 select, input, button { font: inherit; color: inherit; }
 select, input[type=text], input[type=search] { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: 3px 6px; }
