@@ -313,6 +313,41 @@ describe('the dashboard on awkward data', () => {
     await page.close();
   }, 60_000);
 
+  it('fits a 1280 px and a 375 px wide screen with no sideways scroll when a site has a very long domain, and its filter keeps the site id', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    // One of DNS's longest legal names (253 characters), and a 3,000-character one.
+    const legal = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(53)}.example`;
+    expect(legal.length).toBe(253);
+    const legalSite = world.sim.world.addSite({ domain: legal });
+    const huge = world.sim.world.addSite({ domain: `${'x'.repeat(2988)}.example.com` });
+    world.sim.world.setHealth(huge.id, { status: 'offline' });
+    await app.runOnce();
+    world.sim.world.setHealth(huge.id, { status: 'offline' });
+    world.sim.world.setHealth(legalSite.id, { status: 'offline' });
+    await app.runOnce();
+
+    const { page, problems } = await openPage(`${app.serverUrl!}/`);
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.locator('#events tbody tr', { hasText: legal }).first().waitFor();
+    await page.locator(`#f-site option[value="${huge.id}"]`).waitFor({ state: 'attached' });
+    expect(await pageOverflow(page)).toBeLessThanOrEqual(0);
+    await page.setViewportSize({ width: 375, height: 800 });
+    expect(await pageOverflow(page)).toBeLessThanOrEqual(0);
+    // The label is cut short; the value still filters by the site.
+    const label = await page.locator(`#f-site option[value="${huge.id}"]`).textContent();
+    expect(label!.length).toBeLessThan(100);
+    expect(label).toMatch(/…/);
+    await page.locator('#f-site').selectOption(String(huge.id));
+    await expect.poll(() => page.locator('#events tbody tr').count()).toBeGreaterThan(0);
+    const shown = await page.locator('#events tbody tr td:nth-child(4)').allTextContents();
+    expect(new Set(shown)).toEqual(new Set([huge.domain]));
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+
   it('fits "Firing now" with its since and silence column into a 375 px phone screen', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
     const app = await world.app();

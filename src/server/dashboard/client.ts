@@ -141,6 +141,9 @@ export const DASHBOARD_JS = String.raw`
     return h('time', { datetime: ok ? new Date(t).toISOString() : null, title: ok ? new Date(t).toLocaleString() : null, text: rel(v) });
   }
 
+  // The longest option label of a filter (an ellipsis marks the cut).
+  const OPTION_CHARS = 40;
+  const clip = (text, max) => (text.length > max ? text.slice(0, max - 1) + '…' : text);
   const shortType = (type) => String(type || '').replace(/^hostwatch\./, '');
   const sev = (s) => h('span', { class: 'sev sev-' + (SEVERITY_RANK[s] === undefined ? 'none' : s), text: s || '—' });
   const badge = (cls, text, title) => h('span', { class: 'badge ' + cls, text, title });
@@ -383,12 +386,13 @@ export const DASHBOARD_JS = String.raw`
     return true;
   }
 
+  /** Set a filter's options from [value, label, title?] entries, keeping the choice made. */
   function syncOptions(select, entries, firstLabel) {
     const key = JSON.stringify(entries);
     if (select.dataset.key === key) return;
     select.dataset.key = key;
     const current = select.value;
-    fill(select, new Option(firstLabel, ''), ...entries.map(([value, label]) => new Option(label, value)));
+    fill(select, new Option(firstLabel, ''), ...entries.map(([value, label, title]) => h('option', { value, title, text: label })));
     if (current && !entries.some(([v]) => v === current)) select.append(new Option(current, current));
     select.value = current;
   }
@@ -400,10 +404,13 @@ export const DASHBOARD_JS = String.raw`
     const types = new Set();
     for (const e of state.events) {
       const d = e.data || {};
-      if (d.site_id !== null && d.site_id !== undefined) sites.set(String(d.site_id), d.domain ? d.domain + ' (#' + d.site_id + ')' : '#' + d.site_id);
+      // A domain can be 253 characters (or, from a broken API, thousands): the label is cut
+      // short so the select does not widen the page; the value (the site id) stays whole.
+      const id = d.site_id === null || d.site_id === undefined ? null : String(d.site_id);
+      if (id !== null) sites.set(id, d.domain ? [id, clip(d.domain, OPTION_CHARS) + ' (#' + id + ')', d.domain] : [id, '#' + id, null]);
       types.add(e.type);
     }
-    syncOptions($('f-site'), [...sites].sort((a, b) => Number(a[0]) - Number(b[0])), 'all sites');
+    syncOptions($('f-site'), [...sites.values()].sort((a, b) => Number(a[0]) - Number(b[0])), 'all sites');
     syncOptions($('f-type'), [...types].sort().map((t) => [t, shortType(t)]), 'all types');
     const shown = state.events.filter((e) => clientMatch(e, f));
     $('events-count').textContent = shown.length === state.events.length ? String(shown.length) : shown.length + ' of ' + state.events.length;

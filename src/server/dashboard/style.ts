@@ -94,6 +94,8 @@ tr.fresh td { animation: fresh 4s ease-out; }
 select, input, button { font: inherit; color: inherit; }
 select, input[type=text], input[type=search] { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: 3px 6px; }
 input[type=search] { flex: 1; min-width: 12em; }
+/* Labels come from the API (domains): never wider than the card, however long. */
+.filters select { max-width: 100%; text-overflow: ellipsis; }
 button { cursor: pointer; border: 1px solid var(--line); background: var(--card); border-radius: 6px; padding: 3px 10px; }
 button:hover { border-color: var(--accent); }
 button[type=submit] { background: var(--accent); border-color: var(--accent); color: #fff; }
