@@ -372,4 +372,51 @@ describe('the dashboard on awkward data', () => {
     expect(problems).toEqual([]);
     await page.close();
   }, 60_000);
+
+  it('isolates right-to-left override characters in domains, summaries and silence comments, so they cannot reorder the text after them', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    const spoof = world.sim.world.addSite({ domain: '\u202Emoc.knab-eruces\u202C.evil.example' });
+    await app.runOnce();
+    world.sim.world.setHealth(spoof.id, { status: 'offline' });
+    await app.runOnce();
+    const url = app.serverUrl!;
+    const created = await fetch(`${url}/api/silences`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ match: 'site_id == 1', duration: '1h', comment: 'disk swap \u202Eevil', created_by: 'ops' }),
+    });
+    expect(created.status).toBe(201);
+
+    const { page, problems } = await openPage(`${url}/`);
+    await page.locator('#alerts tbody tr', { hasText: 'evil.example' }).first().waitFor();
+    await page.locator('#events tbody tr', { hasText: 'site.added' }).filter({ hasText: 'evil.example' }).first().waitFor();
+    const silence = page.locator('#silences li[data-state="active"]');
+    await silence.waitFor();
+
+    // Every text holding a bidi control sits in an element that isolates it (or alone in its block).
+    const leaks = await page.evaluate(() => {
+      const out: string[] = [];
+      const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        if (!/[\u202A-\u202E\u2066-\u2069]/.test(n.nodeValue ?? '')) continue;
+        const el = n.parentElement!;
+        const style = getComputedStyle(el);
+        const alone = el.childNodes.length === 1 && style.display !== 'inline';
+        if (style.unicodeBidi !== 'isolate' && !alone) out.push(`${el.tagName.toLowerCase()}.${el.className}: ${JSON.stringify(n.nodeValue)}`);
+      }
+      return out;
+    });
+    expect(leaks).toEqual([]);
+    // The comment's override ends with the comment: who made the silence stays after it, in order.
+    const meta = silence.locator('.small > span');
+    const comment = await meta.nth(0).evaluate((el) => el.getBoundingClientRect().right);
+    const by = meta.nth(1);
+    expect(await by.textContent()).toBe('ops');
+    expect(await by.evaluate((el) => el.getBoundingClientRect().left)).toBeGreaterThanOrEqual(comment - 0.5);
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
 });

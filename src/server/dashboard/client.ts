@@ -242,7 +242,7 @@ export const DASHBOARD_JS = String.raw`
           h('td', null, when(s.last_success_at)),
           h('td', { class: s.progress ? 'progress' : null }, s.progress ? 'polling ' + progressText(s) : when(s.next_run_at)),
           h('td', { class: 'num' + (health.cls === 'red' || health.cls === 'amber' ? ' bad' : ''), text: String(s.consecutive_failures || 0) + (failing ? ' / ' + failing : '') }),
-          h('td', { class: health.cls === 'off' ? '' : 'error-text' }, err ? [h('code', { text: s.last_error_code || 'error' }), ' ', err] : note),
+          h('td', { class: health.cls === 'off' ? '' : 'error-text' }, err ? [h('code', { text: s.last_error_code || 'error' }), ' ', h('span', { text: err })] : note),
         );
       }),
     );
@@ -275,7 +275,7 @@ export const DASHBOARD_JS = String.raw`
           h('b', { text: s.name }),
           ' ',
           h('span', { class: health.cls === 'red' ? 'error-text' : 'warn-text', text: health.text }),
-          s.last_error ? h('div', { class: 'small muted' }, h('code', { text: s.last_error_code || 'error' }), ' ', s.last_error) : null,
+          s.last_error ? h('div', { class: 'small muted' }, h('code', { text: s.last_error_code || 'error' }), ' ', h('span', { text: s.last_error })) : null,
         ),
       ),
     );

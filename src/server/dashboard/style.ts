@@ -55,6 +55,11 @@ tr.empty td, li.empty { color: var(--muted); padding: 10px 6px; }
 .muted { color: var(--muted); }
 .small { font-size: 11.5px; }
 .bad { color: var(--crit); font-weight: 600; }
+/* API and user text (domains, summaries, silence comments, errors) may hold bidi controls
+   such as U+202E (right-to-left override): every inline element that can hold it is a bidi
+   isolate, so it cannot reorder the text after it. A cell, a list item or a div already ends
+   its paragraph. */
+main :is(span, b, code, time), #instance { unicode-bidi: isolate; }
 code { font: 12px/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 .error-text { color: var(--crit); font-size: 12px; }
 .warn-text { color: var(--warn); font-size: 12px; }
