@@ -237,3 +237,186 @@ describe('the dashboard', () => {
     await page.close();
   }, 60_000);
 });
+
+/** Whether the page scrolls sideways: its content is wider than the viewport. */
+async function pageOverflow(page: Page): Promise<number> {
+  return page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+}
+
+describe('the dashboard on awkward data', () => {
+  it('takes a token added to the address of an open tab (no reload), removes it from the address bar, and reconnects the panels and the stream', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token: 'dash-token-0123456789' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    const { page, problems } = await openPage(`${app.serverUrl!}/`);
+    await page.locator('#auth').waitFor({ state: 'visible' });
+    await page.locator('#sources-card .err').waitFor({ state: 'visible' });
+    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 1)); // gone if the page reloads
+
+    // What the banner says to do, in the same tab: only the fragment changes.
+    await page.evaluate(() => {
+      location.hash = '#token=dash-token-0123456789';
+    });
+    await page.locator('#sources tr[data-source="sites"]').waitFor({ state: 'attached' });
+    await page.locator('#status.live').waitFor();
+    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(1);
+    expect(await page.evaluate(() => location.href)).toBe(`${app.serverUrl!}/`);
+    expect(await page.evaluate(() => sessionStorage.getItem('hostwatch.token'))).toBe('dash-token-0123456789');
+    expect(await page.locator('#auth').isVisible()).toBe(false);
+    expect(await page.locator('.err:visible').count()).toBe(0);
+    // The stream follows with the token: a new event shows up live.
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    await page.locator('#events tbody tr', { hasText: 'site.offline' }).first().waitFor();
+    await page.locator('#alerts tbody tr[data-subject]').first().waitFor();
+    // The refusals before the token came are the only failed requests.
+    expect(problems.filter((p) => !p.includes('the server responded with a status of 401'))).toEqual([]);
+    await page.close();
+  }, 60_000);
+
+  it('never shows the text "null" in the sources summary when no source is catching up', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    const { page, problems } = await openPage(`${app.serverUrl!}/`);
+    const summary = page.locator('#sources-summary');
+    // Two sources are off by default (idle), and nothing is catching up after one full run.
+    await expect.poll(() => summary.textContent()).toMatch(/^ All \d+ polled sources are healthy\./);
+    expect(await summary.textContent()).toMatch(/^ All \d+ polled sources are healthy\. \d+ idle \([^)]*\)\.$/);
+    expect(await page.evaluate(() => document.body.innerText)).not.toMatch(/\bnull\b/);
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+
+  it('shows a source that was never read grey and counts it as not read yet, never as healthy, when the API cannot be reached', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' }, api: { base_url: 'http://127.0.0.1:1' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    const url = app.serverUrl!;
+    const { page, problems } = await openPage(`${url}/`);
+    await page.locator('#sources-details > summary').click();
+    await page.locator('#sources tr[data-source="sites"]').waitFor();
+    const { data } = (await (await fetch(`${url}/api/sources`)).json()) as { data: Array<{ name: string; last_success_at: string | null }> };
+    expect(data.every((s) => s.last_success_at === null)).toBe(true);
+    // A source read with its parent's records, attempted but never read (no records came).
+    expect(data.find((s) => s.name === 'cron_jobs')).toMatchObject({ last_attempt_at: expect.any(String), consecutive_failures: 0 });
+    const cronJobs = page.locator('#sources tr[data-source="cron_jobs"]');
+    expect(await cronJobs.getAttribute('class')).toBe('health-off');
+    expect(await cronJobs.locator('.dot').getAttribute('title')).toBe('read with cron_list, not read yet');
+    expect(await page.locator('#sources tr.health-green').count()).toBe(0);
+    expect(await page.locator('#sources-count').textContent()).toMatch(/^0 healthy · \d+ warning · \d+ idle$/);
+    expect(await page.locator('#sources-summary').textContent()).toMatch(/^ 0 of \d+ enabled sources healthy; \d+ need a look: \d+ idle \(disabled, or read with another source, or not read yet\)\./);
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+
+  it('fits a 1280 px and a 375 px wide screen with no sideways scroll when a site has a very long domain, and its filter keeps the site id', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    // One of DNS's longest legal names (253 characters), and a 3,000-character one.
+    const legal = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(53)}.example`;
+    expect(legal.length).toBe(253);
+    const legalSite = world.sim.world.addSite({ domain: legal });
+    const huge = world.sim.world.addSite({ domain: `${'x'.repeat(2988)}.example.com` });
+    world.sim.world.setHealth(huge.id, { status: 'offline' });
+    await app.runOnce();
+    world.sim.world.setHealth(huge.id, { status: 'offline' });
+    world.sim.world.setHealth(legalSite.id, { status: 'offline' });
+    await app.runOnce();
+
+    const { page, problems } = await openPage(`${app.serverUrl!}/`);
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.locator('#events tbody tr', { hasText: legal }).first().waitFor();
+    await page.locator(`#f-site option[value="${huge.id}"]`).waitFor({ state: 'attached' });
+    expect(await pageOverflow(page)).toBeLessThanOrEqual(0);
+    await page.setViewportSize({ width: 375, height: 800 });
+    expect(await pageOverflow(page)).toBeLessThanOrEqual(0);
+    // The label is cut short; the value still filters by the site.
+    const label = await page.locator(`#f-site option[value="${huge.id}"]`).textContent();
+    expect(label!.length).toBeLessThan(100);
+    expect(label).toMatch(/…/);
+    await page.locator('#f-site').selectOption(String(huge.id));
+    await expect.poll(() => page.locator('#events tbody tr').count()).toBeGreaterThan(0);
+    const shown = await page.locator('#events tbody tr td:nth-child(4)').allTextContents();
+    expect(new Set(shown)).toEqual(new Set([huge.domain]));
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+
+  it('fits "Firing now" with its since and silence column into a 375 px phone screen', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    world.sim.world.setHealth(1, { status: 'offline' });
+    world.sim.world.setHealth(2, { status: 'slow' });
+    await app.runOnce();
+    const { page, problems } = await openPage(`${app.serverUrl!}/`);
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.locator('#alerts tbody tr[data-subject]').first().waitFor();
+    const fit = await page.locator('#alerts-card').evaluate((card) => {
+      const table = card.querySelector('#alerts')!;
+      const button = card.querySelector('#alerts button.link')!;
+      const box = card.getBoundingClientRect();
+      return { card: card.scrollWidth - card.clientWidth, table: table.scrollWidth - table.clientWidth, right: box.right - button.getBoundingClientRect().right };
+    });
+    expect(fit.card).toBeLessThanOrEqual(0);
+    expect(fit.table).toBeLessThanOrEqual(0);
+    expect(fit.right).toBeGreaterThan(0);
+    expect(await pageOverflow(page)).toBeLessThanOrEqual(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+
+  it('isolates right-to-left override characters in domains, summaries and silence comments, so they cannot reorder the text after them', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    const spoof = world.sim.world.addSite({ domain: '\u202Emoc.knab-eruces\u202C.evil.example' });
+    await app.runOnce();
+    world.sim.world.setHealth(spoof.id, { status: 'offline' });
+    await app.runOnce();
+    const url = app.serverUrl!;
+    const created = await fetch(`${url}/api/silences`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ match: 'site_id == 1', duration: '1h', comment: 'disk swap \u202Eevil', created_by: 'ops' }),
+    });
+    expect(created.status).toBe(201);
+
+    const { page, problems } = await openPage(`${url}/`);
+    await page.locator('#alerts tbody tr', { hasText: 'evil.example' }).first().waitFor();
+    await page.locator('#events tbody tr', { hasText: 'site.added' }).filter({ hasText: 'evil.example' }).first().waitFor();
+    const silence = page.locator('#silences li[data-state="active"]');
+    await silence.waitFor();
+
+    // Every text holding a bidi control sits in an element that isolates it (or alone in its block).
+    const leaks = await page.evaluate(() => {
+      const out: string[] = [];
+      const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        if (!/[\u202A-\u202E\u2066-\u2069]/.test(n.nodeValue ?? '')) continue;
+        const el = n.parentElement!;
+        const style = getComputedStyle(el);
+        const alone = el.childNodes.length === 1 && style.display !== 'inline';
+        if (style.unicodeBidi !== 'isolate' && !alone) out.push(`${el.tagName.toLowerCase()}.${el.className}: ${JSON.stringify(n.nodeValue)}`);
+      }
+      return out;
+    });
+    expect(leaks).toEqual([]);
+    // The comment's override ends with the comment: who made the silence stays after it, in order.
+    const meta = silence.locator('.small > span');
+    const comment = await meta.nth(0).evaluate((el) => el.getBoundingClientRect().right);
+    const by = meta.nth(1);
+    expect(await by.textContent()).toBe('ops');
+    expect(await by.evaluate((el) => el.getBoundingClientRect().left)).toBeGreaterThanOrEqual(comment - 0.5);
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+});

@@ -12,13 +12,17 @@ export const DASHBOARD_JS = String.raw`
   const MAX_EVENTS = 300;
   const SEVERITY_RANK = { critical: 0, warning: 1, info: 2 };
 
-  // The token comes once in the fragment (#token=...), which browsers never send to a
-  // server; it is kept for this tab only and removed from the address bar.
-  const fromHash = /(?:^#|&)token=([^&]*)/.exec(location.hash);
-  if (fromHash) {
+  // The token comes in the fragment (#token=...), which browsers never send to a server;
+  // it is kept for this tab only and removed from the address bar. Read at the start and
+  // again when only the fragment changes (no reload): see the hashchange handler below.
+  function takeTokenFromHash() {
+    const fromHash = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+    if (!fromHash) return false;
     sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(fromHash[1]));
     history.replaceState(null, '', location.pathname + location.search);
+    return true;
   }
+  takeTokenFromHash();
   const token = () => sessionStorage.getItem(TOKEN_KEY);
 
   const state = {
@@ -51,11 +55,22 @@ export const DASHBOARD_JS = String.raw`
       else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
       else node.setAttribute(k, String(v));
     }
+    return appendAll(node, children);
+  }
+
+  /** Append nodes and strings; null, undefined and false are skipped (the DOM's append would write "null"). */
+  function appendAll(node, children) {
     for (const c of children.flat()) {
       if (c === null || c === undefined || c === false) continue;
       node.append(c instanceof Node ? c : String(c));
     }
     return node;
+  }
+
+  /** Replace a node's children, skipping null, undefined and false as h() does. */
+  function fill(node, ...children) {
+    node.replaceChildren();
+    return appendAll(node, children);
   }
 
   class ApiError extends Error {
@@ -126,6 +141,9 @@ export const DASHBOARD_JS = String.raw`
     return h('time', { datetime: ok ? new Date(t).toISOString() : null, title: ok ? new Date(t).toLocaleString() : null, text: rel(v) });
   }
 
+  // The longest option label of a filter (an ellipsis marks the cut).
+  const OPTION_CHARS = 40;
+  const clip = (text, max) => (text.length > max ? text.slice(0, max - 1) + '…' : text);
   const shortType = (type) => String(type || '').replace(/^hostwatch\./, '');
   const sev = (s) => h('span', { class: 'sev sev-' + (SEVERITY_RANK[s] === undefined ? 'none' : s), text: s || '—' });
   const badge = (cls, text, title) => h('span', { class: 'badge ' + cls, text, title });
@@ -138,7 +156,7 @@ export const DASHBOARD_JS = String.raw`
   }
 
   function emptyRow(tbody, cols, text) {
-    tbody.replaceChildren(h('tr', { class: 'empty' }, h('td', { colspan: cols, text })));
+    fill(tbody, h('tr', { class: 'empty' }, h('td', { colspan: cols, text })));
   }
 
   function debounce(fn, ms) {
@@ -165,7 +183,9 @@ export const DASHBOARD_JS = String.raw`
     if (failing > 0) return { cls: 'amber', text: failing + (failing === 1 ? ' entity' : ' entities') + ' failing' };
     // After a start every source catches up as the request budget allows: progress, not an error.
     if (s.caught_up === false) return { cls: 'off', text: s.progress ? 'catching up: ' + progressText(s) : 'catching up: waiting for its turn' };
-    if (!s.last_attempt_at) return { cls: 'off', text: s.read_with ? 'read with ' + s.read_with : 'not polled yet' };
+    // Never read is not healthy: a source read with its parent's records is tried with each
+    // cycle but reads nothing while no record came (an empty database, an unreachable API).
+    if (!s.last_success_at) return { cls: 'off', text: s.read_with ? 'read with ' + s.read_with + (s.last_attempt_at ? ', not read yet' : '') : 'not read yet' };
     return { cls: 'green', text: 'healthy' };
   }
 
@@ -206,7 +226,7 @@ export const DASHBOARD_JS = String.raw`
     }
     const counts = { green: 0, amber: 0, red: 0, off: 0 };
     const problems = [];
-    tbody.replaceChildren(
+    fill(tbody,
       ...list.map((s) => {
         const health = sourceHealth(s);
         counts[health.cls]++;
@@ -222,7 +242,7 @@ export const DASHBOARD_JS = String.raw`
           h('td', null, when(s.last_success_at)),
           h('td', { class: s.progress ? 'progress' : null }, s.progress ? 'polling ' + progressText(s) : when(s.next_run_at)),
           h('td', { class: 'num' + (health.cls === 'red' || health.cls === 'amber' ? ' bad' : ''), text: String(s.consecutive_failures || 0) + (failing ? ' / ' + failing : '') }),
-          h('td', { class: health.cls === 'off' ? '' : 'error-text' }, err ? [h('code', { text: s.last_error_code || 'error' }), ' ', err] : note),
+          h('td', { class: health.cls === 'off' ? '' : 'error-text' }, err ? [h('code', { text: s.last_error_code || 'error' }), ' ', h('span', { text: err })] : note),
         );
       }),
     );
@@ -235,17 +255,17 @@ export const DASHBOARD_JS = String.raw`
     $('sources-count').textContent = parts.join(' · ');
     const enabled = list.length - list.filter((s) => s.enabled === false).length;
     const catchingUp = list.filter((s) => s.enabled !== false && s.caught_up === false);
-    $('sources-summary').replaceChildren(
+    fill($('sources-summary'),
       h('span', { class: 'dot dot-' + (counts.red ? 'red' : counts.amber ? 'amber' : 'green') }),
       ' ',
       problems.length
         ? h('span', null, h('b', { text: String(counts.green) }), ' of ' + enabled + ' enabled sources healthy; ' + problems.length + ' need' + (problems.length === 1 ? 's' : '') + ' a look:')
         : h('span', null, 'All ', h('b', { text: String(counts.green) }), ' polled sources are healthy.'),
-      counts.off ? h('span', { class: 'muted', text: ' ' + counts.off + ' idle (disabled, or read with another source, or not polled yet).' }) : null,
+      counts.off ? h('span', { class: 'muted', text: ' ' + counts.off + ' idle (disabled, or read with another source, or not read yet).' }) : null,
       catchingUp.length ? h('span', { class: 'catch-up', text: ' ' + catchUpText(catchingUp) }) : null,
     );
     problems.sort((a, b) => (a.health.cls === b.health.cls ? a.s.name.localeCompare(b.s.name) : a.health.cls === 'red' ? -1 : 1));
-    $('sources-problems').replaceChildren(
+    fill($('sources-problems'),
       ...problems.map(({ s, health }) =>
         h(
           'li',
@@ -255,7 +275,7 @@ export const DASHBOARD_JS = String.raw`
           h('b', { text: s.name }),
           ' ',
           h('span', { class: health.cls === 'red' ? 'error-text' : 'warn-text', text: health.text }),
-          s.last_error ? h('div', { class: 'small muted' }, h('code', { text: s.last_error_code || 'error' }), ' ', s.last_error) : null,
+          s.last_error ? h('div', { class: 'small muted' }, h('code', { text: s.last_error_code || 'error' }), ' ', h('span', { text: s.last_error })) : null,
         ),
       ),
     );
@@ -280,7 +300,7 @@ export const DASHBOARD_JS = String.raw`
     });
     $('alerts-count').textContent = list.length ? String(list.length) : '';
     if (!list.length) return emptyRow(tbody, 4, 'Nothing is firing.');
-    tbody.replaceChildren(
+    fill(tbody,
       ...list.map((a) => {
         const d = (a.event && a.event.data) || {};
         return h(
@@ -366,12 +386,13 @@ export const DASHBOARD_JS = String.raw`
     return true;
   }
 
+  /** Set a filter's options from [value, label, title?] entries, keeping the choice made. */
   function syncOptions(select, entries, firstLabel) {
     const key = JSON.stringify(entries);
     if (select.dataset.key === key) return;
     select.dataset.key = key;
     const current = select.value;
-    select.replaceChildren(new Option(firstLabel, ''), ...entries.map(([value, label]) => new Option(label, value)));
+    fill(select, new Option(firstLabel, ''), ...entries.map(([value, label, title]) => h('option', { value, title, text: label })));
     if (current && !entries.some(([v]) => v === current)) select.append(new Option(current, current));
     select.value = current;
   }
@@ -383,17 +404,20 @@ export const DASHBOARD_JS = String.raw`
     const types = new Set();
     for (const e of state.events) {
       const d = e.data || {};
-      if (d.site_id !== null && d.site_id !== undefined) sites.set(String(d.site_id), d.domain ? d.domain + ' (#' + d.site_id + ')' : '#' + d.site_id);
+      // A domain can be 253 characters (or, from a broken API, thousands): the label is cut
+      // short so the select does not widen the page; the value (the site id) stays whole.
+      const id = d.site_id === null || d.site_id === undefined ? null : String(d.site_id);
+      if (id !== null) sites.set(id, d.domain ? [id, clip(d.domain, OPTION_CHARS) + ' (#' + id + ')', d.domain] : [id, '#' + id, null]);
       types.add(e.type);
     }
-    syncOptions($('f-site'), [...sites].sort((a, b) => Number(a[0]) - Number(b[0])), 'all sites');
+    syncOptions($('f-site'), [...sites.values()].sort((a, b) => Number(a[0]) - Number(b[0])), 'all sites');
     syncOptions($('f-type'), [...types].sort().map((t) => [t, shortType(t)]), 'all types');
     const shown = state.events.filter((e) => clientMatch(e, f));
     $('events-count').textContent = shown.length === state.events.length ? String(shown.length) : shown.length + ' of ' + state.events.length;
     const tbody = document.querySelector('#events tbody');
     if (!shown.length) return emptyRow(tbody, 5, state.events.length ? 'No event matches the filters.' : 'No events yet. The first poll is a baseline; changes show up here as they happen.');
     const now = Date.now();
-    tbody.replaceChildren(
+    fill(tbody,
       ...shown.map((e) => {
         const d = e.data || {};
         const age = state.fresh.has(e.id) ? now - state.fresh.get(e.id) : Infinity;
@@ -480,7 +504,7 @@ export const DASHBOARD_JS = String.raw`
     $('deliveries-count').textContent = failed ? failed + ' failing' : '';
     $('deliveries-count').className = failed ? 'count bad' : 'count';
     if (!list.length) return emptyRow(tbody, 6, $('failed-only').checked ? 'No failed deliveries.' : 'Nothing delivered yet.');
-    tbody.replaceChildren(
+    fill(tbody,
       ...list.map((d) => {
         const retrying = d.state === 'pending' && d.attempts > 0;
         const cls = d.state === 'dead' ? 'fail' : retrying ? 'retry' : '';
@@ -525,8 +549,8 @@ export const DASHBOARD_JS = String.raw`
     const list = state.silences || [];
     const active = list.filter((s) => s.state === 'active').length;
     $('silences-count').textContent = active ? active + ' active' : '';
-    if (!list.length) return ul.replaceChildren(h('li', { class: 'empty', text: 'No silences.' }));
-    ul.replaceChildren(
+    if (!list.length) return fill(ul, h('li', { class: 'empty', text: 'No silences.' }));
+    fill(ul,
       ...list.map((s) => {
         const timing =
           s.state === 'active' ? 'ends ' + rel(s.ends_at) : s.state === 'pending' ? 'starts ' + rel(s.starts_at) : 'ended ' + rel(s.expired_at || s.ends_at);
@@ -594,7 +618,8 @@ export const DASHBOARD_JS = String.raw`
     if (!document.hidden) fn();
   }, ms);
 
-  (async () => {
+  /** Load every panel, then follow the stream from where the loaded log ends. */
+  async function connect() {
     await Promise.all([
       guard('sources-card', loadSources),
       guard('alerts-card', loadAlerts),
@@ -606,6 +631,18 @@ export const DASHBOARD_JS = String.raw`
     ]);
     // Live from where the loaded log ends, so nothing falls between the two.
     openStream(state.cursor);
+  }
+
+  // A token pasted into the address of this tab changes only the fragment: no reload, so
+  // take it here as on a fresh load and connect again with it.
+  window.addEventListener('hashchange', () => {
+    if (!takeTokenFromHash()) return;
+    $('auth').hidden = true;
+    void connect();
+  });
+
+  (async () => {
+    await connect();
     every(5000, () => guard('sources-card', loadSources));
     every(5000, () => guard('deliveries-card', loadDeliveries));
     every(15000, () => guard('alerts-card', loadAlerts));

@@ -55,6 +55,11 @@ tr.empty td, li.empty { color: var(--muted); padding: 10px 6px; }
 .muted { color: var(--muted); }
 .small { font-size: 11.5px; }
 .bad { color: var(--crit); font-weight: 600; }
+/* API and user text (domains, summaries, silence comments, errors) may hold bidi controls
+   such as U+202E (right-to-left override): every inline element that can hold it is a bidi
+   isolate, so it cannot reorder the text after it. A cell, a list item or a div already ends
+   its paragraph. */
+main :is(span, b, code, time), #instance { unicode-bidi: isolate; }
 code { font: 12px/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 .error-text { color: var(--crit); font-size: 12px; }
 .warn-text { color: var(--warn); font-size: 12px; }
@@ -84,10 +89,18 @@ tr.retry td { background: var(--warn-bg); }
 tr.fresh td { animation: fresh 4s ease-out; }
 @keyframes fresh { from { background: var(--fresh); } to { background: transparent; } }
 .summary { min-width: 16em; }
+/* A phone (375 px): "Firing now" has no scroll box of its own, so its summary column
+   gives way to the "since" and "silence…" column, and the margins shrink. */
+@media (max-width: 600px) {
+  main { padding: 8px 8px 16px; gap: 8px; }
+  #alerts .summary { min-width: 8em; }
+}
 .filters { display: flex; flex-wrap: wrap; gap: 6px; margin: 0 0 8px; }
 select, input, button { font: inherit; color: inherit; }
 select, input[type=text], input[type=search] { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: 3px 6px; }
 input[type=search] { flex: 1; min-width: 12em; }
+/* Labels come from the API (domains): never wider than the card, however long. */
+.filters select { max-width: 100%; text-overflow: ellipsis; }
 button { cursor: pointer; border: 1px solid var(--line); background: var(--card); border-radius: 6px; padding: 3px 10px; }
 button:hover { border-color: var(--accent); }
 button[type=submit] { background: var(--accent); border-color: var(--accent); color: #fff; }
