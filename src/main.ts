@@ -149,8 +149,11 @@ export interface App {
   serverUrl: string | null;
   /** Graceful stop: start no new poll or send, let those in flight finish (up to the stop timeout), close. */
   stop(): Promise<void>;
-  /** Delete change-log history older than `history.retention` (the daemon runs this every `history.prune_every`). */
-  pruneHistory(): Promise<PruneResult>;
+  /**
+   * Delete change-log history, evidence and the records of deliveries that succeeded, older
+   * than `history.retention` (the daemon runs this every `history.prune_every`).
+   */
+  pruneHistory(): Promise<PruneResult & { deliveries: number }>;
 }
 
 /** Load the built-in rule packs and the user's rule paths for a config. */
@@ -437,10 +440,13 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     serverUrl: null,
     async pruneHistory() {
       const before = now() - config.history.retention_ms;
-      const removed = await store.transaction((tx) => repos(tx).history.prune(before));
+      const removed = await store.transaction(async (tx) => {
+        const r = repos(tx);
+        return { ...(await r.history.prune(before)), deliveries: await r.delivery.pruneDelivered(before) };
+      });
       // Members gone for longer than the history is kept are forgotten too.
       if (cluster) await new ClusterRepo(store).pruneMembers(config.history.retention_ms);
-      if (removed.changeLog + removed.evidence > 0) log.info(removed, 'history pruned');
+      if (removed.changeLog + removed.evidence + removed.deliveries > 0) log.info(removed, 'history pruned');
       return removed;
     },
     async start() {

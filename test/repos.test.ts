@@ -5,11 +5,17 @@ import { repos, type Repos } from '../src/store/repos.js';
 import type { SnapshotRow } from '../src/store/snapshots-repo.js';
 import { siteEvent } from './events-fixture.js';
 import { ENGINES, freshStorage } from './pg.js';
+import { statement } from '../src/store/sql.js';
 
 /**
  * Every repository, on both engines: the same calls give the same answers on SQLite and on
  * PostgreSQL. Each engine gets its own fresh database; each test writes its own keys.
  */
+/** How many delivery attempts an outbox row has. */
+const ATTEMPTS = statement<{ id: number }, { n: number | string }>((qb, p) =>
+  qb.selectFrom('delivery_attempts').select((eb) => eb.fn.countAll<number>().as('n')).where('outbox_id', '=', p.id),
+);
+
 describe.each(ENGINES)('repositories on %s', (engine) => {
   let store: Store;
   let r: Repos;
@@ -311,6 +317,37 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
       expect(pruned.evidence).toBeGreaterThanOrEqual(1);
       expect(await r.history.evidence(e.id)).toBeUndefined();
       expect((await r.history.ofEntity('backups', 'sites/15/backups')).map((x) => x.version)).toEqual([2]);
+    });
+
+    it('forgets deliveries that succeeded before the retention, with their attempts, and keeps pending and dead rows of any age and the events', async () => {
+      const e = siteEvent('ev-prune', 17);
+      await tx(async (t) => {
+        await t.events.addEvent(toEventRow(e));
+        for (const channel of ['pa', 'pb', 'pc']) await t.events.enqueue(outboxRow(e.id, channel));
+        await t.events.enqueue(outboxRow(e.id, 'pd', { next_attempt_at: 10_000_000_000_000 }));
+      });
+      const due = (await r.events.due(200, 100)).filter((d) => d.event_id === e.id);
+      // pa delivered at 10, pb delivered at 30, pc dead at 10; pd still pending.
+      for (const [channel, state, at] of [['pa', 'delivered', 10], ['pb', 'delivered', 30], ['pc', 'dead', 10]] as const) {
+        const row = due.find((d) => d.channel === channel)!;
+        const outcome = state === 'delivered' ? 'delivered' : 'dead';
+        const written = await tx((t) =>
+          t.events.recordAttempt(
+            { id: row.id, state, attempts: 1, next_attempt_at: at, last_error: null, updated_at: at, claim_token: row.claim_token },
+            { outbox_id: row.id, attempt: 1, at, outcome, status_code: 200, error: null, duration_ms: 1 },
+          ),
+        );
+        expect(written).toBe(true);
+      }
+      const attemptsOf = async (channel: string): Promise<number> => {
+        const id = due.find((d) => d.channel === channel)!.id;
+        return Number((await store.get(ATTEMPTS, { id }))!.n);
+      };
+      expect(await attemptsOf('pa')).toBe(1);
+      expect(await tx((t) => t.delivery.pruneDelivered(20))).toBe(1);
+      expect((await r.events.outboxFor(e.id)).map((o) => o.channel)).toEqual(['pb', 'pc', 'pd']);
+      expect([await attemptsOf('pa'), await attemptsOf('pb'), await attemptsOf('pc')]).toEqual([0, 1, 1]);
+      expect((await r.history.event(e.id))?.id).toBe(e.id);
     });
   });
 

@@ -269,7 +269,7 @@ describe('the change log', () => {
     const total = (): number => query<{ n: number }>(world!, 'SELECT count(*) AS n FROM change_log')[0]!.n;
     const entities = query<{ n: number }>(world, 'SELECT count(DISTINCT source || entity) AS n FROM change_log')[0]!.n;
     expect(total()).toBe(entities + 2);
-    expect(await app.pruneHistory()).toEqual({ changeLog: 0, evidence: 0 });
+    expect(await app.pruneHistory()).toEqual({ changeLog: 0, evidence: 0, deliveries: 0 });
     c.advance(2 * 86_400_000);
     await app.stop();
     // A new daemon prunes at start: two old health versions and both events' evidence go;

@@ -111,12 +111,29 @@ const FLUSH = statement<{ now: number; digest: string }>((qb, p) =>
     .where('next_attempt_at', '>', p.now),
 );
 
+// A delivered row's attempts, then the row, once its last attempt is older than `before`.
+const PRUNE_ATTEMPTS = statement<{ before: number }>((qb, p) =>
+  qb.deleteFrom('delivery_attempts').where('outbox_id', 'in', qb.selectFrom('outbox').select('id').where('state', '=', 'delivered').where('updated_at', '<', p.before)),
+);
+const PRUNE_DELIVERED = statement<{ before: number }>((qb, p) => qb.deleteFrom('outbox').where('state', '=', 'delivered').where('updated_at', '<', p.before));
+
 /**
  * The delivery tables of migration 0004: groups (when each last went out), channel health,
  * inhibitions in force, and the events held back (events.held_by / held_outcome).
  */
 export class DeliveryRepo {
   constructor(private readonly x: Executor) {}
+
+  /**
+   * Forget deliveries that succeeded before `before` (epoch ms): their outbox rows and
+   * attempts (history.retention). Pending and dead rows stay, whatever their age: they are
+   * work left, and `redeliver --dead` needs them. The events themselves stay (the event log
+   * keeps every event). Returns the outbox rows removed.
+   */
+  async pruneDelivered(before: number): Promise<number> {
+    await this.x.run(PRUNE_ATTEMPTS, { before });
+    return this.x.run(PRUNE_DELIVERED, { before });
+  }
 
   /** When a group's pending rows are due and when it last went out. */
   async group(channel: string, groupKey: string): Promise<{ pendingDue: number | null; lastSent: number | null }> {
