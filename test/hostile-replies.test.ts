@@ -109,3 +109,29 @@ describe('a site list with an id that is not a positive integer', () => {
     expect(names(world.events).filter((n) => n.startsWith('site.'))).toEqual([]);
   });
 });
+
+describe('a site list that comes back empty while sites are known', () => {
+  it('is refused once, keeping every site and its firing alert; the next poll that says the same is taken', async () => {
+    world = await startWorld({ sim: { sites: 2 } });
+    const app = await world.app();
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    expect(names(world.events)).toEqual(['site.offline:firing']);
+    const empty = { path: '^/sites$', kind: 'body', body: '{"data":[],"has_more":false}' } as const;
+    world.sim.faults.add(empty);
+    await app.runOnce();
+    expect(names(world.events)).toEqual(['site.offline:firing']);
+    expect(rows(world, "SELECT last_error FROM poll_state WHERE source = 'sites' AND entity != ''")).toEqual([
+      { last_error: '/sites: the site list came back empty although 2 sites were known; the previous list is kept until the next poll of the site list says the same' },
+    ]);
+    // A list with sites in between: the next empty one is refused again.
+    world.sim.faults.clear();
+    await app.runOnce();
+    world.sim.faults.add(empty);
+    await app.runOnce();
+    expect(names(world.events)).toEqual(['site.offline:firing']);
+    // Said twice in a row: every site is gone.
+    await app.runOnce();
+    expect(names(world.events).filter((n) => n === 'site.removed')).toHaveLength(2);
+  });
+});

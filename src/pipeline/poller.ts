@@ -185,6 +185,8 @@ export class Poller {
   private readonly failing = new Set<string>();
   /** Sources with a firing source.scope_missing alert. */
   private readonly scopeMissing = new Set<string>();
+  /** The last site list came back empty while sites were known, and was refused once (siteListProblem). */
+  private emptySitesRefused = false;
   /** API-wide operator alerts firing now (api.unauthorized, api.unreachable). */
   private readonly apiFiring = new Set<OperatorRule>();
   /**
@@ -337,12 +339,23 @@ export class Poller {
   /**
    * A site list longer than `sites.max` is refused as a whole, before any diff: a hostile
    * or broken reply must not become a million `site.added` events and a huge database.
+   * An empty site list while sites are known is refused once: a reply that drops every site
+   * at once is more often a fault upstream than every site deleted, and taken as it came it
+   * would remove every site (and resolve their alerts, which fire again under new ids once
+   * the sites are back). The next poll that says the same is taken.
    */
   private siteListProblem(source: SourceDef, data: unknown): string | null {
-    const max = this.deps.sitesMax;
-    if (max === undefined || source.name !== sitesSource.name) return null;
+    if (source.name !== sitesSource.name) return null;
     const n = listOf(sitesSource, data).length;
-    return n > max ? `the site list has ${n} sites, more than sites.max (${max}); the previous list is kept. Raise sites.max if this is real` : null;
+    const max = this.deps.sitesMax;
+    if (max !== undefined && n > max) return `the site list has ${n} sites, more than sites.max (${max}); the previous list is kept. Raise sites.max if this is real`;
+    const known = this.directory.size;
+    if (n > 0 || known === 0 || this.emptySitesRefused) {
+      this.emptySitesRefused = false;
+      return null;
+    }
+    this.emptySitesRefused = true;
+    return `the site list came back empty although ${known} ${known === 1 ? 'site was' : 'sites were'} known; the previous list is kept until the next poll of the site list says the same`;
   }
 
   /** An entity the server said is unchanged (304): replanned on its stored snapshot if a timer runs. */
