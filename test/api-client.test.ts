@@ -228,6 +228,14 @@ describe('Retry-After', () => {
     expect(parseRetryAfter('Sat, 21 Nov 2026 14:00:10 GMT', now)).toBe(10_000);
     expect(parseRetryAfter(undefined, now)).toBe(null);
     expect(parseRetryAfter('soon', now)).toBe(null);
+    // The three HTTP date forms (RFC 9110 §5.6.7) each start with the day's name.
+    expect(parseRetryAfter('Saturday, 21-Nov-26 14:00:20 GMT', now)).toBe(20_000);
+    expect(parseRetryAfter('Sat Nov 21 14:00:30 2026', now)).toBe(30_000);
+  });
+
+  it('is unreadable (so the request backs off as without one) when it is neither: a fraction or a negative number is no date in 2001', () => {
+    const now = Date.parse('2026-11-21T14:00:00Z');
+    for (const v of ['1.5', '-30', '0x10', '1e3', '+5']) expect(parseRetryAfter(v, now), v).toBe(null);
   });
 });
 

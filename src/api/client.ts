@@ -435,6 +435,9 @@ export function parseRetryAfter(value: string | string[] | undefined, nowMs: num
   const v = Array.isArray(value) ? value[0] : value;
   if (v === undefined || v.trim() === '') return null;
   if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
+  // An HTTP date (each of its three forms starts with the day's name): Date.parse alone
+  // would read "1.5" as 5 January 2001, a pause already over.
+  if (!/^[A-Za-z]{3}/.test(v.trim())) return null;
   const at = Date.parse(v);
   return Number.isNaN(at) ? null : Math.max(0, at - nowMs);
 }
