@@ -19,7 +19,7 @@ import { RuleErrors } from './rules/parse.js';
 import { eventType, TYPE_PREFIX } from './events/envelope.js';
 import { CATALOG } from './events/catalog.js';
 import { OPERATOR_EVENT_NAMES } from './events/operator.js';
-import { closest } from './config/parse.js';
+import { closest } from './closest.js';
 import { secretScrubber, secretsOf } from './log.js';
 import { storageExists, storagePathProblem } from './store/storage-path.js';
 import { parseListen } from './server/server.js';

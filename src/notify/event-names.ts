@@ -1,5 +1,5 @@
 import type { Config } from '../config/types.js';
-import { closest } from '../config/parse.js';
+import { closest } from '../closest.js';
 import { CATALOG } from '../events/catalog.js';
 import { OPERATOR_EVENT_NAMES } from '../events/operator.js';
 import type { CompiledRule } from '../rules/types.js';
