@@ -25,6 +25,7 @@ import { DIGEST_GROUP } from './notify/grouping.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
 import { Notifier } from './notify/notifier.js';
 import { OutboxWorker } from './notify/outbox-worker.js';
+import { knownEventNames } from './events/catalog.js';
 import { eventId } from './events/envelope.js';
 import { operatorEvent } from './events/operator.js';
 import { packageRoot, packageVersion } from './paths.js';
@@ -440,7 +441,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     },
     async start() {
       if (config.server.listen) {
-        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log, pace: () => client.budget.state() };
+        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log, eventNames: knownEventNames(rules), pace: () => client.budget.state() };
         server = await startServer({
           listen: config.server.listen,
           token: config.server.token,

@@ -6,6 +6,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+import { knownEventNames } from '../src/events/catalog.js';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
 import type { ServerContext } from '../src/server/context.js';
@@ -44,6 +45,7 @@ async function serve(app: App): Promise<{ url: string; close: () => Promise<void
     bus: app.bus,
     now: Date.now,
     log: app.log,
+    eventNames: knownEventNames(app.rules),
   };
   const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [...feedRoutes(ctx), ...apiRoutes(ctx)] });
   cleanups.push(() => srv.close());
@@ -158,6 +160,23 @@ describe('GET /api/events', () => {
     expect((await readAll(srv.url, 'site_id=2&type=site.offline', null, 1)).events.map((e) => e.id)).toEqual(both);
 
     expect((await getJson<FeedPage>(`${srv.url}/api/events?type=site.nothing_like_this`)).body).toEqual({ data: [], cursor: '0', has_more: false });
+  });
+
+  it('finds the watchdog by its documented name hostwatch.watchdog and by its type hostwatch.hostwatch.watchdog, on a page and on the stream', async () => {
+    const w = await world({ config: { watchdog: { every: '1h' } } });
+    const app = await w.app();
+    await app.runOnce();
+    const srv = await serve(app);
+    const dogs = w.events.filter((e) => e.type === 'hostwatch.hostwatch.watchdog').map((e) => e.id);
+    expect(dogs).toHaveLength(1);
+    for (const type of ['hostwatch.watchdog', 'hostwatch.hostwatch.watchdog']) {
+      expect((await readAll(srv.url, `type=${type}`, null, 10)).events.map((e) => e.id), type).toEqual(dogs);
+      expect((await getJson<FeedPage>(`${srv.url}/api/events?last=5&type=${type}`)).body.data.map((e) => e.id), type).toEqual(dogs);
+      const sse = await connect(`${srv.url}/api/events/stream?type=${type}`);
+      await sse.waitFor(1);
+      expect(sse.messages.map((m) => (JSON.parse(m.data) as HostwatchEvent).id), type).toEqual(dogs);
+      sse.close();
+    }
   });
 
   it('with last=N returns the newest N events, oldest first, and a cursor to follow on from', async () => {

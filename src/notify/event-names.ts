@@ -1,7 +1,6 @@
 import type { Config } from '../config/types.js';
 import { closest } from '../closest.js';
-import { CATALOG } from '../events/catalog.js';
-import { OPERATOR_EVENT_NAMES } from '../events/operator.js';
+import { knownEventNames } from '../events/catalog.js';
 import type { CompiledRule } from '../rules/types.js';
 
 /**
@@ -13,7 +12,7 @@ import type { CompiledRule } from '../rules/types.js';
  * to start on one (createApp).
  */
 export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents'>, rules: readonly CompiledRule[]): string[] {
-  const known = [...new Set([...CATALOG, ...OPERATOR_EVENT_NAMES, ...rules.map((r) => r.event)])];
+  const known = knownEventNames(rules);
   const problem = (path: string, name: string): string | null => {
     if (known.includes(name)) return null;
     const near = closest(name, known);

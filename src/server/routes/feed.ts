@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { eventType } from '../../events/envelope.js';
+import { resolveEventType, TYPE_PREFIX } from '../../events/envelope.js';
 import type { EventFilter, LoggedEvent } from '../../store/events-repo.js';
 import type { ServerContext } from '../context.js';
 import { badRequest, intParam, shown, wholeNumber, type Request, type Route } from '../http.js';
@@ -27,7 +27,7 @@ export function feedRoutes(ctx: ServerContext): Route[] {
 async function page(ctx: ServerContext, req: Request, res: ServerResponse): Promise<void> {
   const q = req.url.searchParams;
   const after = cursorParam('after', q.get('after'));
-  const filter = filterParams(q);
+  const filter = filterParams(ctx, q);
   const limit = intParam(q, 'limit', { min: 1, max: LIMIT_MAX, expected: `a whole number from 1 to ${LIMIT_MAX}` }) ?? LIMIT_DEFAULT;
   // `last=N`: the newest N events (still oldest first), with the cursor to follow on from;
   // a dashboard or a new consumer starts there without paging through the whole log.
@@ -61,7 +61,7 @@ async function stream(ctx: ServerContext, req: Request, res: ServerResponse): Pr
     typeof resumeFrom === 'string' && resumeFrom !== ''
       ? cursorParam('Last-Event-ID', resumeFrom)
       : cursorParam('after', req.url.searchParams.get('after'));
-  const filter = filterParams(req.url.searchParams);
+  const filter = filterParams(ctx, req.url.searchParams);
   const headers = {
     'content-type': 'text/event-stream',
     'cache-control': 'no-store',
@@ -140,14 +140,19 @@ function drained(res: ServerResponse): Promise<void> {
 }
 
 /** The `type` and `site_id` filters shared by the page and the stream. */
-function filterParams(q: URLSearchParams): EventFilter {
+function filterParams(ctx: ServerContext, q: URLSearchParams): EventFilter {
   const typeText = q.get('type') || null;
-  const type = typeText === null ? null : eventType(typeText);
-  if (typeText !== null && type === null) {
-    throw badRequest(`type: expected an event type like site.offline or hostwatch.site.offline (got ${shown(typeText)})`);
-  }
+  const type = typeText === null ? null : typeFilter(ctx, typeText);
   const siteId = intParam(q, 'site_id', { min: 0, max: Number.MAX_SAFE_INTEGER, expected: 'a site id (a whole number)' });
   return { type, siteId, since: null };
+}
+
+/** The CloudEvents type a `type` parameter names (resolveEventType, as `hostwatch events --type`). */
+function typeFilter(ctx: ServerContext, text: string): string {
+  const r = resolveEventType(text, ctx.eventNames);
+  if (r.ok) return r.type;
+  if (r.problem === 'shape') throw badRequest(`type: expected an event type like site.offline or hostwatch.site.offline (got ${shown(text)})`);
+  return text.startsWith(TYPE_PREFIX) ? text : TYPE_PREFIX + text;
 }
 
 function cursorParam(name: string, text: string | null): number {
