@@ -17,7 +17,7 @@ import { compileRouter, RouteError } from './notify/routing.js';
 import { unknownEventNames } from './notify/event-names.js';
 import { registerDeliveryCommands } from './notify/cli-commands.js';
 import { RuleErrors } from './rules/parse.js';
-import { resolveEventType, typeShaped } from './events/envelope.js';
+import { resolveEventType, TYPE_SHAPE_MESSAGE, typeShaped } from './events/envelope.js';
 import { knownEventNames } from './events/catalog.js';
 import { closest } from './closest.js';
 import { secretScrubber, secretsOf } from './log.js';
@@ -146,7 +146,7 @@ function duration(v: string): number {
 }
 
 function typeName(v: string): string {
-  if (!typeShaped(v)) throw new InvalidArgumentError('expected an event type like site.offline or hostwatch.site.offline');
+  if (!typeShaped(v)) throw new InvalidArgumentError(TYPE_SHAPE_MESSAGE);
   return v;
 }
 
@@ -573,8 +573,7 @@ function knownTypeOrExit(config: Config, text: string): string {
   }
   const r = resolveEventType(text, knownEventNames(rules));
   if (r.ok) return r.type;
-  const near = r.problem === 'unknown' ? r.near : null;
-  fail(`hostwatch events: --type: no event is named ${text}${near ? `; did you mean ${near}?` : ''} (docs/events.md lists them)`, EXIT_CONFIG);
+  fail(`hostwatch events: --type: ${r.message}`, EXIT_CONFIG);
 }
 
 

@@ -28,11 +28,16 @@ describe('resolveEventType', () => {
   });
 
   it('names the nearest known event for a misspelt name or type, and refuses text that is no event type', () => {
-    expect(resolveEventType('site.offlin', known)).toEqual({ ok: false, problem: 'unknown', near: 'site.offline' });
-    expect(resolveEventType('hostwatch.site.offlin', known)).toEqual({ ok: false, problem: 'unknown', near: 'site.offline' });
-    expect(resolveEventType('hostwatch.watchdg', known)).toEqual({ ok: false, problem: 'unknown', near: 'hostwatch.watchdog' });
-    expect(resolveEventType('nothing.like_this_at_all', known)).toEqual({ ok: false, problem: 'unknown', near: null });
-    expect(resolveEventType('watchdog', known)).toEqual({ ok: false, problem: 'shape' });
-    expect(resolveEventType('Site Offline', known)).toEqual({ ok: false, problem: 'shape' });
+    expect(resolveEventType('site.offlin', known)).toEqual({
+      ok: false,
+      problem: 'unknown',
+      near: 'site.offline',
+      message: 'no event is named site.offlin; did you mean site.offline? (docs/events.md lists them)',
+    });
+    expect(resolveEventType('hostwatch.site.offlin', known)).toMatchObject({ ok: false, problem: 'unknown', near: 'site.offline' });
+    expect(resolveEventType('hostwatch.watchdg', known)).toMatchObject({ ok: false, problem: 'unknown', near: 'hostwatch.watchdog' });
+    expect(resolveEventType('nothing.like_this_at_all', known)).toMatchObject({ ok: false, problem: 'unknown', near: null });
+    expect(resolveEventType('watchdog', known)).toMatchObject({ ok: false, problem: 'shape' });
+    expect(resolveEventType('Site Offline', known)).toMatchObject({ ok: false, problem: 'shape' });
   });
 });

@@ -59,8 +59,10 @@ export function typeShaped(text: string): boolean {
 /** What a type filter names: the CloudEvents type, or why it names none (see resolveEventType). */
 export type TypeResolution =
   | { ok: true; type: string }
-  | { ok: false; problem: 'shape' }
-  | { ok: false; problem: 'unknown'; near: string | null };
+  | { ok: false; problem: 'shape' | 'unknown'; near: string | null; message: string };
+
+/** What a filter that names no event type is told, after the name of the parameter or option. */
+export const TYPE_SHAPE_MESSAGE = 'expected an event type like site.offline or hostwatch.site.offline';
 
 /**
  * The CloudEvents type a filter text names, resolved against the event names hostwatch
@@ -71,11 +73,11 @@ export type TypeResolution =
  * first taken as a name, then as a type. Unknown text gives the nearest known name.
  */
 export function resolveEventType(text: string, known: readonly string[]): TypeResolution {
-  if (!typeShaped(text)) return { ok: false, problem: 'shape' };
+  if (!typeShaped(text)) return { ok: false, problem: 'shape', near: null, message: TYPE_SHAPE_MESSAGE };
   if (known.includes(text)) return { ok: true, type: TYPE_PREFIX + text };
   if (text.startsWith(TYPE_PREFIX) && known.includes(text.slice(TYPE_PREFIX.length))) return { ok: true, type: text };
   const near = closest(text, known) ?? (text.startsWith(TYPE_PREFIX) ? closest(text.slice(TYPE_PREFIX.length), known) : null);
-  return { ok: false, problem: 'unknown', near };
+  return { ok: false, problem: 'unknown', near, message: `no event is named ${text}${near ? `; did you mean ${near}?` : ''} (docs/events.md lists them)` };
 }
 
 /** Wrap event data in the CloudEvents 1.0 envelope of PRODUCT.md. */

@@ -79,6 +79,23 @@ export function intParam(q: URLSearchParams, name: string, o: { min: number; max
   return wholeNumber(name, text, o);
 }
 
+/**
+ * Refuse a query parameter an endpoint does not take, or one given twice: ignored, a
+ * misspelt or unsupported filter would bring back the unfiltered answer as if it worked.
+ * `hints` add a word to the refusal of a parameter that is taken elsewhere.
+ */
+export function onlyParams(q: URLSearchParams, endpoint: string, names: readonly string[], hints: Record<string, string> = {}): void {
+  const counts = new Map<string, number>();
+  for (const name of q.keys()) counts.set(name, (counts.get(name) ?? 0) + 1);
+  for (const [name, n] of counts) {
+    if (!names.includes(name)) {
+      const hint = Object.hasOwn(hints, name) ? ` (${hints[name]})` : '';
+      throw badRequest(`${name.slice(0, 80)}: unknown parameter; ${endpoint} takes ${names.join(', ')}${hint}`);
+    }
+    if (n > 1) throw badRequest(`${name}: given ${n} times; give it once`);
+  }
+}
+
 /** A whole number within bounds, or a 400 naming the parameter. */
 export function wholeNumber(name: string, text: string, o: { min: number; max: number; expected: string }): number {
   const n = /^\d{1,16}$/.test(text) ? Number(text) : NaN;
