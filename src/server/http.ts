@@ -36,8 +36,8 @@ export function json(res: ServerResponse, status: number, body: unknown, headers
 }
 
 /** Send an error reply in the one error shape the server uses: `{error: {code, message}}`. */
-export function fail(res: ServerResponse, status: number, code: string, message: string): void {
-  json(res, status, { error: { code, message } });
+export function fail(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
+  json(res, status, { error: { code, message } }, headers);
 }
 
 /** Raised by handlers for a bad request; the server turns it into a 4xx JSON error. */
