@@ -9,6 +9,7 @@ import { ConfigErrors } from './config/errors.js';
 import type { Config } from './config/types.js';
 import { CONFIG_SOURCES, createApp, rulesFor, SOURCE_NAMES, type App } from './main.js';
 import type { HostwatchEvent } from './events/types.js';
+import type { CompiledRule } from './rules/types.js';
 import { formatEventLine } from './notify/channels/console.js';
 import { Dispatcher, isHumanChannel } from './notify/dispatch.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
@@ -16,10 +17,9 @@ import { compileRouter, RouteError } from './notify/routing.js';
 import { unknownEventNames } from './notify/event-names.js';
 import { registerDeliveryCommands } from './notify/cli-commands.js';
 import { RuleErrors } from './rules/parse.js';
-import { eventType, TYPE_PREFIX } from './events/envelope.js';
-import { CATALOG } from './events/catalog.js';
-import { OPERATOR_EVENT_NAMES } from './events/operator.js';
-import { closest } from './config/parse.js';
+import { resolveEventType, TYPE_SHAPE_MESSAGE, typeShaped } from './events/envelope.js';
+import { knownEventNames } from './events/catalog.js';
+import { closest } from './closest.js';
 import { secretScrubber, secretsOf } from './log.js';
 import type { Logger } from 'pino';
 import { storageExists, storagePathProblem } from './store/storage-path.js';
@@ -155,9 +155,8 @@ function duration(v: string): number {
 }
 
 function typeName(v: string): string {
-  const t = eventType(v);
-  if (t === null) throw new InvalidArgumentError('expected an event type like site.offline or hostwatch.site.offline');
-  return t;
+  if (!typeShaped(v)) throw new InvalidArgumentError(TYPE_SHAPE_MESSAGE);
+  return v;
 }
 
 const program = new Command()
@@ -359,11 +358,11 @@ program
   .option('--json', 'one CloudEvent JSON per line, exactly as stored')
   .action(async (o: { config?: string; since?: number; type?: string; limit: number; json?: boolean }) => {
     const config = await load(o.config, { secretsOptional: true });
-    if (o.type !== undefined) knownTypeOrExit(config, o.type);
+    const type = o.type === undefined ? null : knownTypeOrExit(config, o.type);
     // Read-only: it reads beside a running daemon and never writes (no migration, no lock).
     const store = await openDatabase(config, true, true);
     try {
-      const filter = { type: o.type ?? null, siteId: null, since: o.since === undefined ? null : Date.now() - o.since };
+      const filter = { type, siteId: null, since: o.since === undefined ? null : Date.now() - o.since };
       const rows = await repos(store).events.latest(filter, o.limit + 1);
       for (const r of rows.slice(0, o.limit).reverse()) {
         const line = o.json ? r.body : eventLine(JSON.parse(r.body) as HostwatchEvent);
@@ -573,19 +572,17 @@ function eventLine(e: HostwatchEvent): string {
   return `${e.time}  ${formatEventLine(e)}  ${e.id}`;
 }
 
-/** `--type` must name an event hostwatch can raise: else exit 2, naming the near miss. */
-function knownTypeOrExit(config: Config, type: string): void {
-  const name = type.slice(TYPE_PREFIX.length);
-  let ruleEvents: string[] = [];
+/** The CloudEvents type `--type` names (resolveEventType); an event hostwatch cannot raise is exit 2, naming the near miss. */
+function knownTypeOrExit(config: Config, text: string): string {
+  let rules: CompiledRule[] = [];
   try {
-    ruleEvents = rulesFor(config).map((r) => r.event);
+    rules = rulesFor(config);
   } catch {
     // Broken rule files do not stop `events`; the catalog still names the built-in events.
   }
-  const known = [...new Set([...CATALOG, ...OPERATOR_EVENT_NAMES, ...ruleEvents])].sort();
-  if (known.includes(name)) return;
-  const near = closest(name, known);
-  fail(`hostwatch events: --type: no event is named ${name}${near ? `; did you mean ${near}?` : ''} (docs/events.md lists them)`, EXIT_CONFIG);
+  const r = resolveEventType(text, knownEventNames(rules));
+  if (r.ok) return r.type;
+  fail(`hostwatch events: --type: ${r.message}`, EXIT_CONFIG);
 }
 
 

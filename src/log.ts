@@ -3,7 +3,7 @@ import pino, { type Logger } from 'pino';
 import { createRequire } from 'node:module';
 import type { Config } from './config/types.js';
 import { SECRET_HEADER } from './config/schema.js';
-import { secretForms } from './secret-forms.js';
+import { secretPattern } from './secret-forms.js';
 
 /**
  * Every secret value in a config: the API key, the server token, webhook secrets and
@@ -95,9 +95,9 @@ function credentialParts(value: string): string[] {
  * or encoded (secretForms). Applied to every log line and every error text before it is stored.
  */
 export function secretScrubber(secrets: readonly string[]): (text: string) => string {
-  const list = secretForms(secrets).sort((a, b) => b.length - a.length);
-  if (list.length === 0) return (t) => t;
-  const re = new RegExp(list.map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+  const pattern = secretPattern(secrets);
+  if (pattern === null) return (t) => t;
+  const re = new RegExp(pattern, 'g');
   return (t) => t.replace(re, '[REDACTED]');
 }
 

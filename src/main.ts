@@ -19,12 +19,13 @@ import { teamsProvider } from './notify/channels/teams.js';
 import { telegramProvider } from './notify/channels/telegram.js';
 import { compileTemplate, templateText } from './notify/templates.js';
 import { Dispatcher } from './notify/dispatch.js';
-import { knownEventNames, unknownEventNames } from './notify/event-names.js';
+import { unknownEventNames } from './notify/event-names.js';
 import { RouteError } from './notify/routing.js';
 import { DIGEST_GROUP } from './notify/grouping.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
 import { Notifier } from './notify/notifier.js';
 import { OutboxWorker } from './notify/outbox-worker.js';
+import { knownEventNames } from './events/catalog.js';
 import { eventId, TYPE_PREFIX } from './events/envelope.js';
 import { operatorEvent } from './events/operator.js';
 import { packageRoot, packageVersion } from './paths.js';
@@ -451,7 +452,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     },
     async start() {
       if (config.server.listen) {
-        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log, pace: () => client.budget.state() };
+        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log, eventNames: knownEventNames(rules), pace: () => client.budget.state() };
         server = await startServer({
           listen: config.server.listen,
           token: config.server.token,

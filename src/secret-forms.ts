@@ -45,3 +45,29 @@ export function secretForms(secrets: readonly string[]): string[] {
   }
   return [...out];
 }
+
+/**
+ * One regular expression source matching every form of every secret (secretForms), the
+ * longest first so a form is replaced whole rather than by a shorter one inside it; null
+ * without secrets. The `%XX` escapes of the percent-encoded form match their hex digits in
+ * either case (RFC 3986: `%2b` is `%2B`), while the secret's own characters stay exact.
+ */
+export function secretPattern(secrets: readonly string[]): string | null {
+  const percent = new Set(secrets.map((s) => encodeURIComponent(s)).filter((p, i) => p !== secrets[i]));
+  const forms = secretForms(secrets).sort((a, b) => b.length - a.length);
+  if (forms.length === 0) return null;
+  return forms.map((f) => (percent.has(f) ? anyCaseEscapes(escapeRegExp(f)) : escapeRegExp(f))).join('|');
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** `%2F` → `%2[fF]`: the hex letters of each escape, in either case. */
+function anyCaseEscapes(pattern: string): string {
+  return pattern.replace(/%([0-9A-F])([0-9A-F])/g, (_m, a: string, b: string) => `%${anyCase(a)}${anyCase(b)}`);
+}
+
+function anyCase(hex: string): string {
+  return /[A-F]/.test(hex) ? `[${hex}${hex.toLowerCase()}]` : hex;
+}

@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseDocument } from 'yaml';
 import { packageRoot } from '../src/paths.js';
+import { json } from '../src/server/http.js';
+import { startServer } from '../src/server/server.js';
 import { startSimulator, type Simulator } from '../src/simulator/index.js';
 import { tempDir } from './harness.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
@@ -195,6 +197,24 @@ describe('docs/operations.md', () => {
     expect(dockerfile).toMatch(/tsc -p tsconfig\.json --sourceMap false/);
     expect(dockerfile).toMatch(/^HEALTHCHECK [^\n]*\\\n\s+CMD \["node", "dist\/src\/cli\.js", "health"\]/m);
     expect(dockerfile).toMatch(/^ENV HOSTWATCH_CONFIG=\/etc\/hostwatch\/config\.yaml$/m);
+  });
+});
+
+describe('docs/operations.md, the event feed', () => {
+  it('the EventSource snippet brings a token with +, /, &, # and % (openssl rand -base64) intact to the stream', async () => {
+    const expr = /new EventSource\((.+)\);/.exec(read('docs/operations.md'))?.[1];
+    expect(expr).toBeDefined();
+    const token = 'a+b/c&d#e%2Ff==';
+    const path = (new Function('token', `return ${expr!};`) as (t: string) => string)(token);
+    const srv = await startServer({
+      listen: '127.0.0.1:0',
+      token,
+      routes: [{ method: 'GET', path: '/api/events/stream', queryToken: true, handler: (req, res) => json(res, 200, Object.fromEntries(req.url.searchParams)) }],
+    });
+    cleanups.push(() => srv.close());
+    const res = await fetch(`${srv.url}${path}`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ type: 'site.offline', access_token: token });
   });
 });
 

@@ -10,6 +10,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+import { knownEventNames } from '../src/events/catalog.js';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
 import type { ServerContext } from '../src/server/context.js';
@@ -189,7 +190,7 @@ describe.each(ENGINES)('the daemon on %s', (engine) => {
   it('serves the event feed and the live stream from the database, with no gap', async () => {
     const { w, app } = await setup();
     // The feed routes over the app's own store and bus; the test's runAll is the only poller.
-    const ctx: ServerContext = { config: app.config, store: app.store, ...repos(app.store), scheduler: app.scheduler, sources: [], metrics: app.metrics, bus: app.bus, now: Date.now, log: app.log };
+    const ctx: ServerContext = { config: app.config, store: app.store, ...repos(app.store), scheduler: app.scheduler, sources: [], metrics: app.metrics, bus: app.bus, now: Date.now, log: app.log, eventNames: knownEventNames(app.rules) };
     const server = await startServer({ listen: '127.0.0.1:0', token: null, routes: feedRoutes(ctx) });
     cleanups.push(() => server.close());
     const url = server.url;

@@ -88,6 +88,26 @@ describe('hostwatch events', () => {
     expect(known.stdout).toBe('');
   });
 
+  it('finds the watchdog by its documented name hostwatch.watchdog and by its type hostwatch.hostwatch.watchdog', async () => {
+    const dogWorld = await startWorld({ config: { watchdog: { every: '1h' } } });
+    try {
+      const app = await dogWorld.app();
+      await app.runOnce();
+      await app.stop();
+      const dogConfig = join(dogWorld.dir, 'config.yaml');
+      writeFileSync(dogConfig, dogWorld.yaml());
+      const dogs = dogWorld.events.filter((e) => e.type === 'hostwatch.hostwatch.watchdog');
+      expect(dogs).toHaveLength(1);
+      for (const type of ['hostwatch.watchdog', 'hostwatch.hostwatch.watchdog']) {
+        const r = await hostwatch(['events', '-c', dogConfig, '--json', '--type', type], { SIM_URL: dogWorld.sim.url, DB: dogWorld.dbPath });
+        expect({ type, code: r.code, stderr: r.stderr }).toEqual({ type, code: 0, stderr: '' });
+        expect(lines(r.stdout).map((l) => (JSON.parse(l) as HostwatchEvent).id), type).toEqual(dogs.map((e) => e.id));
+      }
+    } finally {
+      await dogWorld.close();
+    }
+  });
+
   it('prints each event as CloudEvent JSON on its own line with --json', async () => {
     const r = await hostwatch(['events', '-c', config, '--json']);
     expect(r.code).toBe(0);

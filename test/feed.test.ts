@@ -6,6 +6,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+import { knownEventNames } from '../src/events/catalog.js';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
 import type { ServerContext } from '../src/server/context.js';
@@ -33,7 +34,7 @@ async function world(opts: Parameters<typeof startWorld>[0] = {}): Promise<World
  * bus and scheduler, without starting the scheduler: each test's runOnce() is then the only
  * poller, and what it commits is all there is. (One test below starts the whole daemon.)
  */
-async function serve(app: App): Promise<{ url: string; close: () => Promise<void> }> {
+async function serve(app: App, over: Partial<ServerContext> = {}): Promise<{ url: string; close: () => Promise<void> }> {
   const ctx: ServerContext = {
     config: app.config,
     store: app.store,
@@ -44,6 +45,8 @@ async function serve(app: App): Promise<{ url: string; close: () => Promise<void
     bus: app.bus,
     now: Date.now,
     log: app.log,
+    eventNames: knownEventNames(app.rules),
+    ...over,
   };
   const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [...feedRoutes(ctx), ...apiRoutes(ctx)] });
   cleanups.push(() => srv.close());
@@ -157,7 +160,36 @@ describe('GET /api/events', () => {
     expect(both.length).toBeGreaterThan(0);
     expect((await readAll(srv.url, 'site_id=2&type=site.offline', null, 1)).events.map((e) => e.id)).toEqual(both);
 
-    expect((await getJson<FeedPage>(`${srv.url}/api/events?type=site.nothing_like_this`)).body).toEqual({ data: [], cursor: '0', has_more: false });
+  });
+
+  it('still finds the events of a type the log holds that no rule raises any more (a rule removed or renamed since)', async () => {
+    const w = await world({ sim: { sites: 2 } });
+    const app = await w.app();
+    await app.runOnce();
+    await churn(w, app, 2);
+    // As if the rule of site.slow had gone: the dashboard still offers the types of the events it shows.
+    const srv = await serve(app, { eventNames: knownEventNames(app.rules).filter((n) => n !== 'site.slow') });
+    const slow = w.events.filter((e) => e.type === 'hostwatch.site.slow').map((e) => e.id);
+    expect(slow.length).toBeGreaterThan(0);
+    expect((await readAll(srv.url, 'type=hostwatch.site.slow', null, 100)).events.map((e) => e.id)).toEqual(slow);
+    expect((await readAll(srv.url, 'type=site.slow', null, 100)).events.map((e) => e.id)).toEqual(slow);
+  });
+
+  it('finds the watchdog by its documented name hostwatch.watchdog and by its type hostwatch.hostwatch.watchdog, on a page and on the stream', async () => {
+    const w = await world({ config: { watchdog: { every: '1h' } } });
+    const app = await w.app();
+    await app.runOnce();
+    const srv = await serve(app);
+    const dogs = w.events.filter((e) => e.type === 'hostwatch.hostwatch.watchdog').map((e) => e.id);
+    expect(dogs).toHaveLength(1);
+    for (const type of ['hostwatch.watchdog', 'hostwatch.hostwatch.watchdog']) {
+      expect((await readAll(srv.url, `type=${type}`, null, 10)).events.map((e) => e.id), type).toEqual(dogs);
+      expect((await getJson<FeedPage>(`${srv.url}/api/events?last=5&type=${type}`)).body.data.map((e) => e.id), type).toEqual(dogs);
+      const sse = await connect(`${srv.url}/api/events/stream?type=${type}`);
+      await sse.waitFor(1);
+      expect(sse.messages.map((m) => (JSON.parse(m.data) as HostwatchEvent).id), type).toEqual(dogs);
+      sse.close();
+    }
   });
 
   it('with last=N returns the newest N events, oldest first, and a cursor to follow on from', async () => {
@@ -191,6 +223,13 @@ describe('GET /api/events', () => {
       ['after=abc', 'after: expected a cursor returned by this feed (got "abc")'],
       ['site_id=example.com', 'site_id: expected a site id (a whole number) (got "example.com")'],
       ['type=Site%20Offline', 'type: expected an event type like site.offline or hostwatch.site.offline (got "Site Offline")'],
+      ['type=site.offlin', 'type: no event is named site.offlin; did you mean site.offline? (docs/events.md lists them)'],
+      ['type=hostwatch.site.offlin', 'type: no event is named hostwatch.site.offlin; did you mean site.offline? (docs/events.md lists them)'],
+      ['type=site.nothing_like_this', 'type: no event is named site.nothing_like_this (docs/events.md lists them)'],
+      ['foo=bar', 'foo: unknown parameter; /api/events takes after, type, site_id, limit, last'],
+      ['since=2026-11-21T00:00:00Z', 'since: unknown parameter; /api/events takes after, type, site_id, limit, last'],
+      ['severity=critical&limit=5', 'severity: unknown parameter; /api/events takes after, type, site_id, limit, last'],
+      ['type=site.offline&type=site.slow', 'type: given 2 times; give it once'],
     ];
     for (const [query, message] of cases) {
       const r = await getJson<unknown>(`${srv.url}/api/events?${query}`);
@@ -201,6 +240,19 @@ describe('GET /api/events', () => {
       status: 400,
       body: { error: { code: 'bad_request', message: 'Last-Event-ID: expected a cursor returned by this feed (got "yesterday")' } },
     });
+    const streamCases: Array<[string, string]> = [
+      ['last=10', 'last: unknown parameter; /api/events/stream takes after, type, site_id, access_token (to start from the newest events, start from the cursor of GET /api/events?last=N)'],
+      ['foo=bar', 'foo: unknown parameter; /api/events/stream takes after, type, site_id, access_token'],
+      ['type=site.offlin', 'type: no event is named site.offlin; did you mean site.offline? (docs/events.md lists them)'],
+    ];
+    for (const [query, message] of streamCases) {
+      const r = await getJson<unknown>(`${srv.url}/api/events/stream?${query}`);
+      expect(r, query).toEqual({ status: 400, body: { error: { code: 'bad_request', message } } });
+    }
+    // The stream takes the token in its query (EventSource cannot send headers), and the dashboard's parameters.
+    for (const query of ['access_token=any&after=0', 'type=site.offline&site_id=1']) {
+      expect((await fetch(`${srv.url}/api/events/stream?${query}`, { method: 'HEAD' })).status, query).toBe(200);
+    }
   });
 });
 

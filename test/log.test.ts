@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { replyScrubber } from '../src/api/scrub.js';
 import { createLogger, secretScrubber } from '../src/log.js';
 import { secretForms } from '../src/secret-forms.js';
 import { LogCollector } from './harness.js';
@@ -49,6 +50,21 @@ describe('the logger', () => {
     for (const user of ['ab', 'abc', 'abcd']) {
       const line = `AUTH PLAIN ${b64(`\0${user}\0s3cr3t`)}`;
       expect(short(line), line).toMatch(/^AUTH PLAIN [A-Za-z0-9+/]{4,8}\[REDACTED\]$/);
+    }
+  });
+
+  it('removes a secret percent-encoded with lower-case or mixed hex digits (%2b, %2F), and matches only the hex digits in any case', () => {
+    const key = 'Hc+Live/Key=9Z';
+    const upper = encodeURIComponent(key);
+    expect(upper).toBe('Hc%2BLive%2FKey%3D9Z');
+    const lower = upper.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase());
+    const mixed = 'Hc%2bLive%2FKey%3d9Z';
+    const scrubbers = { log: secretScrubber([key]), reply: (t: string): string => replyScrubber([key])(JSON.stringify(t), t) as string };
+    for (const [name, scrub] of Object.entries(scrubbers)) {
+      for (const form of [upper, lower, mixed]) expect(scrub(`GET /hook?key=${form}&x=1`), `${name}: ${form}`).toBe('GET /hook?key=[REDACTED]&x=1');
+      // The secret itself is case-sensitive: another key that differs only in case is not it.
+      const other = lower.replace('Live', 'live');
+      expect(scrub(`GET /hook?key=${other}`), name).toBe(`GET /hook?key=${other}`);
     }
   });
 

@@ -216,6 +216,52 @@ describe('a server with a token', () => {
   });
 });
 
+describe('the HTTP details of refusals', () => {
+  const ok: Route['handler'] = (_req, res) => json(res, 200, { ok: true });
+  const routes: Route[] = [
+    { method: 'GET', path: '/things', handler: ok },
+    { method: 'POST', path: '/things', handler: ok },
+    { method: 'POST', path: '/things/expire', handler: ok },
+  ];
+
+  it('answers 405 with an Allow header naming the methods the path takes', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes });
+    try {
+      for (const [method, path, allow] of [['DELETE', '/things', 'GET, HEAD, POST'], ['GET', '/things/expire', 'POST'], ['PUT', '/things/expire', 'POST']] as const) {
+        const res = await fetch(`${srv.url}${path}`, { method });
+        expect({ method, path, status: res.status, allow: res.headers.get('allow') }).toEqual({ method, path, status: 405, allow });
+      }
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('answers 401 with WWW-Authenticate: Bearer, saying invalid_token when a token was sent and is wrong', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: 'the-right-token-123', routes });
+    try {
+      const missing = await fetch(`${srv.url}/things`);
+      expect(missing.status).toBe(401);
+      expect(missing.headers.get('www-authenticate')).toBe('Bearer realm="hostwatch"');
+      const wrong = await fetch(`${srv.url}/things`, { headers: { authorization: 'Bearer wrong-token' } });
+      expect(wrong.status).toBe(401);
+      expect(wrong.headers.get('www-authenticate')).toBe('Bearer realm="hostwatch", error="invalid_token"');
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('takes the Bearer scheme in any case, as RFC 9110 says an auth scheme is (bearer, BEARER), and nothing but Bearer', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: 'the-right-token-123', routes });
+    try {
+      const status = async (authorization: string): Promise<number> => (await fetch(`${srv.url}/things`, { headers: { authorization } })).status;
+      for (const a of ['Bearer the-right-token-123', 'bearer the-right-token-123', 'BEARER the-right-token-123', 'bEaReR  the-right-token-123']) expect(await status(a), a).toBe(200);
+      for (const a of ['Basic the-right-token-123', 'Bearerthe-right-token-123', 'the-right-token-123', 'Bearer the-right-token-12']) expect(await status(a), a).toBe(401);
+    } finally {
+      await srv.close();
+    }
+  });
+});
+
 interface Sample {
   name: string;
   labels: Record<string, string>;

@@ -8,6 +8,7 @@
  */
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseCel } from '../cel.js';
+import { closest } from '../closest.js';
 import { SITE_LABEL_VARIABLES, unknownSiteLabelVariables } from '../labels.js';
 import { MATCH_VARIABLES, unknownMatchVariables } from '../notify/match-variables.js';
 import { checkTemplate } from '../notify/templates.js';
@@ -211,33 +212,6 @@ function showValue(value: unknown): string {
     return JSON.stringify(shown);
   }
   return String(value);
-}
-
-/** The allowed word nearest to a misspelt one, if it is near enough to be the likely intent. */
-export function closest(word: string, allowed: readonly string[]): string | null {
-  let best: string | null = null;
-  let bestDistance = Infinity;
-  for (const candidate of allowed) {
-    const distance = editDistance(word.toLowerCase(), candidate);
-    if (distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
-  return best !== null && bestDistance <= Math.max(1, Math.floor(best.length / 3)) ? best : null;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const substitute = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current.push(Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitute));
-    }
-    previous = current;
-  }
-  return previous[b.length] ?? 0;
 }
 
 function valueAtPath(data: unknown, path: KeyPath): unknown {

@@ -78,3 +78,12 @@ export const CATALOG: readonly string[] = [
  * (events/operator.ts), platform incidents and the watchdog.
  */
 export const NOT_FROM_RULES: readonly string[] = [...OPERATOR_EVENT_NAMES, 'platform.incident', 'hostwatch.watchdog'];
+
+/**
+ * Every event name hostwatch can raise with these rules: the catalog, the operator events
+ * and the `event:` of each rule (built-in and the user's, enabled or not), sorted, once each.
+ * What a type filter, a route's event name or an inhibition is checked against.
+ */
+export function knownEventNames(rules: ReadonlyArray<{ event: string }>): string[] {
+  return [...new Set([...CATALOG, ...OPERATOR_EVENT_NAMES, ...rules.map((r) => r.event)])].sort();
+}

@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import { closest } from '../closest.js';
 import type { EventData, HostwatchEvent } from './types.js';
 
 /**
@@ -50,13 +51,33 @@ export function dedupEventId(rule: string, subject: string, key: string): string
 export const TYPE_PREFIX = 'hostwatch.';
 const TYPE_SHAPE = /^[a-z0-9_]+(\.[a-z0-9_]+)+$/;
 
+/** Whether text has the shape of an event name or type (`site.offline`, `hostwatch.site.offline`), known or not. */
+export function typeShaped(text: string): boolean {
+  return TYPE_SHAPE.test(text);
+}
+
+/** What a type filter names: the CloudEvents type, or why it names none (see resolveEventType). */
+export type TypeResolution =
+  | { ok: true; type: string }
+  | { ok: false; problem: 'shape' | 'unknown'; near: string | null; message: string };
+
+/** What a filter that names no event type is told, after the name of the parameter or option. */
+export const TYPE_SHAPE_MESSAGE = 'expected an event type like site.offline or hostwatch.site.offline';
+
 /**
- * The CloudEvents type for a catalog name or a type (`site.offline` or
- * `hostwatch.site.offline`, the same thing); null when the text is neither.
+ * The CloudEvents type a filter text names, resolved against the event names hostwatch
+ * knows (knownEventNames): a name (`site.offline`) or its type (`hostwatch.site.offline`).
+ * The one place the API, the stream and `hostwatch events` turn a filter into a type.
+ * Known names are looked up, not guessed from the prefix: `hostwatch.watchdog` is a name
+ * (its type is `hostwatch.hostwatch.watchdog`), so text starting with `hostwatch.` is
+ * first taken as a name, then as a type. Unknown text gives the nearest known name.
  */
-export function eventType(name: string): string | null {
-  if (!TYPE_SHAPE.test(name)) return null;
-  return name.startsWith(TYPE_PREFIX) ? name : TYPE_PREFIX + name;
+export function resolveEventType(text: string, known: readonly string[]): TypeResolution {
+  if (!typeShaped(text)) return { ok: false, problem: 'shape', near: null, message: TYPE_SHAPE_MESSAGE };
+  if (known.includes(text)) return { ok: true, type: TYPE_PREFIX + text };
+  if (text.startsWith(TYPE_PREFIX) && known.includes(text.slice(TYPE_PREFIX.length))) return { ok: true, type: text };
+  const near = closest(text, known) ?? (text.startsWith(TYPE_PREFIX) ? closest(text.slice(TYPE_PREFIX.length), known) : null);
+  return { ok: false, problem: 'unknown', near, message: `no event is named ${text}${near ? `; did you mean ${near}?` : ''} (docs/events.md lists them)` };
 }
 
 /** Wrap event data in the CloudEvents 1.0 envelope of PRODUCT.md. */

@@ -1,13 +1,7 @@
 import type { Config } from '../config/types.js';
-import { closest } from '../config/parse.js';
-import { CATALOG } from '../events/catalog.js';
-import { OPERATOR_EVENT_NAMES } from '../events/operator.js';
+import { closest } from '../closest.js';
+import { knownEventNames } from '../events/catalog.js';
 import type { CompiledRule } from '../rules/types.js';
-
-/** Every event name hostwatch may send: the catalog's, the operator events' and the rules' (built-in and the user's, enabled or not). */
-export function knownEventNames(rules: readonly CompiledRule[]): string[] {
-  return [...new Set([...CATALOG, ...OPERATOR_EVENT_NAMES, ...rules.map((r) => r.event)])];
-}
 
 /**
  * Event names in the config that no rule sends: an inhibit rule's `source` and the names in

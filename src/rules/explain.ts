@@ -6,7 +6,7 @@ import type { AlertsRepo } from '../store/alerts-repo.js';
 import type { EventsRepo } from '../store/events-repo.js';
 import type { HistoryRepo, StoredEvent } from '../store/history-repo.js';
 import type { SnapshotsRepo } from '../store/snapshots-repo.js';
-import { closest } from '../config/parse.js';
+import { closest } from '../closest.js';
 import { compileDiffOptions } from '../diff/index.js';
 import { recordVolatile } from '../pipeline/poller.js';
 import { check, holds, seenValues, type RuleInput } from './evaluate.js';

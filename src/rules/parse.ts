@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { Liquid } from 'liquidjs';
-import { closest } from '../config/parse.js';
+import { closest } from '../closest.js';
 import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { compileCel, freeIdentifiers, parseApiTime, parseCel } from '../cel.js';
 import { humanDuration, parseDuration } from '../config/duration.js';

@@ -31,6 +31,8 @@ export interface ServerContext {
   bus: EventEmitter<AppBusEvents>;
   now: () => number;
   log: Logger;
+  /** Every event name this daemon can raise (knownEventNames): what a `type` filter is resolved against. */
+  eventNames: readonly string[];
   /** The API client's request budget now (pace, pause), when the app has one. */
   pace?: () => BudgetState;
 }

@@ -36,8 +36,8 @@ export function json(res: ServerResponse, status: number, body: unknown, headers
 }
 
 /** Send an error reply in the one error shape the server uses: `{error: {code, message}}`. */
-export function fail(res: ServerResponse, status: number, code: string, message: string): void {
-  json(res, status, { error: { code, message } });
+export function fail(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
+  json(res, status, { error: { code, message } }, headers);
 }
 
 /** Raised by handlers for a bad request; the server turns it into a 4xx JSON error. */
@@ -77,6 +77,23 @@ export function intParam(q: URLSearchParams, name: string, o: { min: number; max
   const text = q.get(name);
   if (text === null || text === '') return null;
   return wholeNumber(name, text, o);
+}
+
+/**
+ * Refuse a query parameter an endpoint does not take, or one given twice: ignored, a
+ * misspelt or unsupported filter would bring back the unfiltered answer as if it worked.
+ * `hints` add a word to the refusal of a parameter that is taken elsewhere.
+ */
+export function onlyParams(q: URLSearchParams, endpoint: string, names: readonly string[], hints: Record<string, string> = {}): void {
+  const counts = new Map<string, number>();
+  for (const name of q.keys()) counts.set(name, (counts.get(name) ?? 0) + 1);
+  for (const [name, n] of counts) {
+    if (!names.includes(name)) {
+      const hint = Object.hasOwn(hints, name) ? ` (${hints[name]})` : '';
+      throw badRequest(`${name.slice(0, 80)}: unknown parameter; ${endpoint} takes ${names.join(', ')}${hint}`);
+    }
+    if (n > 1) throw badRequest(`${name}: given ${n} times; give it once`);
+  }
 }
 
 /** A whole number within bounds, or a 400 naming the parameter. */

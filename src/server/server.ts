@@ -89,11 +89,11 @@ export async function startServer(opts: {
 async function dispatch(req: IncomingMessage, res: ServerResponse, routes: readonly Route[], token: string | null, allowed: AllowedHosts): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://localhost');
   const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
-  let pathMatched = false;
+  const methods = new Set<string>();
   for (const route of routes) {
     const params = matchPath(route.path, url.pathname);
     if (params === null) continue;
-    pathMatched = true;
+    methods.add(route.method);
     if (route.method !== method) continue;
     const refused = (route.anyHost ? null : hostProblem(req.headers, allowed)) ?? writeProblem(method, req.headers);
     if (refused) {
@@ -101,12 +101,19 @@ async function dispatch(req: IncomingMessage, res: ServerResponse, routes: reado
       res.setHeader('connection', 'close');
       throw refused;
     }
-    if (!route.public && token !== null && !authorized(req, url, token, route.queryToken === true && method === 'GET')) {
-      return fail(res, 401, 'unauthorized', 'a valid bearer token is required (Authorization: Bearer <server.token>)');
+    const auth = route.public || token === null ? 'ok' : authorized(req, url, token, route.queryToken === true && method === 'GET');
+    if (auth !== 'ok') {
+      // RFC 6750 §3: the scheme a client should use, and whether the one it sent was refused.
+      const challenge = auth === 'missing' ? 'Bearer realm="hostwatch"' : 'Bearer realm="hostwatch", error="invalid_token"';
+      return fail(res, 401, 'unauthorized', 'a valid bearer token is required (Authorization: Bearer <server.token>)', { 'www-authenticate': challenge });
     }
     return route.handler({ raw: req, method, url, params }, res);
   }
-  if (pathMatched) return fail(res, 405, 'method_not_allowed', `${method} is not allowed on ${url.pathname}`);
+  if (methods.size > 0) {
+    // RFC 9110 §15.5.6: a 405 names the methods the resource takes (HEAD wherever GET is).
+    const allow = [...methods].flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ');
+    return fail(res, 405, 'method_not_allowed', `${method} is not allowed on ${url.pathname} (it takes ${allow})`, { allow });
+  }
   fail(res, 404, 'not_found', `no such endpoint: ${url.pathname}`);
 }
 
@@ -117,14 +124,17 @@ function matchPath(pattern: string | RegExp, path: string): string[] | null {
 }
 
 /**
- * Bearer token from the Authorization header, or `access_token` in the query where the
- * route takes it (the SSE stream: EventSource cannot set headers). Compared in constant
- * time: both sides are hashed to equal length.
+ * Bearer token from the Authorization header (the scheme in any case: RFC 9110 §11.1), or
+ * `access_token` in the query where the route takes it (the SSE stream: EventSource cannot
+ * set headers). Compared in constant time: both sides are hashed to equal length.
+ * `missing` when no token was sent, `invalid` when one was and it is not the server's.
  */
-export function authorized(req: IncomingMessage, url: URL, token: string, queryToken: boolean): boolean {
+export function authorized(req: IncomingMessage, url: URL, token: string, queryToken: boolean): 'ok' | 'missing' | 'invalid' {
   const header = req.headers.authorization ?? '';
-  const given = header.startsWith('Bearer ') ? header.slice(7) : queryToken ? (url.searchParams.get('access_token') ?? '') : '';
+  const bearer = /^bearer +(\S.*)$/i.exec(header);
+  const given = bearer ? bearer[1]! : queryToken ? (url.searchParams.get('access_token') ?? '') : '';
+  if (given === '' && header === '') return 'missing';
   const a = createHash('sha256').update(given).digest();
   const b = createHash('sha256').update(token).digest();
-  return timingSafeEqual(a, b) && given.length > 0;
+  return timingSafeEqual(a, b) && given.length > 0 ? 'ok' : 'invalid';
 }

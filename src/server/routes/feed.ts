@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http';
-import { eventType } from '../../events/envelope.js';
+import { resolveEventType, TYPE_PREFIX } from '../../events/envelope.js';
 import type { EventFilter, LoggedEvent } from '../../store/events-repo.js';
 import type { ServerContext } from '../context.js';
-import { badRequest, intParam, shown, wholeNumber, type Request, type Route } from '../http.js';
+import { badRequest, intParam, onlyParams, shown, wholeNumber, type Request, type Route } from '../http.js';
 
 const LIMIT_DEFAULT = 100;
 const LIMIT_MAX = 1000;
@@ -10,6 +10,10 @@ const LIMIT_MAX = 1000;
 const STREAM_PAGE = 500;
 const PING_MS = 15_000;
 const RETRY_MS = 2_000;
+/** The parameters each endpoint takes: anything else is a 400 naming them. */
+const PAGE_PARAMS = ['after', 'type', 'site_id', 'limit', 'last'];
+const STREAM_PARAMS = ['after', 'type', 'site_id', 'access_token'];
+const STREAM_HINTS = { last: 'to start from the newest events, start from the cursor of GET /api/events?last=N' };
 
 /**
  * The event feed: the durable event log, paged with a cursor (`GET /api/events`) and live
@@ -26,8 +30,9 @@ export function feedRoutes(ctx: ServerContext): Route[] {
 
 async function page(ctx: ServerContext, req: Request, res: ServerResponse): Promise<void> {
   const q = req.url.searchParams;
+  onlyParams(q, '/api/events', PAGE_PARAMS);
   const after = cursorParam('after', q.get('after'));
-  const filter = filterParams(q);
+  const filter = await filterParams(ctx, q);
   const limit = intParam(q, 'limit', { min: 1, max: LIMIT_MAX, expected: `a whole number from 1 to ${LIMIT_MAX}` }) ?? LIMIT_DEFAULT;
   // `last=N`: the newest N events (still oldest first), with the cursor to follow on from;
   // a dashboard or a new consumer starts there without paging through the whole log.
@@ -56,12 +61,13 @@ async function page(ctx: ServerContext, req: Request, res: ServerResponse): Prom
  * seq > last sent, so a wake-up missed or merged, or a page cut short, leaves no gap.
  */
 async function stream(ctx: ServerContext, req: Request, res: ServerResponse): Promise<void> {
+  onlyParams(req.url.searchParams, '/api/events/stream', STREAM_PARAMS, STREAM_HINTS);
   const resumeFrom = req.raw.headers['last-event-id'];
   const from =
     typeof resumeFrom === 'string' && resumeFrom !== ''
       ? cursorParam('Last-Event-ID', resumeFrom)
       : cursorParam('after', req.url.searchParams.get('after'));
-  const filter = filterParams(req.url.searchParams);
+  const filter = await filterParams(ctx, req.url.searchParams);
   const headers = {
     'content-type': 'text/event-stream',
     'cache-control': 'no-store',
@@ -140,14 +146,27 @@ function drained(res: ServerResponse): Promise<void> {
 }
 
 /** The `type` and `site_id` filters shared by the page and the stream. */
-function filterParams(q: URLSearchParams): EventFilter {
+async function filterParams(ctx: ServerContext, q: URLSearchParams): Promise<EventFilter> {
   const typeText = q.get('type') || null;
-  const type = typeText === null ? null : eventType(typeText);
-  if (typeText !== null && type === null) {
-    throw badRequest(`type: expected an event type like site.offline or hostwatch.site.offline (got ${shown(typeText)})`);
-  }
+  const type = typeText === null ? null : await typeFilter(ctx, typeText);
   const siteId = intParam(q, 'site_id', { min: 0, max: Number.MAX_SAFE_INTEGER, expected: 'a site id (a whole number)' });
   return { type, siteId, since: null };
+}
+
+/**
+ * The CloudEvents type a `type` parameter names (resolveEventType, as `hostwatch events
+ * --type`); a 400 with the near miss when it names no event, so a typo is not an empty feed.
+ */
+async function typeFilter(ctx: ServerContext, text: string): Promise<string> {
+  const r = resolveEventType(text, ctx.eventNames);
+  if (r.ok) return r.type;
+  if (r.problem === 'shape') throw badRequest(`type: ${r.message} (got ${shown(text)})`);
+  // A type the log holds though no rule raises it any more (a rule removed or renamed since):
+  // its events are still there, and the dashboard offers the types of the events it shows.
+  for (const type of new Set([text, TYPE_PREFIX + text].filter((t) => t.startsWith(TYPE_PREFIX)))) {
+    if ((await ctx.events.latest({ type, siteId: null, since: null }, 1)).length > 0) return type;
+  }
+  throw badRequest(`type: ${r.message}`);
 }
 
 function cursorParam(name: string, text: string | null): number {
