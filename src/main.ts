@@ -182,6 +182,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     // Our transactions never wait on the network: one idle for a lease is a frozen member's.
     ...((opts.daemon ?? true) ? { idleInTransactionMs: config.cluster.lease_ms } : {}),
     onError: (e) => log.warn({ err: scrub(String(e)) }, 'database connection lost (the pool replaces it)'),
+    onMigrated: (names) => log.info({ migrations: names }, `database migrated: ${names.join(', ')}`),
   });
   let cluster: Cluster | null = null;
   try {

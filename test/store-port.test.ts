@@ -84,6 +84,19 @@ describe('migrations', () => {
     expect(versions.map((v) => v.version)).toEqual(readMigrations(migrationsDir('postgres')).map((m) => m.version));
   });
 
+  it('are named to the opener as they are applied, on both engines, and not again when the database is opened again', async () => {
+    const all = readMigrations(migrationsDir('sqlite')).map((m) => m.name);
+    for (const engine of ENGINES) {
+      const storage = await fresh(engine);
+      const said: string[][] = [];
+      const s = await openStore(storage, { now: () => 1_000, onMigrated: (names) => said.push(names) });
+      await s.close();
+      const again = await openStore(storage, { now: () => 1_000, onMigrated: (names) => said.push(names) });
+      open.push(again);
+      expect(said, engine).toEqual([all]);
+    }
+  });
+
   it('keep the SQLite files of 0001–0004 byte for byte (their checksums are in users\' databases)', () => {
     const sums = Object.fromEntries(readMigrations(migrationsDir('sqlite')).map((m) => [m.name, m.checksum.slice(0, 16)]));
     expect(sums).toMatchObject({

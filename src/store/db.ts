@@ -65,6 +65,8 @@ export interface StoreOptions {
   idleInTransactionMs?: number;
   /** A pooled PostgreSQL connection failed while idle (logged; the pool replaces it). */
   onError?: (e: Error) => void;
+  /** Migrations were applied at this open (their names, in order): the daemon logs them. */
+  onMigrated?: (names: string[]) => void;
   /** SQLite: how the log file is synced (tests observe it); default fs.fsync. */
   fsync?: (fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => void;
 }

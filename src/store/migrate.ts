@@ -93,6 +93,12 @@ export function migrateSqlite(db: BetterSqlite3.Database, migrations: Migration[
   return ran;
 }
 
+/** Tell `onMigrated` the names of the migrations just applied, if any. */
+export function announceMigrated(versions: readonly number[], migrations: readonly Migration[], onMigrated: ((names: string[]) => void) | undefined): void {
+  if (versions.length === 0 || !onMigrated) return;
+  onMigrated(migrations.filter((m) => versions.includes(m.version)).map((m) => m.name));
+}
+
 /** The session-level advisory lock key under which PostgreSQL migrations run ("hwmigrat"). */
 export const MIGRATION_LOCK = 0x68776d6967726174n;
 

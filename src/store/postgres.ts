@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { BatchTx } from './commit-queue.js';
 import { describeStorage, type StoreOptions } from './db.js';
-import { migratePostgres, type Migration } from './migrate.js';
+import { announceMigrated, migratePostgres, type Migration } from './migrate.js';
 import { QueuedStore } from './queued-store.js';
 import type { Executor, Statement } from './sql.js';
 
@@ -189,7 +189,7 @@ export async function openPostgres(url: string, migrations: Migration[], opts: S
   try {
     const client = await pool.connect();
     try {
-      await migratePostgres(client, migrations, opts.now);
+      announceMigrated(await migratePostgres(client, migrations, opts.now), migrations, opts.onMigrated);
     } finally {
       client.release();
     }

@@ -4,7 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import type { BatchTx } from './commit-queue.js';
 import { StorageError, type StoreOptions } from './db.js';
 import { storageFailure } from './failures.js';
-import { migrateSqlite, type Migration } from './migrate.js';
+import { announceMigrated, migrateSqlite, type Migration } from './migrate.js';
 import { QueuedStore } from './queued-store.js';
 import { lockDatabase } from './sqlite-lock.js';
 import type { Statement } from './sql.js';
@@ -351,7 +351,7 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
     // The daemon checks the file before it writes to it: a damaged page would otherwise be
     // found (or not) by whichever query reads it, long after /readyz said ready.
     if (opts.daemon) checkIntact(sqlite, path);
-    migrateSqlite(sqlite, migrations, opts.now);
+    announceMigrated(migrateSqlite(sqlite, migrations, opts.now), migrations, opts.onMigrated);
     if (wal) sqlite.pragma('synchronous = NORMAL');
     // After a checkpoint the log file is cut back to 4 MiB (about wal_autocheckpoint's 1000
     // pages) instead of keeping the largest size it ever reached.
