@@ -490,7 +490,7 @@ program
     const rules = loadRulesOrExit(config);
     const store = await openDatabase(config);
     try {
-      const deps: ExplainDeps = { ...repos(store), rules, now: Date.now() };
+      const deps: ExplainDeps = { ...repos(store), rules, now: Date.now(), retentionMs: config.history.retention_ms };
       if (id !== undefined) {
         const lines = await explainEvent(deps, id);
         if (!lines) fail(`hostwatch explain: no event with id ${id} in ${store.description}`, 1);

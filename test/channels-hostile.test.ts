@@ -165,8 +165,9 @@ describe('a hostile review', () => {
     expect(alert.description).toContain(LITERAL);
   });
 
-  it('console: control characters cannot rewrite the terminal', () => {
-    expect(consoleLines[0]).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+  it('console: control characters cannot rewrite the terminal, nor bidi overrides reorder the line', () => {
+    expect(consoleLines[0]).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    expect(consoleLines[0]).toContain(LITERAL);
     expect(consoleLines[0]).toContain('**bold**');
   });
 });

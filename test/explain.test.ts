@@ -180,6 +180,16 @@ describe('hostwatch explain --subject S --rule R says why an event did not arriv
     expect((await explainWhyNot(deps(), 'sites/1/backups/1', 'backup-failed')).reason).toBe('baseline_only');
   });
 
+  it('pruned: an event older than history.retention whose delivery records were pruned is not said to wait for its channel', async () => {
+    const DAY = 86_400_000;
+    await app.store.transaction((tx) => repos(tx).delivery.pruneDelivered(t + 1));
+    const w = await explainWhyNot({ ...deps(), now: t + 2 * DAY, retentionMs: DAY }, 'sites/1/health', 'site-offline');
+    expect(w.reason).toBe('pruned');
+    expect(w.lines).toContain('  no record: older than history.retention, whose prune removes the records of deliveries that succeeded (or no route matched it)');
+    // Within the retention, no record means no route.
+    expect((await explainWhyNot({ ...deps(), retentionMs: DAY }, 'sites/1/health', 'site-offline')).reason).toBe('queued');
+  });
+
   it('prints the same through the CLI', async () => {
     const r = await hostwatch(['explain', '--subject', 'sites/2/usage', '--rule', 'usage-over-limit', '-c', configPath], { env });
     expect(r.code).toBe(0);

@@ -58,31 +58,42 @@ describe('a site list nested too deeply', () => {
 });
 
 describe('a reply whose state field has the wrong kind', () => {
-  it('is bad data: a null or numeric online.status fails the poll, naming the field, and a firing site.offline stays firing', async () => {
+  const health = (status: string) => `{"data":{"site_id":1,"online":{"status":${status},"label":"Offline"},"integrity":{"status":"ok","problems":0,"findings":[]}}}`;
+
+  it('is bad data when it is a number: the poll fails naming the field, and a firing site.offline stays firing', async () => {
     world = await startWorld({ sim: { sites: 1 }, config: { sources: { health: { every: '5m' } } } });
     const app = await world.app();
     world.sim.world.setHealth(1, { status: 'offline' });
     await app.runOnce();
     expect(names(world.events)).toEqual(['site.offline:firing']);
     const before = rows<{ hash: string }>(world, "SELECT hash FROM snapshots WHERE source = 'health'");
-    for (const status of ['null', '0']) {
-      world.sim.faults.clear();
-      world.sim.faults.add({
-        path: '^/sites/1/health$',
-        kind: 'body',
-        body: `{"data":{"site_id":1,"online":{"status":${status},"label":"Offline"},"integrity":{"status":"ok","problems":0,"findings":[]}}}`,
-      });
-      await app.runOnce();
-      const state = rows<{ last_error_code: string; last_error: string }>(world, "SELECT last_error_code, last_error FROM poll_state WHERE source = 'health' AND entity != ''");
-      expect(state).toEqual([{ last_error_code: 'bad_response', last_error: `/sites/1/health: "online.status" is ${status === 'null' ? 'null' : 'number'}, not a string` }]);
-    }
+    world.sim.faults.add({ path: '^/sites/1/health$', kind: 'body', body: health('0') });
+    await app.runOnce();
+    const state = rows<{ last_error_code: string; last_error: string }>(world, "SELECT last_error_code, last_error FROM poll_state WHERE source = 'health' AND entity != ''");
+    expect(state).toEqual([{ last_error_code: 'bad_response', last_error: '/sites/1/health: "online.status" is number, not a string' }]);
     // No "back online" for a reply that does not say so; the snapshot is the last good one.
     expect(names(world.events)).toEqual(['site.offline:firing']);
     expect(rows(world, "SELECT hash FROM snapshots WHERE source = 'health'")).toEqual(before);
-    // Each is a warning naming the endpoint and the field: the second fails in another way than the first.
+    // A failure of another kind than the last one is a warning again (not only the first of a streak).
+    world.sim.faults.clear();
+    world.sim.faults.add({ path: '^/sites/1/health$', kind: 'body', body: health('true') });
+    await app.runOnce();
     const warned = world.logs.lines.map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => l.level === 40 && l.msg.startsWith('poll failed')).map((l) => l.msg);
-    expect(warned).toEqual(['poll failed: /sites/1/health: "online.status" is null, not a string', 'poll failed: /sites/1/health: "online.status" is number, not a string']);
-    // A missing field is no error: rules that read it report it and keep their alert.
+    expect(warned).toEqual(['poll failed: /sites/1/health: "online.status" is number, not a string', 'poll failed: /sites/1/health: "online.status" is boolean, not a string']);
+  });
+
+  it('reads as missing when it is null (not measured, not set): stored without it, and a firing site.offline stays firing until a status says otherwise', async () => {
+    world = await startWorld({ sim: { sites: 1 }, config: { sources: { health: { every: '5m' } } } });
+    const app = await world.app();
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    world.sim.faults.add({ path: '^/sites/1/health$', kind: 'body', body: health('null') });
+    await app.runOnce();
+    // A successful poll: nothing failed, and the rule that reads the field says it is missing.
+    expect(rows(world, "SELECT entity FROM poll_state WHERE source = 'health' AND consecutive_failures > 0")).toEqual([]);
+    expect(JSON.parse(rows<{ body: string }>(world, "SELECT body FROM snapshots WHERE source = 'health'")[0]!.body).online).toEqual({ label: 'Offline' });
+    expect(names(world.events)).toEqual(['site.offline:firing']);
+    expect(world.logs.text).toMatch(/site-offline.*sites\/1\/health/);
     world.sim.faults.clear();
     world.sim.world.setHealth(1, { status: 'online' });
     await app.runOnce();

@@ -710,7 +710,7 @@ export class Poller {
       }
       const count = (prev?.consecutive_failures ?? 0) + 1;
       // The same failure as the last poll's: its code, and for bad data what was wrong with it.
-      const repeat = count > 1 && prev?.last_error_code === err.code && (err.code !== 'bad_response' || prev.last_error === message);
+      const repeat = count > 1 && prev?.last_error_code === err.code && (err.code !== 'bad_response' || sameFault(prev.last_error, message));
       return { failures: count, same: repeat };
     });
     if (scopeFired) this.scopeMissing.add(scopeFired);
@@ -945,6 +945,12 @@ export class Poller {
 }
 
 export { recordVolatile };
+
+/** Two bad-data messages tell of the same fault: equal but for the numbers in them (an item's index, a byte count, a position). */
+function sameFault(a: string | null, b: string): boolean {
+  const shape = (m: string): string => m.replace(/\d+/g, '#');
+  return a !== null && shape(a) === shape(b);
+}
 
 /**
  * The first 120 bits of a content hash as 20 base64url characters, in a string of its own

@@ -16,6 +16,7 @@ import type { CompiledRule } from './types.js';
 export type WhyNotReason =
   | 'delivered'
   | 'queued'
+  | 'pruned'
   | 'condition_false'
   | 'condition_unknown'
   | 'pending'
@@ -38,6 +39,14 @@ export interface ExplainDeps {
   events: EventsRepo;
   rules: readonly CompiledRule[];
   now: number;
+  /** history.retention: older deliveries that succeeded are pruned, so their absence says nothing. */
+  retentionMs?: number;
+}
+
+/** What an event with no outbox row says: pruned (older than the retention) or never queued. */
+function noDelivery(deps: ExplainDeps, e: HostwatchEvent, never: string): string {
+  const old = deps.retentionMs !== undefined && Date.parse(e.time) < deps.now - deps.retentionMs;
+  return old ? 'no record: older than history.retention, whose prune removes the records of deliveries that succeeded (or no route matched it)' : never;
 }
 
 /**
@@ -127,7 +136,7 @@ async function deliveryLines(deps: ExplainDeps, row: StoredEvent, e: HostwatchEv
   const out = await deps.events.outboxFor(e.id);
   if (hold?.reason === 'incident') return [`delivery: ${hold.text}:`, ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`)];
   if (hold) return [`delivery: none (${hold.text})`];
-  if (out.length === 0) return ['delivery: none (no route matched, or it was a duplicate of a stored event)'];
+  if (out.length === 0) return [`delivery: ${noDelivery(deps, e, 'none (no route matched, or it was a duplicate of a stored event)')}`];
   return ['delivery:', ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)${o.last_error ? ` (last error: ${o.last_error})` : ''}`)];
 }
 
@@ -242,10 +251,11 @@ async function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: 
   if (hold) return done(hold.reason, intro, `${hold.text}: stored, not delivered`);
   const out = await deps.events.outboxFor(e.id);
   const delivered = out.some((o) => o.state === 'delivered');
+  const pruned = out.length === 0 && noDelivery(deps, e, '') !== '';
   return done(
-    delivered ? 'delivered' : 'queued',
+    delivered ? 'delivered' : pruned ? 'pruned' : 'queued',
     intro,
-    ...(out.length ? out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`) : ['  no channel: no route matched it']),
+    ...(out.length ? out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`) : [`  ${noDelivery(deps, e, 'no channel: no route matched it')}`]),
   );
 }
 

@@ -65,11 +65,18 @@ export class Fetcher {
       const prev = this.recall(ref);
       let value: unknown;
       let validators: Validators;
+      let kinds = true;
       if (source.paged) {
         const top = this.topRead(ref);
         const r = await this.client.listIfChanged(path, source.query, source.pageSize, prev, { ticket, until: top?.until });
         if (r.notModified) return { kind: 'not_modified' };
-        value = r.partial && top ? await top.merge(r.data) : r.data;
+        if (r.partial && top) {
+          // The kinds of the pages read are checked here: the records the merge keeps from the
+          // stored snapshot were judged when they were read, and must not fail the list for good.
+          checkShape(ref, path, r.data);
+          value = await top.merge(r.data);
+          kinds = false;
+        } else value = r.data;
         validators = r.validators;
       } else {
         const r = await this.client.getIfChanged(path, source.query, prev, { ticket });
@@ -77,7 +84,7 @@ export class Fetcher {
         value = r.data;
         validators = r.validators;
       }
-      const data = checkShape(ref, path, value);
+      const data = checkShape(ref, path, value, { kinds });
       this.remember(ref, validators);
       return { kind: 'data', data };
     } catch (e) {
@@ -164,12 +171,13 @@ export class Fetcher {
 }
 
 /** Validate a reply against the source's expectations; returns the snapshot value. */
-export function checkShape(ref: EntityRef, path: string, data: unknown): unknown {
+export function checkShape(ref: EntityRef, path: string, data: unknown, opts: { kinds?: boolean } = {}): unknown {
   const { source } = ref;
   const fail = (message: string): never => {
     throw new ApiError({ code: 'bad_response', endpoint: path, message });
   };
-  const types = typedFields(source);
+  // `kinds: false`: records kept from the stored snapshot are not judged again (see fetch()).
+  const types = opts.kinds === false ? null : typedFields(source);
   if (source.key === undefined) {
     if (!isRecord(data)) fail(`expected an object, got ${kindOf(data)}`);
     const problem = types && kindProblem(types, data as Record<string, unknown>);
@@ -183,7 +191,7 @@ export function checkShape(ref: EntityRef, path: string, data: unknown): unknown
     const k = item[source.key!];
     if (typeof k !== 'number' && typeof k !== 'string') return fail(`item ${i} has no "${source.key}"`);
     const ks = String(k);
-    if (source.keyShape && !source.keyShape.pattern.test(ks)) return fail(`item ${i}: "${source.key}" ${JSON.stringify(k)} is not ${source.keyShape.what}`);
+    if (source.keyShape && !source.keyShape.test(ks)) return fail(`item ${i}: "${source.key}" ${JSON.stringify(k)} is not ${source.keyShape.what}`);
     if (seen.has(ks)) return fail(`"${source.key}" ${ks} appears twice`);
     seen.add(ks);
     const problem = types && kindProblem(types, item);
@@ -205,18 +213,26 @@ function typedFields(source: SourceDef): readonly TypedField[] | null {
   return fields;
 }
 
-/** The first declared field (SourceDef.types) present with another kind, or null. */
+/**
+ * The first declared field (SourceDef.types) present with another kind, or null. A declared
+ * field that is null is taken out of its record, which then reads as if the field were
+ * missing: the API's "not measured or not set" (spec, convention 5), which a rule that reads
+ * it reports and keeps its alert's state for, instead of `null == 'offline'` being false.
+ */
 function kindProblem(fields: readonly TypedField[], record: Record<string, unknown>): string | null {
   for (const f of fields) {
+    let parent: Record<string, unknown> = record;
     let v: unknown = record;
     for (const part of f.parts) {
       if (!isRecord(v) || !Object.hasOwn(v, part)) {
         v = undefined;
         break;
       }
+      parent = v;
       v = v[part];
     }
-    if (v !== undefined && typeof v !== f.kind) return `"${f.path}" is ${kindOf(v)}, not a ${f.kind}`;
+    if (v === null) delete parent[f.parts.at(-1)!];
+    else if (v !== undefined && typeof v !== f.kind) return `"${f.path}" is ${kindOf(v)}, not a ${f.kind}`;
   }
   return null;
 }

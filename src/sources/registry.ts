@@ -19,7 +19,7 @@ export const sitesSource: SourceDef = {
   defaultEveryMs: 10 * MINUTE,
   types: { state: 'string' },
   // A site id goes into every per-site path (`/sites/-7/health`, `/sites/../cron-jobs`).
-  keyShape: { pattern: /^[1-9][0-9]{0,14}$/, what: 'a positive integer' },
+  keyShape: { test: (id) => /^[1-9][0-9]{0,15}$/.test(id) && Number.isSafeInteger(Number(id)), what: 'a positive integer' },
 };
 
 /** Account-wide jobs (A5): completed and failed jobs become events. */

@@ -94,11 +94,12 @@ export interface SourceDef {
   /**
    * Fields whose kind the rules rely on, by dotted path in each record (sources with `key`)
    * or in the object: states the rules compare with `==` (`online.status`) and flags
-   * (`frozen`). A present value of another kind, null included, is bad data (A32 in
+   * (`frozen`). A present value of another kind is bad data (A32 in
    * docs/api-assumptions.md): the poll fails with `bad_response` naming the field, and the
-   * previous snapshot stays. Compared as it came, `null == 'offline'` would be false, and a
-   * firing alert would resolve ("back online") on a broken reply. A missing field is no
-   * error (the rules that read it report it, and keep their alert's state).
+   * previous snapshot stays. A null one is taken out, so it reads as missing, which is no
+   * error here: the rules that read it report it and keep their alert's state. Compared as
+   * it came, `null == 'offline'` would be false, and a firing alert would resolve ("back
+   * online") on a reply that says nothing.
    */
   types?: Readonly<Record<string, 'string' | 'boolean'>>;
   /**
@@ -106,7 +107,7 @@ export interface SourceDef {
    * site list's ids go into request paths, so only positive integers are ids there. A record
    * that does not is bad data, and the whole reply fails like any other bad reply.
    */
-  keyShape?: { pattern: RegExp; what: string };
+  keyShape?: { test: (key: string) => boolean; what: string };
 }
 
 /** Where one fetch of a source lands: the entity whose snapshot it replaces. */

@@ -1,4 +1,5 @@
 import type { ConsoleChannelConfig } from '../../config/types.js';
+import { oneLine } from './render.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import type { Channel, SendResult } from '../channel.js';
 
@@ -8,8 +9,9 @@ const ICON: Record<string, string> = { critical: '🔴', warning: '🟠', info: 
 export function formatEventLine(e: HostwatchEvent): string {
   const status = e.data.status === 'resolved' ? '✅ resolved' : e.data.status === 'firing' ? 'FIRING' : 'change';
   const icon = e.data.status === 'resolved' ? '🟢' : (ICON[e.data.severity] ?? '•');
-  // API text is untrusted: strip control characters so it cannot rewrite the terminal.
-  const summary = e.data.summary.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+  // API text is untrusted: control characters and bidi overrides become spaces, so it can
+  // neither rewrite the terminal nor make the line read in another order (`hostwatch events` too).
+  const summary = oneLine(e.data.summary);
   return `${icon} ${e.data.name.padEnd(24)} ${status.padEnd(10)} ${summary}  [${e.subject}]`;
 }
 
