@@ -185,8 +185,6 @@ export class Poller {
   private readonly failing = new Set<string>();
   /** Sources with a firing source.scope_missing alert. */
   private readonly scopeMissing = new Set<string>();
-  /** The last site list came back empty while sites were known, and was refused once (siteListProblem). */
-  private emptySitesRefused = false;
   /** API-wide operator alerts firing now (api.unauthorized, api.unreachable). */
   private readonly apiFiring = new Set<OperatorRule>();
   /**
@@ -318,7 +316,7 @@ export class Poller {
       await this.recordSuccess(ref, started);
       return this.observed(ref, { entity: ref.entity, status: 'not_applicable', events: 0, durationMs: this.deps.now() - started });
     }
-    const tooMany = this.siteListProblem(source, got.data);
+    const tooMany = await this.siteListProblem(ref, got.data);
     if (tooMany) {
       // Refused, not stored: the same reply again (a 304, the same digest) must be refused again.
       this.fetcher.forget(ref);
@@ -342,20 +340,20 @@ export class Poller {
    * An empty site list while sites are known is refused once: a reply that drops every site
    * at once is more often a fault upstream than every site deleted, and taken as it came it
    * would remove every site (and resolve their alerts, which fire again under new ids once
-   * the sites are back). The next poll that says the same is taken.
+   * the sites are back). The next poll that says the same is taken: the refusal is the site
+   * list's last failure in the database, so a restart (`poll --once` from cron is one process
+   * a poll) or another cluster member sees it too.
    */
-  private siteListProblem(source: SourceDef, data: unknown): string | null {
-    if (source.name !== sitesSource.name) return null;
+  private async siteListProblem(ref: EntityRef, data: unknown): Promise<string | null> {
+    if (ref.source.name !== sitesSource.name) return null;
     const n = listOf(sitesSource, data).length;
     const max = this.deps.sitesMax;
     if (max !== undefined && n > max) return `the site list has ${n} sites, more than sites.max (${max}); the previous list is kept. Raise sites.max if this is real`;
     const known = this.directory.size;
-    if (n > 0 || known === 0 || this.emptySitesRefused) {
-      this.emptySitesRefused = false;
-      return null;
-    }
-    this.emptySitesRefused = true;
-    return `the site list came back empty although ${known} ${known === 1 ? 'site was' : 'sites were'} known; the previous list is kept until the next poll of the site list says the same`;
+    if (n > 0 || known === 0) return null;
+    const last = await this.r.snapshots.state(ref.source.name, ref.entity);
+    if (last !== undefined && last.consecutive_failures > 0 && last.last_error?.includes(EMPTY_SITE_LIST) === true) return null;
+    return `${EMPTY_SITE_LIST} although ${known} ${known === 1 ? 'site was' : 'sites were'} known; the previous list is kept until the next poll of the site list says the same`;
   }
 
   /** An entity the server said is unchanged (304): replanned on its stored snapshot if a timer runs. */
@@ -945,6 +943,9 @@ export class Poller {
 }
 
 export { recordVolatile };
+
+/** How a refused empty site list is told, and found again in its poll state (siteListProblem). */
+const EMPTY_SITE_LIST = 'the site list came back empty';
 
 /** Two bad-data messages tell of the same fault: equal but for the numbers in them (an item's index, a byte count, a position). */
 function sameFault(a: string | null, b: string): boolean {
