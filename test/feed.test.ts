@@ -12,6 +12,7 @@ import type { App } from '../src/main.js';
 import type { ServerContext } from '../src/server/context.js';
 import { apiRoutes } from '../src/server/routes/api.js';
 import { feedRoutes } from '../src/server/routes/feed.js';
+import { silencesRoutes } from '../src/server/routes/silences.js';
 import { startServer } from '../src/server/server.js';
 import { SOURCES } from '../src/sources/registry.js';
 import { repos } from '../src/store/repos.js';
@@ -48,7 +49,7 @@ async function serve(app: App, over: Partial<ServerContext> = {}): Promise<{ url
     eventNames: knownEventNames(app.rules),
     ...over,
   };
-  const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [...feedRoutes(ctx), ...apiRoutes(ctx)] });
+  const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [...feedRoutes(ctx), ...apiRoutes(ctx), ...silencesRoutes(ctx)] });
   cleanups.push(() => srv.close());
   return srv;
 }
@@ -252,6 +253,24 @@ describe('GET /api/events', () => {
     // The stream takes the token in its query (EventSource cannot send headers), and the dashboard's parameters.
     for (const query of ['access_token=any&after=0', 'type=site.offline&site_id=1']) {
       expect((await fetch(`${srv.url}/api/events/stream?${query}`, { method: 'HEAD' })).status, query).toBe(200);
+    }
+  });
+
+  it('is as strict on the other read endpoints: an unknown parameter is a 400 naming what each takes, and the dashboard\'s own are taken', async () => {
+    const w = await world();
+    const srv = await serve(await w.app());
+    const cases: Array<[string, string]> = [
+      ['/api/deliveries?failed=true&chanel=hooks', 'chanel: unknown parameter; /api/deliveries takes limit, failed, channel'],
+      ['/api/silences?status=active', 'status: unknown parameter; /api/silences takes state'],
+      ['/api/silenced-events?limit=5&since=1h', 'since: unknown parameter; /api/silenced-events takes limit'],
+      ['/api/sources?verbose=1', 'verbose: unknown parameter; /api/sources takes none'],
+      ['/api/alerts?severity=critical', 'severity: unknown parameter; /api/alerts takes none'],
+    ];
+    for (const [path, message] of cases) {
+      expect(await getJson<unknown>(`${srv.url}${path}`), path).toEqual({ status: 400, body: { error: { code: 'bad_request', message } } });
+    }
+    for (const path of ['/api/deliveries?limit=50&failed=true', '/api/silences?state=active', '/api/silenced-events?limit=20', '/api/sources', '/api/alerts']) {
+      expect((await fetch(`${srv.url}${path}`)).status, path).toBe(200);
     }
   });
 });

@@ -245,6 +245,10 @@ describe('the HTTP details of refusals', () => {
       const wrong = await fetch(`${srv.url}/things`, { headers: { authorization: 'Bearer wrong-token' } });
       expect(wrong.status).toBe(401);
       expect(wrong.headers.get('www-authenticate')).toBe('Bearer realm="hostwatch", error="invalid_token"');
+      // Another scheme is no bearer token at all: no error code (RFC 6750 §3.1).
+      const basic = await fetch(`${srv.url}/things`, { headers: { authorization: 'Basic dXNlcjpwYXNz' } });
+      expect(basic.status).toBe(401);
+      expect(basic.headers.get('www-authenticate')).toBe('Bearer realm="hostwatch"');
     } finally {
       await srv.close();
     }

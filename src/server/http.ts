@@ -90,7 +90,7 @@ export function onlyParams(q: URLSearchParams, endpoint: string, names: readonly
   for (const [name, n] of counts) {
     if (!names.includes(name)) {
       const hint = Object.hasOwn(hints, name) ? ` (${hints[name]})` : '';
-      throw badRequest(`${name.slice(0, 80)}: unknown parameter; ${endpoint} takes ${names.join(', ')}${hint}`);
+      throw badRequest(`${name.slice(0, 80)}: unknown parameter; ${endpoint} takes ${names.length ? names.join(', ') : 'none'}${hint}`);
     }
     if (n > 1) throw badRequest(`${name}: given ${n} times; give it once`);
   }

@@ -127,13 +127,15 @@ function matchPath(pattern: string | RegExp, path: string): string[] | null {
  * Bearer token from the Authorization header (the scheme in any case: RFC 9110 §11.1), or
  * `access_token` in the query where the route takes it (the SSE stream: EventSource cannot
  * set headers). Compared in constant time: both sides are hashed to equal length.
- * `missing` when no token was sent, `invalid` when one was and it is not the server's.
+ * `missing` when no bearer token was sent (no header, or another scheme such as Basic:
+ * RFC 6750 §3.1 gives such a request no error code), `invalid` when one was and it is not
+ * the server's.
  */
 export function authorized(req: IncomingMessage, url: URL, token: string, queryToken: boolean): 'ok' | 'missing' | 'invalid' {
   const header = req.headers.authorization ?? '';
   const bearer = /^bearer +(\S.*)$/i.exec(header);
   const given = bearer ? bearer[1]! : queryToken ? (url.searchParams.get('access_token') ?? '') : '';
-  if (given === '' && header === '') return 'missing';
+  if (given === '') return 'missing';
   const a = createHash('sha256').update(given).digest();
   const b = createHash('sha256').update(token).digest();
   return timingSafeEqual(a, b) && given.length > 0 ? 'ok' : 'invalid';

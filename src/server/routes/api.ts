@@ -2,7 +2,7 @@ import { SOURCE_READ_BY, SOURCES } from '../../sources/registry.js';
 import type { DeliveryView } from '../../store/events-repo.js';
 import type { FiringAlert } from '../../store/alerts-repo.js';
 import type { ServerContext } from '../context.js';
-import { badRequest, intParam, json, shown, type Route } from '../http.js';
+import { badRequest, intParam, json, onlyParams, shown, type Route } from '../http.js';
 
 
 const DELIVERIES_DEFAULT = 100;
@@ -15,13 +15,28 @@ const DELIVERIES_MAX = 1000;
  */
 export function apiRoutes(ctx: ServerContext): Route[] {
   return [
-    { method: 'GET', path: '/api/sources', handler: async (_req, res) => json(res, 200, { data: await sources(ctx), budget: budget(ctx) }) },
-    { method: 'GET', path: '/api/alerts', handler: async (_req, res) => json(res, 200, { data: (await ctx.alerts.firingWithEvents()).map(alertView) }) },
+    {
+      method: 'GET',
+      path: '/api/sources',
+      handler: async (req, res) => {
+        onlyParams(req.url.searchParams, '/api/sources', []);
+        json(res, 200, { data: await sources(ctx), budget: budget(ctx) });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/alerts',
+      handler: async (req, res) => {
+        onlyParams(req.url.searchParams, '/api/alerts', []);
+        json(res, 200, { data: (await ctx.alerts.firingWithEvents()).map(alertView) });
+      },
+    },
     {
       method: 'GET',
       path: '/api/deliveries',
       handler: async (req, res) => {
         const q = req.url.searchParams;
+        onlyParams(q, '/api/deliveries', ['limit', 'failed', 'channel']);
         const limit = intParam(q, 'limit', { min: 1, max: DELIVERIES_MAX, expected: `a whole number from 1 to ${DELIVERIES_MAX}` });
         const filter = { failed: boolParam(q, 'failed'), channel: q.get('channel') || null };
         json(res, 200, { data: (await ctx.events.deliveries(filter, limit ?? DELIVERIES_DEFAULT)).map(deliveryView) });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { parseSilenceRequest, silenceState, silenceView, sortSilences, type Silence, type SilenceState } from '../../notify/silences.js';
 import { repos } from '../../store/repos.js';
 import type { ServerContext } from '../context.js';
-import { HttpError, json, readJson, type Route } from '../http.js';
+import { HttpError, json, onlyParams, readJson, type Route } from '../http.js';
 
 /** How far back the list shows silences that are over. */
 export const RECENTLY_EXPIRED_MS = 7 * 86_400_000;
@@ -31,6 +31,7 @@ export function silencesRoutes(ctx: ServerContext, opts: { newId?: () => string 
       method: 'GET',
       path: '/api/silences',
       handler: async (req, res) => {
+        onlyParams(req.url.searchParams, '/api/silences', ['state']);
         const now = ctx.now();
         const state = req.url.searchParams.get('state');
         if (state !== null && !STATES.includes(state as SilenceState)) {
@@ -63,6 +64,7 @@ export function silencesRoutes(ctx: ServerContext, opts: { newId?: () => string 
       method: 'GET',
       path: '/api/silenced-events',
       handler: async (req, res) => {
+        onlyParams(req.url.searchParams, '/api/silenced-events', ['limit']);
         const text = req.url.searchParams.get('limit');
         const limit = text === null || text === '' ? 200 : /^\d{1,4}$/.test(text) ? Number(text) : NaN;
         if (!(limit >= 1 && limit <= 1000)) throw new HttpError(400, 'bad_request', `limit: a whole number from 1 to 1000 (got "${text}")`);
