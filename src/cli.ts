@@ -17,7 +17,7 @@ import { compileRouter, RouteError } from './notify/routing.js';
 import { unknownEventNames } from './notify/event-names.js';
 import { registerDeliveryCommands } from './notify/cli-commands.js';
 import { RuleErrors } from './rules/parse.js';
-import { resolveEventType, TYPE_SHAPE_MESSAGE, typeShaped } from './events/envelope.js';
+import { resolveTypeFilter, TYPE_SHAPE_MESSAGE, typeShaped } from './events/envelope.js';
 import { knownEventNames } from './events/catalog.js';
 import { closest } from './closest.js';
 import { secretScrubber, secretsOf } from './log.js';
@@ -358,10 +358,10 @@ program
   .option('--json', 'one CloudEvent JSON per line, exactly as stored')
   .action(async (o: { config?: string; since?: number; type?: string; limit: number; json?: boolean }) => {
     const config = await load(o.config, { secretsOptional: true });
-    const type = o.type === undefined ? null : knownTypeOrExit(config, o.type);
     // Read-only: it reads beside a running daemon and never writes (no migration, no lock).
     const store = await openDatabase(config, true, true);
     try {
+      const type = o.type === undefined ? null : await knownTypeOrExit(config, o.type, store);
       const filter = { type, siteId: null, since: o.since === undefined ? null : Date.now() - o.since };
       const rows = await repos(store).events.latest(filter, o.limit + 1);
       for (const r of rows.slice(0, o.limit).reverse()) {
@@ -572,15 +572,19 @@ function eventLine(e: HostwatchEvent): string {
   return `${e.time}  ${formatEventLine(e)}  ${e.id}`;
 }
 
-/** The CloudEvents type `--type` names (resolveEventType); an event hostwatch cannot raise is exit 2, naming the near miss. */
-function knownTypeOrExit(config: Config, text: string): string {
+/**
+ * The CloudEvents type `--type` names (resolveTypeFilter, as the API's `type`): an event
+ * hostwatch can raise, or one the log still holds; else exit 2, naming the near miss.
+ */
+async function knownTypeOrExit(config: Config, text: string, store: Store): Promise<string> {
   let rules: CompiledRule[] = [];
   try {
     rules = rulesFor(config);
   } catch {
     // Broken rule files do not stop `events`; the catalog still names the built-in events.
   }
-  const r = resolveEventType(text, knownEventNames(rules));
+  const events = repos(store).events;
+  const r = await resolveTypeFilter(text, knownEventNames(rules), async (type) => (await events.latest({ type, siteId: null, since: null }, 1)).length > 0);
   if (r.ok) return r.type;
   fail(`hostwatch events: --type: ${r.message}`, EXIT_CONFIG);
 }

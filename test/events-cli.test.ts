@@ -88,6 +88,30 @@ describe('hostwatch events', () => {
     expect(known.stdout).toBe('');
   });
 
+  it('finds the events of a type the log holds though no rule raises it any more (a rule removed since), as the API does', async () => {
+    const gone = await startWorld({ sim: { sites: 1 } });
+    try {
+      const rules = join(gone.dir, 'mine.yaml');
+      writeFileSync(rules, "rules:\n  - { name: slow-now, event: site.slow_now, kind: alert, source: health, when: \"after.online.status == 'slow'\", summary: slow }\n");
+      gone.sim.world.setHealth(1, { status: 'slow' });
+      const app = await gone.app({ rules: [rules] });
+      await app.runOnce();
+      await app.stop();
+      const mine = gone.events.filter((e) => e.type === 'hostwatch.site.slow_now');
+      expect(mine).toHaveLength(1);
+      // The config of today has no such rule.
+      const today = join(gone.dir, 'config.yaml');
+      writeFileSync(today, gone.yaml());
+      for (const type of ['site.slow_now', 'hostwatch.site.slow_now']) {
+        const r = await hostwatch(['events', '-c', today, '--json', '--type', type], { SIM_URL: gone.sim.url, API_KEY: TEST_KEY, DB: gone.dbPath });
+        expect({ type, code: r.code, stderr: r.stderr }).toEqual({ type, code: 0, stderr: '' });
+        expect(lines(r.stdout).map((l) => (JSON.parse(l) as HostwatchEvent).id)).toEqual(mine.map((e) => e.id));
+      }
+    } finally {
+      await gone.close();
+    }
+  });
+
   it('finds the watchdog by its documented name hostwatch.watchdog and by its type hostwatch.hostwatch.watchdog', async () => {
     const dogWorld = await startWorld({ config: { watchdog: { every: '1h' } } });
     try {

@@ -80,6 +80,20 @@ export function resolveEventType(text: string, known: readonly string[]): TypeRe
   return { ok: false, problem: 'unknown', near, message: `no event is named ${text}${near ? `; did you mean ${near}?` : ''} (docs/events.md lists them)` };
 }
 
+/**
+ * resolveEventType, then, for text that names no event hostwatch knows now, a type the
+ * event log still holds (`logged`): a rule removed or renamed since left its events there.
+ * What the API, the stream and `hostwatch events --type` all use.
+ */
+export async function resolveTypeFilter(text: string, known: readonly string[], logged: (type: string) => Promise<boolean>): Promise<TypeResolution> {
+  const r = resolveEventType(text, known);
+  if (r.ok || r.problem === 'shape') return r;
+  for (const type of new Set([text, TYPE_PREFIX + text].filter((t) => t.startsWith(TYPE_PREFIX)))) {
+    if (await logged(type)) return { ok: true, type };
+  }
+  return r;
+}
+
 /** Wrap event data in the CloudEvents 1.0 envelope of PRODUCT.md. */
 export function envelope(init: { id: string; instance: string; subject: string; time: Date; data: EventData }): HostwatchEvent {
   return {

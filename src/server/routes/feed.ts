@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { resolveEventType, TYPE_PREFIX } from '../../events/envelope.js';
+import { resolveTypeFilter } from '../../events/envelope.js';
 import type { EventFilter, LoggedEvent } from '../../store/events-repo.js';
 import type { ServerContext } from '../context.js';
 import { badRequest, intParam, onlyParams, shown, wholeNumber, type Request, type Route } from '../http.js';
@@ -158,15 +158,11 @@ async function filterParams(ctx: ServerContext, q: URLSearchParams): Promise<Eve
  * --type`); a 400 with the near miss when it names no event, so a typo is not an empty feed.
  */
 async function typeFilter(ctx: ServerContext, text: string): Promise<string> {
-  const r = resolveEventType(text, ctx.eventNames);
+  // A type the log holds though no rule raises it any more is taken too: the dashboard offers
+  // the types of the events it shows.
+  const r = await resolveTypeFilter(text, ctx.eventNames, async (type) => (await ctx.events.latest({ type, siteId: null, since: null }, 1)).length > 0);
   if (r.ok) return r.type;
-  if (r.problem === 'shape') throw badRequest(`type: ${r.message} (got ${shown(text)})`);
-  // A type the log holds though no rule raises it any more (a rule removed or renamed since):
-  // its events are still there, and the dashboard offers the types of the events it shows.
-  for (const type of new Set([text, TYPE_PREFIX + text].filter((t) => t.startsWith(TYPE_PREFIX)))) {
-    if ((await ctx.events.latest({ type, siteId: null, since: null }, 1)).length > 0) return type;
-  }
-  throw badRequest(`type: ${r.message}`);
+  throw badRequest(r.problem === 'shape' ? `type: ${r.message} (got ${shown(text)})` : `type: ${r.message}`);
 }
 
 function cursorParam(name: string, text: string | null): number {
