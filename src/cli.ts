@@ -584,7 +584,7 @@ async function knownTypeOrExit(config: Config, text: string, store: Store): Prom
     // Broken rule files do not stop `events`; the catalog still names the built-in events.
   }
   const events = repos(store).events;
-  const r = await resolveTypeFilter(text, knownEventNames(rules), async (type) => (await events.latest({ type, siteId: null, since: null }, 1)).length > 0);
+  const r = await resolveTypeFilter(text, knownEventNames(rules), (type) => events.holdsType(type));
   if (r.ok) return r.type;
   fail(`hostwatch events: --type: ${r.message}`, EXIT_CONFIG);
 }

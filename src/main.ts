@@ -385,9 +385,10 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   // The daemon's heartbeat row: one per instance of a cluster (they share config.name).
   const daemonName = cluster?.instance ?? config.name;
   metrics.watchScheduling(scheduler, client.budget);
+  const eventNames = knownEventNames(rules);
   metrics.known({
     channels: config.channels.map((c) => c.name),
-    eventTypes: knownEventNames(rules).map((name) => `${TYPE_PREFIX}${name}`),
+    eventTypes: eventNames.map((name) => `${TYPE_PREFIX}${name}`),
     sources: scheduled.map((s) => s.def.name),
   });
   let loggedPlan = '';
@@ -453,7 +454,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     },
     async start() {
       if (config.server.listen) {
-        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log, eventNames: knownEventNames(rules), pace: () => client.budget.state() };
+        const ctx: ServerContext = { config, store, events, alerts, snapshots, scheduler, sources: scheduled, metrics, bus, now, log, eventNames, pace: () => client.budget.state() };
         server = await startServer({
           listen: config.server.listen,
           token: config.server.token,

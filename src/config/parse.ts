@@ -128,6 +128,11 @@ function absoluteOf(file: string): string {
   return isAbsolute(file) || file.startsWith('<') ? file : resolve(file);
 }
 
+/** A path of the config (storage.path, rules) as used: relative to `baseDir`; `:memory:` stays. */
+function resolveIn(baseDir: string, path: string): string {
+  return path === ':memory:' ? path : resolve(baseDir, path);
+}
+
 /** The folder relative paths resolve against (ParseOptions.baseDir). */
 function baseDirOf(file: string, opts: ParseOptions): string {
   return opts.baseDir ?? dirname(absoluteOf(file));
@@ -141,7 +146,7 @@ function storageCheck(data: unknown, tree: YamlTree, file: string, opts: ParseOp
   if ('url' in written) return [];
   const path = written['path'] ?? DEFAULTS.storage.path;
   if (typeof path !== 'string' || path === '') return [];
-  const problem = opts.storagePath(path === ':memory:' ? path : resolve(baseDirOf(file, opts), path));
+  const problem = opts.storagePath(resolveIn(baseDirOf(file, opts), path));
   if (problem === null) return [];
   if (!('path' in written)) return [{ file, line: null, column: null, path: 'storage.path', message: `${problem} (the default path)` }];
   const position = tree.valueAt(['storage', 'path']);
@@ -427,7 +432,7 @@ function templatesOf(channel: unknown): Array<[KeyPath, string]> {
 
 function normalize(written: CheckedConfig, file: string, baseDir: string): Config {
   const api = written.api;
-  const resolvePath = (path: string) => (path === ':memory:' ? path : resolve(baseDir, path));
+  const resolvePath = (path: string) => resolveIn(baseDir, path);
   const sources: Config['sources'] = {};
   for (const [name, override] of Object.entries(written.sources ?? {})) {
     sources[name] = {

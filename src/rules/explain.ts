@@ -43,11 +43,13 @@ export interface ExplainDeps {
   retentionMs?: number;
 }
 
-/** What an event with no outbox row says: pruned (older than the retention) or never queued. */
-function noDelivery(deps: ExplainDeps, e: HostwatchEvent, never: string): string {
-  const old = deps.retentionMs !== undefined && Date.parse(e.time) < deps.now - deps.retentionMs;
-  return old ? 'no record: older than history.retention, whose prune removes the records of deliveries that succeeded (or no route matched it)' : never;
+/** Whether an event is older than history.retention: a missing outbox row may have been pruned. */
+function pastRetention(deps: ExplainDeps, e: HostwatchEvent): boolean {
+  return deps.retentionMs !== undefined && Date.parse(e.time) < deps.now - deps.retentionMs;
 }
+
+/** What an event past the retention with no outbox row says. */
+const PRUNED_DELIVERY = 'no record: older than history.retention, whose prune removes the records of deliveries that succeeded (or no route matched it)';
 
 /**
  * Why a stored event was held back from delivery (events.held_by, written by the notifier):
@@ -136,7 +138,7 @@ async function deliveryLines(deps: ExplainDeps, row: StoredEvent, e: HostwatchEv
   const out = await deps.events.outboxFor(e.id);
   if (hold?.reason === 'incident') return [`delivery: ${hold.text}:`, ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`)];
   if (hold) return [`delivery: none (${hold.text})`];
-  if (out.length === 0) return [`delivery: ${noDelivery(deps, e, 'none (no route matched, or it was a duplicate of a stored event)')}`];
+  if (out.length === 0) return [`delivery: ${pastRetention(deps, e) ? PRUNED_DELIVERY : 'none (no route matched, or it was a duplicate of a stored event)'}`];
   return ['delivery:', ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)${o.last_error ? ` (last error: ${o.last_error})` : ''}`)];
 }
 
@@ -251,11 +253,11 @@ async function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: 
   if (hold) return done(hold.reason, intro, `${hold.text}: stored, not delivered`);
   const out = await deps.events.outboxFor(e.id);
   const delivered = out.some((o) => o.state === 'delivered');
-  const pruned = out.length === 0 && noDelivery(deps, e, '') !== '';
+  const pruned = out.length === 0 && pastRetention(deps, e);
   return done(
     delivered ? 'delivered' : pruned ? 'pruned' : 'queued',
     intro,
-    ...(out.length ? out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`) : [`  ${noDelivery(deps, e, 'no channel: no route matched it')}`]),
+    ...(out.length ? out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`) : [`  ${pruned ? PRUNED_DELIVERY : 'no channel: no route matched it'}`]),
   );
 }
 

@@ -242,6 +242,11 @@ export class EventsRepo {
     return this.x.all(LOG(logFlags(filter, true)), logParams(filter, 0, limit));
   }
 
+  /** Whether the log holds an event of this CloudEvents type (a type filter's last resort: resolveTypeFilter). */
+  async holdsType(type: string): Promise<boolean> {
+    return (await this.latest({ type, siteId: null, since: null }, 1)).length > 0;
+  }
+
   /** Recent outbox rows, newest first; `failed` keeps dead rows and rows waiting to retry. */
   deliveries(filter: { failed: boolean; channel: string | null }, limit: number): Promise<DeliveryView[]> {
     return this.x.all(DELIVERIES({ failed: filter.failed, channel: filter.channel !== null }), { channel: filter.channel ?? '', limit });
