@@ -3,8 +3,12 @@
  * jobs followed through the account list, and replies bounded by api.max_reply_bytes.
  */
 import BetterSqlite3 from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
-import { sourceByName } from '../src/sources/registry.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
+import { ApiClient } from '../src/api/client.js';
+import { Fetcher } from '../src/sources/fetch.js';
+import { entityOf, sourceByName } from '../src/sources/registry.js';
 import { TopRead } from '../src/sources/newest-first.js';
 import type { SourceDef } from '../src/sources/types.js';
 import { Control } from './catalog-world.js';
@@ -72,6 +76,37 @@ describe('a newest-first list', () => {
     await app.runOnce();
     expect(world.sim.requests.filter((r) => r.path === '/api/v1/jobs')).toHaveLength(2);
     expect(world.events.filter((e) => e.data.name === 'job.completed').map((e) => e.subject)).toEqual([`jobs/${running.id}`]);
+  });
+
+  it('judges the kinds of the pages it read, not those of the older records it keeps from the stored snapshot', async () => {
+    // A server that serves 50 jobs a page whatever the limit asked: the page read holds fewer
+    // records than the snapshot keeps (200), so the merge keeps stored ones below it.
+    let page1 = [{ id: 300, state: 'done' }, ...Array.from({ length: 49 }, (_, i) => ({ id: 299 - i, state: 'done' }))];
+    const server = createServer((req, res) => {
+      const body = req.url?.includes('cursor=p2') ? { data: [{ id: 250, state: 'done' }], next_cursor: null, has_more: false } : { data: page1, next_cursor: 'p2', has_more: true };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const client = new ApiClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, key: 'k', timeoutMs: 2000, maxRequestsPerSecond: 1000, maxConcurrency: 2, retries: 0, maxPages: 10 });
+    onTestFinished(async () => {
+      await client.close();
+      await new Promise((r) => server.close(r));
+    });
+    // The stored snapshot: jobs 299 to 250, the oldest of another kind than the source
+    // declares (A32), as a snapshot written before kinds were checked would hold.
+    const stored = [...Array.from({ length: 49 }, (_, i) => ({ id: 299 - i, state: 'done' })), { id: 250, state: 42 }];
+    const fetcher = new Fetcher(client, { stored: () => stored });
+    const ref = entityOf(sourceByName('jobs')!, null);
+    const got = await fetcher.fetch(ref);
+    expect(got.kind).toBe('data');
+    const merged = (got as { data: Array<{ id: number; state: unknown }> }).data;
+    expect(merged.map((j) => j.id)).toEqual([300, ...stored.map((j) => j.id)]);
+    expect(merged.at(-1)).toEqual({ id: 250, state: 42 });
+    // A record of another kind on the page read still fails the poll, naming it.
+    page1 = [{ id: 301, state: 7 } as unknown as { id: number; state: string }, ...page1];
+    fetcher.forget(ref);
+    await expect(fetcher.fetch(ref)).rejects.toThrow(/item 0 \("id" 301\): "state" is number, not a string/);
   });
 
   it('keeps the older records it holds below the ones read, drops those deleted above, and keeps at most `keep`', () => {
