@@ -98,6 +98,42 @@ describe('the PagerDuty channel', () => {
     expect(pd.alerts).toHaveLength(1);
   });
 
+  it('a trigger that waits for its retry goes before the resolve queued after it, so the alert it opened is closed', async () => {
+    const pd = await pagerduty();
+    const { w, app, clock } = await channelWorld([channel(pd)]);
+    cleanups.push(() => w.close());
+    pd.respond((a) => (a.n === 1 ? { status: 503, body: 'Service Unavailable' } : undefined));
+    const at = { name: 'site.offline', severity: 'critical', rule: 'site-offline', subject: 'sites/4/health' } as const;
+    const firing = siteEvent('down', 4, { ...at, status: 'firing' });
+    const fired = { ...firing, data: { ...firing.data, alert_id: firing.id } };
+    const back = siteEvent('up', 4, { ...at, status: 'resolved' });
+    await app.notifier.publish(fired);
+    await app.worker.deliverDue();
+    // PagerDuty is back, and the site recovered before the trigger's retry is due: the
+    // resolve is due now, but waits for the trigger it closes.
+    await app.notifier.publish({ ...back, data: { ...back.data, alert_id: firing.id } });
+    await app.worker.deliverDue();
+    expect(pd.arrivals).toHaveLength(1);
+    expect(rows<{ state: string }>(w, 'SELECT state FROM outbox ORDER BY id')).toEqual([{ state: 'pending' }, { state: 'pending' }]);
+    clock.advance(10_000);
+    await app.worker.deliverDue();
+    expect(bodies(pd).map((b) => b.event_action)).toEqual(['trigger', 'resolve']);
+    expect(pd.alerts).toEqual([expect.objectContaining({ dedupKey: firing.id, status: 'resolved', triggers: 1 })]);
+  });
+
+  it('a resolve whose trigger was dead-lettered is not held back by it', async () => {
+    const pd = await pagerduty();
+    const { w, app } = await channelWorld([channel(pd)]);
+    cleanups.push(() => w.close());
+    // The trigger is refused for good (a 400 about the event): the resolve still goes.
+    pd.respond((a) => (a.n === 1 ? { status: 400, body: { status: 'invalid event', message: 'Event object is invalid', errors: ['payload.summary is missing'] } } : undefined));
+    const at = { name: 'site.offline', severity: 'critical', rule: 'site-offline', subject: 'sites/5/health' } as const;
+    await app.notifier.publish(siteEvent('down5', 5, { ...at, status: 'firing' }));
+    await app.notifier.publish(siteEvent('up5', 5, { ...at, status: 'resolved' }));
+    await app.worker.deliverDue();
+    expect(rows<{ state: string }>(w, 'SELECT state FROM outbox ORDER BY id')).toEqual([{ state: 'dead' }, { state: 'delivered' }]);
+  });
+
   it('maps severity (critical, warning, info) and keeps the summary within 1024 characters, cut on a character boundary', () => {
     const sev = (severity: 'critical' | 'warning' | 'info') => pagerDutyEvent(siteEvent('s', 1, { severity, status: 'firing' }), ROUTING_KEY).payload!.severity;
     expect([sev('critical'), sev('warning'), sev('info')]).toEqual(['critical', 'warning', 'info']);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../src/store/db.js';
 import { toEventRow, type OutboxInsert } from '../src/store/events-repo.js';
+import { ClusterRepo } from '../src/store/cluster-repo.js';
 import { repos, type Repos } from '../src/store/repos.js';
 import type { SnapshotRow } from '../src/store/snapshots-repo.js';
 import { siteEvent } from './events-fixture.js';
@@ -221,6 +222,35 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
       // Oldest first, two of the backlog's and the other channel's one; without a cap, the first three rows are all the backlog's.
       expect(mine(await r.events.due(200, 3, 2))).toEqual(['backlog:0', 'backlog:1', 'other:5']);
       expect(mine(await r.events.due(200, 3))).toEqual(['backlog:0', 'backlog:1', 'backlog:2']);
+    });
+
+    it('hands out the rows of one channel and order key in the order they were queued: none while an earlier one waits', async () => {
+      const at = { name: 'site.offline', rule: 'site-offline', subject: 'sites/70/health' } as const;
+      const [firing, resolved, other] = [siteEvent('ord-f', 70, { ...at, status: 'firing' }), siteEvent('ord-r', 70, { ...at, status: 'resolved' }), siteEvent('ord-o', 71)];
+      const key = (e: typeof firing) => `${e.data.rule}\u001f${e.subject}`;
+      const ids = await tx(async (t) => {
+        for (const e of [firing, resolved, other]) await t.events.addEvent(toEventRow(e));
+        // The firing waits for its retry (due at 900); its resolution and another event are due now.
+        await t.events.enqueue(outboxRow(firing.id, 'ordered', { next_attempt_at: 900, group_key: 'g', order_key: key(firing) }));
+        await t.events.enqueue(outboxRow(resolved.id, 'ordered', { group_key: 'g', order_key: key(resolved) }));
+        await t.events.enqueue(outboxRow(other.id, 'ordered', { group_key: 'g', order_key: key(other) }));
+        return (await t.events.outboxFor(firing.id))[0]!.id;
+      });
+      const mine = (rows: Array<{ event_id: string }>): string[] => rows.map((d) => [firing, resolved, other].findIndex((e) => e.id === d.event_id)).filter((i) => i >= 0).map((i) => ['firing', 'resolved', 'other'][i]!);
+      expect(mine(await r.events.due(200, 50))).toEqual(['other']);
+      expect(mine(await r.delivery.groupRows('ordered', 'g', 200, 50))).toEqual(['other']);
+      if (engine === 'postgres') expect(mine(await new ClusterRepo(store).claimDue('m1', 200, 50, []))).toEqual(['other']);
+      // Once the firing is due too, a group's message carries both, the firing first.
+      expect(mine(await r.delivery.groupRows('ordered', 'g', 1_000, 50))).toEqual(['firing', 'resolved', 'other']);
+      expect(mine(await r.events.due(1_000, 50))).toEqual(['firing', 'other']);
+      // Delivered (or dead): the resolution goes.
+      await tx((t) =>
+        t.events.recordAttempt(
+          { id: ids, claim_token: 0, state: 'delivered', attempts: 1, next_attempt_at: 900, last_error: null, updated_at: 1_000 },
+          { outbox_id: ids, attempt: 1, at: 1_000, outcome: 'delivered', status_code: 200, error: null, duration_ms: 1 },
+        ),
+      );
+      expect(mine(await r.events.due(200, 50))).toEqual(['resolved', 'other']);
     });
 
     it('refuses an event insert outside a transaction (it could commit out of seq order)', async () => {

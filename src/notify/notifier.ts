@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { HostwatchEvent } from '../events/types.js';
 import type { Store } from '../store/db.js';
-import { toEventRow } from '../store/events-repo.js';
+import { orderKey, toEventRow } from '../store/events-repo.js';
 import { repos, type Repos } from '../store/repos.js';
 import { dropOnRelease, inhibitionKey, type DecideOptions, type Decision, type Dispatcher, type DispatchView } from './dispatch.js';
 import type { GroupState } from './grouping.js';
@@ -152,6 +152,7 @@ export class Notifier {
             created_at: now,
             updated_at: now,
             group_key: q.groupKey,
+            order_key: orderKey(e),
           });
         }
     }

@@ -6,7 +6,7 @@ import type { DueDelivery } from '../store/events-repo.js';
 import type { Unit } from '../store/commit-queue.js';
 import { repos, type Repos } from '../store/repos.js';
 import type { Channel, SendResult } from './channel.js';
-import { nextStep } from './retry.js';
+import { nextStep, type NextStep } from './retry.js';
 
 /** The most events one grouped message carries; the rest go in the next one. */
 export const MAX_GROUP = 500;
@@ -361,10 +361,11 @@ export class OutboxWorker {
     } catch (e) {
       if (e instanceof ClaimLost) {
         // Another member took these rows over (this one was paused or cut off past its
-        // lease): the attempt is theirs to record; holding it back would block nothing.
+        // lease), or `hostwatch redeliver` queued them again meanwhile: the row is theirs
+        // now, so this attempt is not recorded over it; holding it back would block nothing.
         this.claimsLost++;
         for (const id of u.ids) this.unrecorded.delete(id);
-        this.deps.log.warn({ outbox_ids: u.ids }, 'a delivery claim was lost to another cluster member before its attempt was recorded; not recorded here');
+        this.deps.log.warn({ outbox_ids: u.ids }, 'a delivery was sent again (hostwatch redeliver) or claimed by another cluster member before its attempt was recorded; not recorded here');
         return true;
       }
       u.failures++;
@@ -438,10 +439,12 @@ export class OutboxWorker {
       const error = result.ok ? null : this.deps.scrub(result.error);
       const checked = channel && health?.disabled_at == null ? channelHealth(first.channel, health, result, now, this.deps.disableAfterMs) : null;
       // The attempt that disables a channel ends its rows too: no retry will be made.
-      const steps = rows.map((r) =>
-        checked?.disabled
-          ? ({ state: 'dead', reason: `channel disabled: ${checked.disabled}` } as const)
-          : nextStep(result, r.attempts + 1, this.deps.retryScheduleMs, now, this.deps.random),
+      const steps = together(
+        rows.map((r) =>
+          checked?.disabled
+            ? ({ state: 'dead', reason: `channel disabled: ${checked.disabled}` } as const)
+            : nextStep(result, r.attempts + 1, this.deps.retryScheduleMs, now, this.deps.random),
+        ),
       );
       // After the send (network IO), in a transaction of its own (a unit of group commit).
       const write: Unit<void> = async (tx) => {
@@ -498,6 +501,18 @@ export class OutboxWorker {
       if (group !== null) this.groupsInFlight.delete(group);
     }
   }
+}
+
+/**
+ * The rows of one message are tried again together: each pending one at the latest of their
+ * retry times (each row's own schedule and jitter, and a Retry-After), so a grouped message
+ * that failed goes out again as one message, not one per event, and no row sooner than its
+ * own schedule allows. A row whose schedule has ended is dead-lettered on its own.
+ */
+export function together(steps: readonly NextStep[]): NextStep[] {
+  let at = -Infinity;
+  for (const s of steps) if (s.state === 'pending') at = Math.max(at, s.nextAttemptAt);
+  return steps.map((s) => (s.state === 'pending' ? { state: 'pending', nextAttemptAt: at } : s));
 }
 
 function delay(ms: number): Promise<void> {

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Database } from './schema.js';
-import type { DueDelivery } from './events-repo.js';
+import { inOrder, type DueDelivery } from './events-repo.js';
 import { statement, type Executor } from './sql.js';
 
 export type MemberRow = Database['cluster_members'];
@@ -89,15 +89,15 @@ type ClaimParams = Me & { now: number; limit: number; busy: number[] };
 const claimable = (p: ClaimParams) => sql`
   outbox.state = 'pending' AND outbox.next_attempt_at <= ${p.now} AND NOT (outbox.id = ANY(${p.busy}::bigint[]))
   AND (outbox.claimed_by IS NULL OR outbox.claimed_by = ${p.me} OR NOT ${liveHolder('outbox.claimed_by')})`;
-const claim = (p: ClaimParams, where: ReturnType<typeof sql>) => sql`
+const claim = (p: ClaimParams, where: ReturnType<typeof sql>, group = false) => sql`
   UPDATE outbox AS o SET claimed_by = ${p.me}, claim_token = o.claim_token + 1
-  FROM (SELECT outbox.id FROM outbox WHERE ${claimable(p)} AND ${where} ORDER BY outbox.id LIMIT ${p.limit} FOR UPDATE SKIP LOCKED) AS c, events e
+  FROM (SELECT outbox.id FROM outbox WHERE ${claimable(p)} AND ${where} AND ${inOrder(p.now, group)} ORDER BY outbox.id LIMIT ${p.limit} FOR UPDATE SKIP LOCKED) AS c, events e
   WHERE o.id = c.id AND e.id = o.event_id
   RETURNING o.*, e.body`;
 // Not the rows of channels whose every lane is taken (`full`): they would wait, claimed.
 const CLAIM = statement<ClaimParams & { full: string[] }, DueDelivery>((_qb, p) => claim(p, sql`NOT (outbox.channel = ANY(${p.full}::text[]))`));
 const CLAIM_GROUP = statement<ClaimParams & { channel: string; group_key: string }, DueDelivery>((_qb, p) =>
-  claim(p, sql`outbox.channel = ${p.channel} AND outbox.group_key = ${p.group_key}`),
+  claim(p, sql`outbox.channel = ${p.channel} AND outbox.group_key = ${p.group_key}`, true),
 );
 
 /** What a member holds, for `cluster status`. */

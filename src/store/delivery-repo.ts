@@ -1,7 +1,7 @@
 import { sql, type Selectable } from 'kysely';
 import { nonKey, pick, statement, type Executor } from './sql.js';
 import { COLUMNS, KEYS, type Database } from './schema.js';
-import type { DueDelivery } from './events-repo.js';
+import { inOrder, type DueDelivery } from './events-repo.js';
 
 export type ChannelStateRow = Selectable<Database['channel_state']>;
 
@@ -56,6 +56,7 @@ const GROUP_ROWS = statement<Group & { now: number; limit: number }, DueDelivery
     .where('outbox.group_key', '=', p.group_key)
     .where('outbox.state', '=', 'pending')
     .where('outbox.next_attempt_at', '<=', p.now)
+    .where(inOrder(p.now, true))
     .orderBy('outbox.id')
     .limit(p.limit),
 );

@@ -8,7 +8,7 @@ export type OutboxRow = Selectable<Database['outbox']>;
 export type AttemptRow = Selectable<Database['delivery_attempts']>;
 
 /** An outbox row to insert; group_key defaults to null (sent on its own). */
-export type OutboxInsert = Omit<OutboxRow, 'id' | 'group_key' | 'claimed_by' | 'claim_token'> & { group_key?: string | null };
+export type OutboxInsert = Omit<OutboxRow, 'id' | 'group_key' | 'claimed_by' | 'claim_token' | 'order_key'> & { group_key?: string | null; order_key?: string | null };
 
 /** A due outbox row joined with the event body it carries. */
 export interface DueDelivery extends OutboxRow {
@@ -77,6 +77,24 @@ const INSERT_EVENT = statement<Omit<EventRow, 'seq'>>((qb, p) =>
 const INSERT_OUTBOX = statement<Omit<OutboxRow, 'id' | 'claimed_by' | 'claim_token'>>((qb, p) =>
   qb.insertInto('outbox').values(pick(p, COLUMNS.outbox)).onConflict((oc) => oc.columns(['event_id', 'channel']).doNothing()),
 );
+/** The order key of an event's outbox rows: its rule and subject (an alert's firings and resolutions). */
+export function orderKey(e: HostwatchEvent): string {
+  return `${e.data.rule}\u001f${e.subject}`;
+}
+
+/**
+ * A pending row goes only when no earlier row of its channel and order key is pending: a
+ * firing that waits for its retry holds back its resolution on that channel (and a pager gets
+ * its trigger before its resolve). `group`: in a read of a group's message, an earlier row of
+ * the same group that is due now is not in the way (it goes in the same message, before it).
+ * Used by every read of due rows (one instance, the cluster's claims, groups).
+ */
+export function inOrder(now: number, group: boolean) {
+  const sameMessage = group ? sql` AND NOT (earlier.group_key = outbox.group_key AND earlier.next_attempt_at <= ${now})` : sql``;
+  return sql<boolean>`NOT EXISTS (SELECT 1 FROM outbox AS earlier WHERE earlier.state = 'pending' AND earlier.channel = outbox.channel
+    AND earlier.order_key = outbox.order_key AND earlier.id < outbox.id${sameMessage})`;
+}
+
 // The oldest due rows, at most `per_channel` of each channel (numbered by a window over
 // the due rows: a backlog of one channel does not fill the read).
 const DUE = statement<{ now: number; limit: number; per_channel: number }, DueDelivery>(
@@ -85,7 +103,7 @@ const DUE = statement<{ now: number; limit: number; per_channel: number }, DueDe
       o.group_key, o.claimed_by, o.claim_token, e.body
     FROM (
       SELECT outbox.*, ROW_NUMBER() OVER (PARTITION BY outbox.channel ORDER BY outbox.id) AS n
-      FROM outbox WHERE outbox.state = 'pending' AND outbox.next_attempt_at <= ${p.now}
+      FROM outbox WHERE outbox.state = 'pending' AND outbox.next_attempt_at <= ${p.now} AND ${inOrder(p.now, false)}
     ) AS o
     JOIN events AS e ON e.id = o.event_id
     WHERE o.n <= ${p.per_channel}
@@ -145,7 +163,8 @@ const DELIVERIES = variants<DeliveryParams, { failed: boolean; channel: boolean 
 const REDELIVER = variants<RedeliverParams, { kind: 'event' | 'outbox' | 'dead'; channel: boolean }>((qb, f, p) =>
   qb
     .updateTable('outbox')
-    .set({ state: 'pending', attempts: 0, next_attempt_at: p.now, updated_at: p.now })
+    // A new claim token: an attempt in flight when the row was sent again records nothing over it.
+    .set((eb) => ({ state: 'pending', attempts: 0, next_attempt_at: p.now, updated_at: p.now, claimed_by: null, claim_token: eb('claim_token', '+', 1) }))
     .$if(f.kind === 'event', (q) => q.where('event_id', '=', p.event_id))
     .$if(f.kind === 'outbox', (q) => q.where('id', '=', p.outbox_id))
     .$if(f.kind === 'dead', (q) => q.where('state', '=', 'dead'))
@@ -175,7 +194,7 @@ export class EventsRepo {
 
   /** Queue an event for a channel (idempotent per event and channel). */
   async enqueue(row: OutboxInsert): Promise<void> {
-    await this.x.run(INSERT_OUTBOX, { ...row, group_key: row.group_key ?? null });
+    await this.x.run(INSERT_OUTBOX, { ...row, group_key: row.group_key ?? null, order_key: row.order_key ?? null });
   }
 
   /**

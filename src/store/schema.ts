@@ -89,6 +89,11 @@ export interface Database {
     claimed_by: ColumnType<string | null, string | null | undefined, string | null>;
     /** Grows with every claim: an attempt is recorded only under the token it was sent under. */
     claim_token: ColumnType<number, number | undefined, number>;
+    /**
+     * Rows of a channel with the same key go out in the order they were queued (0009): the
+     * rule and subject of the event (orderKey). Null: no order (rows from before 0009).
+     */
+    order_key: ColumnType<string | null, string | null | undefined, string | null>;
   };
   delivery_attempts: {
     id: Generated<number>;
@@ -200,7 +205,7 @@ export const COLUMNS = {
   change_log: ['source', 'entity', 'site_id', 'version', 'at', 'body'],
   event_evidence: ['event_id', 'at', 'body'],
   events: ['id', 'type', 'subject', 'site_id', 'severity', 'status', 'rule', 'time', 'body'],
-  outbox: ['event_id', 'channel', 'state', 'attempts', 'next_attempt_at', 'last_error', 'created_at', 'updated_at', 'group_key'],
+  outbox: ['event_id', 'channel', 'state', 'attempts', 'next_attempt_at', 'last_error', 'created_at', 'updated_at', 'group_key', 'order_key'],
   delivery_attempts: ['outbox_id', 'attempt', 'at', 'outcome', 'status_code', 'error', 'duration_ms'],
   delivery_groups: ['channel', 'group_key', 'last_sent_at'],
   channel_state: ['channel', 'failing_since', 'disabled_at', 'disabled_reason', 'disabled_count'],
