@@ -2,11 +2,14 @@
  * The outbox worker where timing decides: a grouped message that fails and is tried again,
  * and `hostwatch redeliver` while the row's last attempt is still on the wire. On both engines.
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { Channel } from '../src/notify/channel.js';
-import { OutboxWorker } from '../src/notify/outbox-worker.js';
+import { HttpChannel, standardVerdict, type Provider } from '../src/notify/channels/http.js';
+import { localClaims, OutboxWorker, type DeliveryClaims } from '../src/notify/outbox-worker.js';
 import { openStore, type Store } from '../src/store/db.js';
 import { toEventRow, type OutboxInsert } from '../src/store/events-repo.js';
 import { repos } from '../src/store/repos.js';
@@ -37,9 +40,10 @@ async function queue(store: Store, events: HostwatchEvent[], row: Partial<Outbox
   });
 }
 
-function worker(store: Store, channel: Channel, schedule: number[]): OutboxWorker {
+function worker(store: Store, channel: Channel, schedule: number[], claims?: DeliveryClaims): OutboxWorker {
   return new OutboxWorker({
     store,
+    claims,
     disableAfterMs: 5 * 86_400_000,
     channels: new Map([[channel.name, channel]]),
     retryScheduleMs: schedule,
@@ -106,5 +110,74 @@ describe.each(ENGINES)('the outbox worker on %s', (engine) => {
     expect(started).toHaveLength(2);
     expect(row).toMatchObject({ state: 'pending', attempts: 1 });
     expect(w.claimsLost).toBe(1);
+  });
+});
+
+/**
+ * A paced provider (PagerDuty's pace: one request every 500 ms) in front of a receiver that
+ * takes `answerMs` to answer: messages wait their turn in the channel, after the worker's
+ * own checks. Records when each request arrived.
+ */
+async function slowPager(answerMs: number): Promise<{ channel: HttpChannel; arrived: number[] }> {
+  const arrived: number[] = [];
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      arrived.push(Date.now());
+      setTimeout(() => res.writeHead(202).end('{}'), answerMs);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  cleanups.push(() => new Promise((r) => server.close(r)));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  const provider: Provider = {
+    label: 'PagerDuty',
+    minIntervalMs: 500,
+    groups: false,
+    request: (events) => ({ url, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: events[0]!.id }) }),
+    judge: (answer) => standardVerdict(answer.status, '', null, []),
+  };
+  const channel = new HttpChannel('pager', 'pagerduty', provider, 10_000);
+  cleanups.push(() => channel.close?.());
+  return { channel, arrived };
+}
+
+describe('messages waiting for their turn in a paced channel', () => {
+  it('are not sent once the worker is asked to stop, and stay pending with no attempt recorded', async () => {
+    const store = await storeOf('sqlite');
+    const { channel, arrived } = await slowPager(1_000);
+    await queue(store, Array.from({ length: 8 }, (_, i) => siteEvent(`stop-${i}`, 1 + i, { name: 'site.offline', status: 'firing' })), { channel: 'pager' });
+    const w = worker(store, channel, [5_000]);
+    w.start();
+    while (arrived.length === 0) await new Promise((r) => setTimeout(r, 10));
+    const askedAt = Date.now();
+    await w.stop();
+    // The one on the wire finished; the seven in the channel's queue never went (before: all
+    // seven, one a second, and stop() took 11 s).
+    expect(arrived.filter((t) => t > askedAt)).toEqual([]);
+    expect(Date.now() - askedAt).toBeLessThan(3_000);
+    const rows = await repos(store).events.deliveries({ failed: false, channel: null }, 10);
+    expect(rows.map((r) => r.state).sort()).toEqual(['delivered', ...Array<string>(7).fill('pending')]);
+    expect(rows.filter((r) => r.state === 'pending').every((r) => r.attempts === 0)).toBe(true);
+  });
+
+  it('are not sent once this cluster member may have lost its lease, though the worker checked before they queued', async () => {
+    const store = await storeOf('sqlite');
+    const { channel, arrived } = await slowPager(1_000);
+    await queue(store, Array.from({ length: 4 }, (_, i) => siteEvent(`lease-${i}`, 1 + i, { name: 'site.offline', status: 'firing' })), { channel: 'pager' });
+    // The member's lease holds while the sends start, and may have run out once the first is on the wire.
+    let live = true;
+    const local = localClaims(store);
+    // As clusterClaims: a member that is not surely live claims nothing and sends nothing.
+    const claims: DeliveryClaims = { due: async (...a) => (live ? local.due(...a) : []), group: local.group, maySend: () => live };
+    const w = worker(store, channel, [5_000], claims);
+    const run = w.deliverDue();
+    while (arrived.length === 0) await new Promise((r) => setTimeout(r, 10));
+    live = false;
+    await w.deliverDue();
+    await run;
+    expect(arrived).toHaveLength(1);
+    const rows = await repos(store).events.deliveries({ failed: false, channel: null }, 10);
+    expect(rows.map((r) => r.state).sort()).toEqual(['delivered', 'pending', 'pending', 'pending']);
   });
 });

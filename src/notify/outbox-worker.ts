@@ -5,7 +5,7 @@ import type { ChannelStateRow } from '../store/delivery-repo.js';
 import type { DueDelivery } from '../store/events-repo.js';
 import type { Unit } from '../store/commit-queue.js';
 import { repos, type Repos } from '../store/repos.js';
-import type { Channel, SendResult } from './channel.js';
+import type { Channel, SendGate, SendResult } from './channel.js';
 import { nextStep, type NextStep } from './retry.js';
 
 /** The most events one grouped message carries; the rest go in the next one. */
@@ -428,13 +428,22 @@ export class OutboxWorker {
       const events = rows.map((r) => JSON.parse(r.body) as HostwatchEvent);
       const health = await this.r.delivery.channelState(first.channel);
       const started = this.deps.now();
+      // Asked again right before the message goes on the wire: a channel may hold it back for
+      // its turn (a provider's pace, a free SMTP connection) for seconds after the check above.
+      const gate: SendGate = () => (this.stopping ? 'the outbox worker is stopping' : this.claims.maySend(rows) ? null : 'the cluster lease is not surely held');
       const result: SendResult = !channel
         ? { ok: false, retryable: false, statusCode: null, error: `channel "${first.channel}" is no longer configured` }
         : health?.disabled_at != null
           ? { ok: false, retryable: false, statusCode: null, error: `channel disabled: ${health.disabled_reason}` }
           : grouped
-            ? await channel.sendBatch!(events)
-            : await channel.send(events[0]!, first.body);
+            ? await channel.sendBatch!(events, gate)
+            : await channel.send(events[0]!, first.body, gate);
+      if (!result.ok && result.notSent) {
+        // Nothing went out: nothing to record, and the rows stay as they were (pending; sent
+        // after the next start, or by the member that holds them now).
+        this.deps.log.debug({ channel: first.channel, outbox_ids: rows.map((r) => r.id), reason: result.error }, 'not sent');
+        return;
+      }
       const now = this.deps.now();
       const error = result.ok ? null : this.deps.scrub(result.error);
       const checked = channel && health?.disabled_at == null ? channelHealth(first.channel, health, result, now, this.deps.disableAfterMs) : null;

@@ -1,7 +1,8 @@
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { EmailChannelConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
-import type { Channel, SendResult } from '../channel.js';
+import { Semaphore } from '../../semaphore.js';
+import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
 import { renderItem, subjectOf } from './render.js';
 
 /** Escape text for HTML element content and attribute values. */
@@ -55,12 +56,15 @@ export class EmailChannel implements Channel {
   readonly type = 'email';
   readonly name: string;
   private readonly transport: Transporter;
+  /** The SMTP connections of the pool: messages beyond them wait here for one (see sendBatch). */
+  static readonly CONNECTIONS = 2;
+  private readonly connections = new Semaphore(EmailChannel.CONNECTIONS);
 
   constructor(private readonly cfg: EmailChannelConfig) {
     this.name = cfg.name;
     this.transport = nodemailer.createTransport({
       pool: true,
-      maxConnections: 2,
+      maxConnections: EmailChannel.CONNECTIONS,
       host: cfg.smtp.host,
       port: cfg.smtp.port,
       secure: cfg.smtp.secure,
@@ -72,12 +76,23 @@ export class EmailChannel implements Channel {
   }
 
   /** One event, one message. */
-  send(event: HostwatchEvent): Promise<SendResult> {
-    return this.sendBatch([event]);
+  send(event: HostwatchEvent, _body?: string, gate?: SendGate): Promise<SendResult> {
+    return this.sendBatch([event], gate);
   }
 
   /** One message listing every event of the group. */
-  async sendBatch(events: readonly HostwatchEvent[]): Promise<SendResult> {
+  async sendBatch(events: readonly HostwatchEvent[], gate?: SendGate): Promise<SendResult> {
+    // A message waits here for one of the pool's connections, and is asked once it has one.
+    const release = await this.connections.acquire();
+    try {
+      const held = gate?.() ?? null;
+      return held === null ? await this.sendNow(events) : notSent(held);
+    } finally {
+      release();
+    }
+  }
+
+  private async sendNow(events: readonly HostwatchEvent[]): Promise<SendResult> {
     const { subject, text, html } = emailBodies(events);
     try {
       const info = await this.transport.sendMail({

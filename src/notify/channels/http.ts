@@ -1,7 +1,7 @@
 import { Agent, request } from 'undici';
 import { parseRetryAfter } from '../../api/client.js';
 import type { HostwatchEvent } from '../../events/types.js';
-import type { Channel, SendResult } from '../channel.js';
+import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
 import { cut, oneLine } from './render.js';
 
 /**
@@ -142,15 +142,24 @@ export class Pacer {
     this.nextSlot = Math.max(this.nextSlot, at);
   }
 
-  /** Run `task` in turn; a message that would wait too long comes back retryable instead. */
-  run(task: () => Promise<SendResult>): Promise<SendResult> {
+  /**
+   * Run `task` in turn; a message that would wait too long comes back retryable instead, and
+   * one the gate holds back once its turn came comes back `notSent` (nothing was sent).
+   */
+  run(task: () => Promise<SendResult>, gate?: SendGate): Promise<SendResult> {
     const run = this.queue.then(async (): Promise<SendResult> => {
       const wait = this.nextSlot - this.o.now();
       if (wait > this.maxWaitMs) {
         const until = new Date(this.nextSlot).toISOString();
         return { ok: false, retryable: true, statusCode: null, error: `${this.o.label}: held back until ${until} (the provider's rate limit)`, retryAfterMs: wait };
       }
-      if (wait > 0) await this.o.sleep(wait);
+      // Asked when its turn comes, and again after a wait for the provider's pace.
+      let held = gate?.() ?? null;
+      if (held === null && wait > 0) {
+        await this.o.sleep(wait);
+        held = gate?.() ?? null;
+      }
+      if (held !== null) return notSent(held);
       const result = await task();
       const now = this.o.now();
       this.holdUntil(now + this.o.minIntervalMs);
@@ -218,18 +227,18 @@ export class HttpChannel implements Channel {
       now: this.now,
       sleep: opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))),
     });
-    if (provider.groups) this.sendBatch = (events) => this.pacer.run(() => this.post(events));
+    if (provider.groups) this.sendBatch = (events, gate) => this.pacer.run(() => this.post(events), gate);
   }
 
   /**
    * One request for a group of events, in turn with the other requests to this endpoint.
    * Only providers that group have it: the outbox then hands them a group's due events.
    */
-  readonly sendBatch?: (events: readonly HostwatchEvent[]) => Promise<SendResult>;
+  readonly sendBatch?: (events: readonly HostwatchEvent[], gate?: SendGate) => Promise<SendResult>;
 
   /** One event, one request, in turn with the other requests to this endpoint. */
-  send(event: HostwatchEvent): Promise<SendResult> {
-    return this.pacer.run(() => this.post([event]));
+  send(event: HostwatchEvent, _body?: string, gate?: SendGate): Promise<SendResult> {
+    return this.pacer.run(() => this.post([event]), gate);
   }
 
   private async post(events: readonly HostwatchEvent[]): Promise<SendResult> {

@@ -2,7 +2,7 @@ import { IncomingWebhook, IncomingWebhookHTTPError, type FetchFunction } from '@
 import { parseRetryAfter } from '../../api/client.js';
 import type { SlackChannelConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
-import type { Channel, SendResult } from '../channel.js';
+import type { Channel, SendGate, SendResult } from '../channel.js';
 import { Pacer } from './http.js';
 import { cut, escapedCut, moreLine, renderItem, subjectOf, summaryText, type ItemText } from './render.js';
 
@@ -125,13 +125,13 @@ export class SlackChannel implements Channel {
   }
 
   /** One event, one message. */
-  send(event: HostwatchEvent): Promise<SendResult> {
-    return this.sendBatch([event]);
+  send(event: HostwatchEvent, _body?: string, gate?: SendGate): Promise<SendResult> {
+    return this.sendBatch([event], gate);
   }
 
   /** One message for the group, in turn with the other messages to this webhook. */
-  sendBatch(events: readonly HostwatchEvent[]): Promise<SendResult> {
-    return this.pacer.run(() => this.post(events));
+  sendBatch(events: readonly HostwatchEvent[], gate?: SendGate): Promise<SendResult> {
+    return this.pacer.run(() => this.post(events), gate);
   }
 
   private async post(events: readonly HostwatchEvent[]): Promise<SendResult> {

@@ -4,7 +4,7 @@ import { parseRetryAfter } from '../../api/client.js';
 import type { Template } from 'liquidjs';
 import type { WebhookChannelConfig, WebhookTemplateConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
-import type { Channel, SendResult } from '../channel.js';
+import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
 import { compileTemplate, renderTemplate } from '../templates.js';
 import { networkFailure, resultOf, standardVerdict } from './http.js';
 import { cut, oneLine } from './render.js';
@@ -114,7 +114,9 @@ export class WebhookChannel implements Channel {
   }
 
   /** POST the event; the webhook-id is the event id, so receivers can deduplicate retries. */
-  async send(event: HostwatchEvent, body: string): Promise<SendResult> {
+  async send(event: HostwatchEvent, body: string, gate?: SendGate): Promise<SendResult> {
+    const held = gate?.() ?? null;
+    if (held !== null) return notSent(held);
     const ts = Math.floor(this.now() / 1000);
     let req: { body: string; headers: Record<string, string> };
     try {
