@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
-# hostwatch: multi-stage build on the current Node.js LTS, non-root runtime, health check on /readyz.
+# hostwatch: multi-stage build on the current Node.js LTS (26, Active LTS since 2026-10-28, on
+# Debian 13), non-root runtime, health check on /readyz.
 
-FROM node:24-bookworm-slim AS build
+FROM node:26-trixie-slim AS build
 WORKDIR /app
 # better-sqlite3 compiles from source when no prebuilt binary fits.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
@@ -13,7 +14,7 @@ COPY src ./src
 # the runtime image. Then the dev dependencies go.
 RUN npx tsc -p tsconfig.json --sourceMap false && npm prune --omit=dev
 
-FROM node:24-bookworm-slim AS runtime
+FROM node:26-trixie-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules

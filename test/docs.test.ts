@@ -191,8 +191,9 @@ describe('docs/operations.md', () => {
     expect(dockerfile.split('\n')[0]).toBe('# syntax=docker/dockerfile:1');
     const bases = [...dockerfile.matchAll(/^FROM node:(\d+)-/gm)].map((m) => Number(m[1]));
     expect(bases.length).toBe(2);
-    // Node 20 reached its end of life in April 2026; 24 is the active LTS.
-    for (const major of bases) expect(major).toBeGreaterThanOrEqual(24);
+    // Node 20 reached its end of life in April 2026; 26 is the Active LTS since 2026-10-28
+    // (24 went to maintenance on 2026-10-20).
+    for (const major of bases) expect(major).toBeGreaterThanOrEqual(26);
     expect(dockerfile).not.toMatch(/^COPY bench/m);
     expect(dockerfile).toMatch(/tsc -p tsconfig\.json --sourceMap false/);
     expect(dockerfile).toMatch(/^HEALTHCHECK [^\n]*\\\n\s+CMD \["node", "dist\/src\/cli\.js", "health"\]/m);
