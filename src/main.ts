@@ -63,7 +63,7 @@ import { Timekeeper } from './scheduler/timekeeper.js';
 import { Heartbeat } from './selfwatch/heartbeat.js';
 import { StorageWatch } from './selfwatch/storage-watch.js';
 import { Watchdog } from './selfwatch/watchdog.js';
-import { joinCluster, type Cluster } from './cluster/cluster.js';
+import { configFingerprint, joinCluster, type Cluster } from './cluster/cluster.js';
 import { clusterWorkClaims } from './cluster/work-claims.js';
 
 /** Names of every source, for config and rule validation. */
@@ -187,7 +187,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   let cluster: Cluster | null = null;
   try {
     // Every daemon on PostgreSQL is a member of its database's cluster (docs/cluster.md).
-    if (store.engine === 'postgres' && (opts.daemon ?? true)) cluster = await joinCluster(config.cluster, store, { log, scrub, ...opts.cluster });
+    if (store.engine === 'postgres' && (opts.daemon ?? true)) cluster = await joinCluster(config.cluster, store, { log, scrub, channels: config.channels.map((c) => c.name), configHash: configFingerprint(config, rules), ...opts.cluster });
     return await wire(config, opts, { now, random, scrub, log, rules, maintenance, dispatcher, store, cluster });
   } catch (e) {
     await cluster?.leave();

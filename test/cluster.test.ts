@@ -56,7 +56,12 @@ async function pgStore(): Promise<{ store: Store; url: string }> {
 }
 
 /** A member over `store` whose heartbeats the test makes by hand, with a clock it moves. */
-function member(store: Store, name: string, leaseMs: number, o: { pid?: number; alive?: (pid: number) => boolean; instance?: string } = {}): { m: Membership; clock: { t: number } } {
+function member(
+  store: Store,
+  name: string,
+  leaseMs: number,
+  o: { pid?: number; alive?: (pid: number) => boolean; instance?: string; channels?: string[]; config?: string } = {},
+): { m: Membership; clock: { t: number } } {
   const clock = { t: 0 };
   let n = 0;
   const m = new Membership({
@@ -71,6 +76,8 @@ function member(store: Store, name: string, leaseMs: number, o: { pid?: number; 
     newId: () => `${name}#${++n}`,
     log: pino({ level: 'silent' }),
     scrub: (s) => s,
+    channels: o.channels,
+    configHash: o.config,
   });
   return { m, clock };
 }
@@ -156,16 +163,37 @@ describe('a restart of an instance', () => {
 });
 
 describe('outbox claims on PostgreSQL', () => {
-  async function queue(store: Store, n: number): Promise<void> {
+  async function queue(store: Store, n: number, channel = 'hooks'): Promise<void> {
     await store.transaction(async (tx) => {
       const r = repos(tx);
       for (let i = 0; i < n; i++) {
-        const e = siteEvent(`claim-${i}`, i + 1);
+        const e = siteEvent(`claim-${channel}-${i}`, i + 1);
         await r.events.addEvent(toEventRow(e));
-        await r.events.enqueue({ event_id: e.id, channel: 'hooks', state: 'pending', attempts: 0, next_attempt_at: 100, last_error: null, created_at: 50, updated_at: 50 });
+        await r.events.enqueue({ event_id: e.id, channel, state: 'pending', attempts: 0, next_attempt_at: 100, last_error: null, created_at: 50, updated_at: 50 });
       }
     });
   }
+
+  it('hands a member only the rows of channels its config has, and those of a channel no live member has (to dead-letter)', async () => {
+    const { store } = await pgStore();
+    await queue(store, 2, 'hooks');
+    await queue(store, 2, 'newch');
+    await queue(store, 1, 'gone');
+    // A rolling config change: b runs the new config with the channel `newch`, a not yet.
+    const a = member(store, 'a', 30_000, { channels: ['hooks'], config: 'aaaaaaaaaaaa' });
+    const b = member(store, 'b', 30_000, { channels: ['hooks', 'newch'], config: 'bbbbbbbbbbbb' });
+    await a.m.beat();
+    await b.m.beat();
+    const byA = await clusterClaims(store, a.m, ['hooks']).due(1_000, 25, 25, [], []);
+    // Before: a claimed the `newch` rows too, and dead-lettered them ("no longer configured").
+    expect(byA.map((r) => r.channel).sort()).toEqual(['gone', 'hooks', 'hooks']);
+    const byB = await clusterClaims(store, b.m, ['hooks', 'newch']).due(1_000, 25, 25, [], []);
+    expect(byB.map((r) => r.channel)).toEqual(['newch', 'newch']);
+    // `cluster status` shows each member's config, and that they differ.
+    const lines = clusterStatusLines(await readClusterStatus(new ClusterRepo(store), repos(store).events, repos(store).snapshots, Date.now()));
+    expect(lines.find((l) => l.includes(' a '))).toContain('config aaaaaaaaaaaa');
+    expect(lines).toContain('configs differ: the live members run 2 different configs (expected during a rolling change; docs/cluster.md)');
+  });
 
   it('hands each due row to one member when two claim at the same moment', async () => {
     const { store } = await pgStore();

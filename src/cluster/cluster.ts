@@ -1,8 +1,9 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { ClusterConfig } from '../config/types.js';
+import type { ClusterConfig, Config } from '../config/types.js';
+import type { CompiledRule } from '../rules/types.js';
 import type { DeliveryClaims } from '../notify/outbox-worker.js';
 import { ClusterRepo } from '../store/cluster-repo.js';
 import type { Store } from '../store/db.js';
@@ -50,6 +51,23 @@ export interface JoinOptions {
   /** Default performance.now (goes on while the process is stopped, never jumps back). */
   monotonic?: () => number;
   newId?: () => string;
+  /** The channel names of this member's config: it claims only their deliveries (undefined: every channel). */
+  channels?: readonly string[];
+  /** A fingerprint of this member's config (configFingerprint). */
+  configHash?: string;
+}
+
+/**
+ * A fingerprint of what a member's config makes it do (12 hex digits of a SHA-256): its
+ * config without what may differ between members (the instance name, the HTTP server, the
+ * log, the file's path, rule file paths) and with the rules as loaded. Members whose
+ * fingerprints differ run different rules, channels, routes or secrets.
+ */
+export function configFingerprint(config: Config, rules: readonly CompiledRule[]): string {
+  const { file: _file, name: _name, server: _server, log: _log, rules: _paths, cluster, ...rest } = config;
+  const loaded = rules.map((r) => [r.name, r.enabled, r.kind, r.source, r.event, r.severity, r.when, r.summarySource, r.params]);
+  const text = JSON.stringify({ ...rest, cluster: { ...cluster, instance: null }, rules: loaded });
+  return createHash('sha256').update(text).digest('hex').slice(0, 12);
 }
 
 /**
@@ -78,9 +96,12 @@ export async function joinCluster(config: ClusterConfig, store: Store, opts: Joi
     newId: opts.newId ?? randomUUID,
     log: opts.log,
     scrub: opts.scrub,
+    channels: opts.channels,
+    configHash: opts.configHash,
   });
   try {
     await membership.start();
+    await warnOfOtherConfigs(new ClusterRepo(session), membership.id, opts);
   } catch (e) {
     await membership.leave();
     await session.close();
@@ -89,7 +110,7 @@ export async function joinCluster(config: ClusterConfig, store: Store, opts: Joi
   return {
     instance,
     membership,
-    claims: clusterClaims(store, membership),
+    claims: clusterClaims(store, membership, opts.channels ?? null),
     ownsTimers: () => membership.holds(TIMERS_LEASE),
     onEventsCommitted: (wake) => session.listen(EVENTS_CHANNEL, () => wake()),
     async requestBudget(maxRate, now) {
@@ -104,4 +125,18 @@ export async function joinCluster(config: ClusterConfig, store: Store, opts: Joi
       await session.close();
     },
   };
+}
+
+/**
+ * Say so when the live members run different configs (fingerprints): during a rolling config
+ * change that is expected for a while; left so, members differ in what they fire and send.
+ */
+async function warnOfOtherConfigs(repo: ClusterRepo, me: string, opts: JoinOptions): Promise<void> {
+  if (opts.configHash === undefined) return;
+  const others = (await repo.members(0)).filter((m) => m.live && m.id !== me && m.config_hash !== null && m.config_hash !== opts.configHash);
+  if (others.length === 0) return;
+  opts.log.warn(
+    { config: opts.configHash, others: others.map((m) => ({ instance: m.instance, config: m.config_hash })) },
+    'cluster members run different configs (rules, channels, routes or secrets): expected during a rolling change; until all run the same one, a channel only some members have is sent by those members, and rules differ by member (docs/cluster.md)',
+  );
 }

@@ -10,9 +10,10 @@ import type { Membership } from './membership.js';
  * the others. A row is sent only while this member surely holds its lease (with a margin),
  * and its attempt is recorded only under the token it was claimed with (EventsRepo
  * .recordAttempt): a member that wakes up after its lease ran out neither sends what it had
- * claimed nor records over the member that took it.
+ * claimed nor records over the member that took it. `channels`: the channels of this member's
+ * config; it claims only their rows, and those of a channel no live member has (null: any).
  */
-export function clusterClaims(store: Store, membership: Membership): DeliveryClaims {
+export function clusterClaims(store: Store, membership: Membership, channels: readonly string[] | null = null): DeliveryClaims {
   const repo = new ClusterRepo(store);
   // Not live (yet, or any more): claim nothing; what this member holds goes to the others.
   const mine = (): string | null => (membership.live(membership.marginMs) ? membership.id : null);
@@ -21,11 +22,11 @@ export function clusterClaims(store: Store, membership: Membership): DeliveryCla
     // rows are left out instead, so they are not claimed to wait.
     async due(now, limit, _perChannel, busy, full) {
       const me = mine();
-      return me === null ? [] : repo.claimDue(me, now, limit, busy, full);
+      return me === null ? [] : repo.claimDue(me, now, limit, busy, full, channels);
     },
     async group(channel, groupKey, now, limit, busy) {
       const me = mine();
-      return me === null ? [] : repo.claimGroup(me, channel, groupKey, now, limit, busy);
+      return me === null ? [] : repo.claimGroup(me, channel, groupKey, now, limit, busy, channels);
     },
     maySend(rows) {
       const me = mine();

@@ -33,6 +33,10 @@ export interface MembershipDeps {
   scrub: (text: string) => string;
   /** Whether a process of this host runs (default: signal 0). */
   pidAlive?: (pid: number) => boolean;
+  /** The channel names of this member's config (it claims only their deliveries); undefined: every channel. */
+  channels?: readonly string[];
+  /** A fingerprint of this member's config (configFingerprint), shown to the other members. */
+  configHash?: string;
 }
 
 /** Whether a process of this host runs: signal 0 reaches it (EPERM: it runs as another user). */
@@ -121,7 +125,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
         if (this.memberId !== '') this.lose();
         else await this.replaceEarlierRun();
         const id = d.newId();
-        await d.repo.join({ id, instance: d.instance, pid: d.pid, host: d.host }, d.leaseMs);
+        await d.repo.join({ id, instance: d.instance, pid: d.pid, host: d.host, channels: d.channels, configHash: d.configHash }, d.leaseMs);
         this.memberId = id;
         this.validUntil = sent + d.leaseMs;
         d.log.info({ member: id, instance: d.instance, lease_ms: d.leaseMs }, 'joined the cluster');

@@ -29,6 +29,8 @@ export interface MemberStatus {
   deliveries: number;
   /** The named leases it holds (`timers`). */
   leases: string[];
+  /** The fingerprint of its config (null: a member from before it was recorded); live members that differ run different configs. */
+  config: string | null;
 }
 
 /** What `hostwatch cluster status` prints. */
@@ -77,6 +79,7 @@ function memberStatus(m: MemberRow & { live: boolean }, now: number, entities: n
     entities,
     deliveries,
     leases,
+    config: m.config_hash,
   };
 }
 
@@ -95,8 +98,10 @@ export function clusterStatusLines(s: ClusterStatus): string[] {
             ? `its process was gone; its next run took its work over ${secs(-m.lease_left_ms)} ago`
             : `lease ran out ${secs(-m.lease_left_ms)} ago`;
     const holds = [`${m.entities} entities`, `${m.deliveries} deliveries`, ...m.leases].join(', ');
-    lines.push(`  ${m.instance.padEnd(20)} ${m.state.padEnd(4)}  pid ${m.pid} on ${m.host}  heartbeat ${secs(m.heartbeat_lag_ms)} ago, ${lease}  holds ${holds}  (member ${m.member_id})`);
+    lines.push(`  ${m.instance.padEnd(20)} ${m.state.padEnd(4)}  pid ${m.pid} on ${m.host}  heartbeat ${secs(m.heartbeat_lag_ms)} ago, ${lease}  holds ${holds}  config ${m.config ?? 'unknown'}  (member ${m.member_id})`);
   }
+  const configs = new Set(s.members.filter((m) => m.state === 'live' && m.config !== null).map((m) => m.config));
+  if (configs.size > 1) lines.push(`configs differ: the live members run ${configs.size} different configs (expected during a rolling change; docs/cluster.md)`);
   for (const l of s.leases) lines.push(`lease ${l.name}: ${l.holder ? `${l.instance ?? 'a member gone'} (token ${l.token}, since ${l.since})` : 'free'}`);
   lines.push(`outbox: ${s.outbox.pending} pending, the oldest due ${secs(s.outbox.oldest_due_lag_ms)} ago`);
   lines.push(s.polls.stalest_source === null ? 'polls: none succeeded yet' : `polls: the stalest source (${s.polls.stalest_source}) last succeeded ${secs(s.polls.lag_ms!)} ago`);

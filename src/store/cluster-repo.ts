@@ -20,8 +20,8 @@ type Me = { me: string };
 
 const JOIN = statement<Omit<MemberRow, 'started_at' | 'heartbeat_at' | 'lease_until' | 'left_at' | 'ended'> & { lease_ms: number }>(
   (_qb, p) => sql`
-    INSERT INTO cluster_members (id, instance, pid, host, started_at, heartbeat_at, lease_until)
-    VALUES (${p.id}, ${p.instance}, ${p.pid}, ${p.host}, ${NOW_MS}, ${NOW_MS}, ${NOW_MS} + ${p.lease_ms})`,
+    INSERT INTO cluster_members (id, instance, pid, host, started_at, heartbeat_at, lease_until, channels, config_hash)
+    VALUES (${p.id}, ${p.instance}, ${p.pid}, ${p.host}, ${NOW_MS}, ${NOW_MS}, ${NOW_MS} + ${p.lease_ms}, ${p.channels}, ${p.config_hash})`,
 );
 // Only a member whose lease has not run out renews it: one that has (paused, cut off) must
 // not come back to work the others have taken over; it joins again as a new member.
@@ -82,13 +82,19 @@ const RELEASE_SOME = statement<Me & { source: string; entities: string[] }>(
   (_qb, p) => sql`DELETE FROM entity_leases WHERE source = ${p.source} AND holder = ${p.me} AND entity = ANY(${p.entities}::text[])`,
 );
 
-type ClaimParams = Me & { now: number; limit: number; busy: number[] };
+type ClaimParams = Me & { now: number; limit: number; busy: number[]; channels: string[] | null };
 // A row may be claimed when nobody holds it, its holder is not live, or it is this member's
 // own (left over from a pass that did not send it) and not being sent now (`busy`). Every
 // claim takes a new token. SKIP LOCKED: members claiming at once get different rows.
+// Only rows of a channel this member has, or of one that no live member has (sent by none,
+// so dead-lettered here): during a rolling config change, a channel only some members have
+// yet is left to them. A member from before 0010 (channels null) counts as having every one;
+// `channels` null: claim any channel.
 const claimable = (p: ClaimParams) => sql`
   outbox.state = 'pending' AND outbox.next_attempt_at <= ${p.now} AND NOT (outbox.id = ANY(${p.busy}::bigint[]))
-  AND (outbox.claimed_by IS NULL OR outbox.claimed_by = ${p.me} OR NOT ${liveHolder('outbox.claimed_by')})`;
+  AND (outbox.claimed_by IS NULL OR outbox.claimed_by = ${p.me} OR NOT ${liveHolder('outbox.claimed_by')})
+  AND (${p.channels}::text[] IS NULL OR outbox.channel = ANY(${p.channels}::text[]) OR NOT EXISTS (SELECT 1 FROM cluster_members k
+    WHERE k.lease_until > ${NOW_MS} AND k.left_at IS NULL AND (k.channels IS NULL OR k.channels::jsonb ? outbox.channel)))`;
 const claim = (p: ClaimParams, where: ReturnType<typeof sql>, group = false) => sql`
   UPDATE outbox AS o SET claimed_by = ${p.me}, claim_token = o.claim_token + 1
   FROM (SELECT outbox.id FROM outbox WHERE ${claimable(p)} AND ${where} AND ${inOrder(p.now, group)} ORDER BY outbox.id LIMIT ${p.limit} FOR UPDATE SKIP LOCKED) AS c, events e
@@ -115,9 +121,10 @@ export interface Holdings {
 export class ClusterRepo {
   constructor(private readonly x: Executor) {}
 
-  /** Add a member, live for `leaseMs` from now; resolves with when its lease ends and the database's time. */
-  async join(m: { id: string; instance: string; pid: number; host: string }, leaseMs: number): Promise<void> {
-    await this.x.run(JOIN, { ...m, lease_ms: leaseMs });
+  /** Add a member, live for `leaseMs` from now, with the channels and the fingerprint of its config. */
+  async join(m: { id: string; instance: string; pid: number; host: string; channels?: readonly string[]; configHash?: string }, leaseMs: number): Promise<void> {
+    const { channels, configHash, ...rest } = m;
+    await this.x.run(JOIN, { ...rest, channels: channels === undefined ? null : JSON.stringify(channels), config_hash: configHash ?? null, lease_ms: leaseMs });
   }
 
   /** Renew a member's lease; false when it had run out or the member left (it must join again). */
@@ -150,13 +157,13 @@ export class ClusterRepo {
    * Claim due outbox rows for `me` (oldest first), with a new claim token each; rows in
    * `busy` (being sent by this member) are left alone.
    */
-  async claimDue(me: string, now: number, limit: number, busy: readonly number[], full: readonly string[] = []): Promise<DueDelivery[]> {
-    return byId(await this.x.all(CLAIM, { me, now, limit, busy: [...busy], full: [...full] }));
+  async claimDue(me: string, now: number, limit: number, busy: readonly number[], full: readonly string[] = [], channels: readonly string[] | null = null): Promise<DueDelivery[]> {
+    return byId(await this.x.all(CLAIM, { me, now, limit, busy: [...busy], full: [...full], channels: channels && [...channels] }));
   }
 
   /** Claim the due rows of one group (one message carries them), as claimDue. */
-  async claimGroup(me: string, channel: string, groupKey: string, now: number, limit: number, busy: readonly number[]): Promise<DueDelivery[]> {
-    return byId(await this.x.all(CLAIM_GROUP, { me, channel, group_key: groupKey, now, limit, busy: [...busy] }));
+  async claimGroup(me: string, channel: string, groupKey: string, now: number, limit: number, busy: readonly number[], channels: readonly string[] | null = null): Promise<DueDelivery[]> {
+    return byId(await this.x.all(CLAIM_GROUP, { me, channel, group_key: groupKey, now, limit, busy: [...busy], channels: channels && [...channels] }));
   }
 
   /** Live members of this instance name on this host (an earlier run of it, or a twin). */

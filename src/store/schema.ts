@@ -155,6 +155,10 @@ export interface Database {
     left_at: number | null;
     /** How it left (0008): 'stopped' (a clean stop) or 'replaced' (its process died; its next run made it leave). */
     ended: 'stopped' | 'replaced' | null;
+    /** The channel names of its config, a JSON array (0010); null: from before 0010 (every channel). */
+    channels: string | null;
+    /** A fingerprint of its config (0010; configFingerprint): members that differ are told apart. */
+    config_hash: string | null;
   };
   /** Named work one live member does (`timers`); `token` grows with every change of holder. */
   cluster_leases: {
