@@ -266,3 +266,11 @@ export function unknownVariablesIn(root: unknown, known: readonly string[]): str
 
 /** CEL type names are identifiers too (`type(site_id) == int`). */
 export const CEL_TYPE_NAMES: ReadonlySet<string> = new Set(['int', 'uint', 'double', 'bool', 'string', 'bytes', 'list', 'map', 'null_type', 'type', 'dyn']);
+
+/**
+ * A whole JSON number as a CEL int (a bigint): CEL reads every JSON number as a double, where
+ * `%` and int overloads do not apply (`id % 50` is an error). Anything else as it is.
+ */
+export function celInt(v: unknown): unknown {
+  return typeof v === 'number' && Number.isSafeInteger(v) ? BigInt(v) : v;
+}

@@ -1,5 +1,5 @@
 import { isCelError } from '@bufbuild/cel';
-import { compileCel, unknownVariables, type CelProgram } from './cel.js';
+import { celInt, compileCel, unknownVariables, type CelProgram } from './cel.js';
 import type { SiteLabelConfig } from './config/types.js';
 import { isRecord } from './is-record.js';
 
@@ -67,7 +67,8 @@ export class SiteLabeler {
   labelsOf(site: Record<string, unknown>, domain: string, clients: readonly string[]): Record<string, string> {
     const out: Record<string, string> = {};
     if (this.rules.length === 0) return out;
-    const bindings = { id: site['id'] as never, domain, site: site as never, clients: clients as never };
+    // The id as a CEL int (a JSON number would be a double, and `id % 50` an error: no labels).
+    const bindings = { id: celInt(site['id']) as never, domain, site: site as never, clients: clients as never };
     for (const r of this.rules) {
       if ('from' in r) {
         if (clients.length > 0) out[r.label] = clients.join(', ');

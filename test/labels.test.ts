@@ -73,6 +73,15 @@ describe('site labels in the pure parts', () => {
     expect(dir.get(2)!.labels).toBeUndefined();
   });
 
+  it('reads the site id as the whole number it is, so `id % 50 == 3` labels site 53 (a CEL double made it an error: no labels)', () => {
+    const byId = new SiteLabeler([{ match: 'id % 50 == 3', labels: { client: 'c3' } }, { match: 'id in [7, 8]', labels: { tier: 'gold' } }]);
+    const dir = new SiteDirectory(byId);
+    dir.setSites([{ id: 53, domain: 'a.example' }, { id: 8, domain: 'b.example' }, { id: 9, domain: 'c.example' }]);
+    expect(dir.get(53)!.labels).toEqual({ client: 'c3' });
+    expect(dir.get(8)!.labels).toEqual({ tier: 'gold' });
+    expect(dir.get(9)!.labels).toBeUndefined();
+  });
+
   it('silences, maintenance windows, inhibition targets and group_by read labels', () => {
     const e = siteEvent('x', 1, { name: 'backup.failed' });
     e.data['labels'] = { client: 'acme', category: 'backups' };

@@ -44,6 +44,13 @@ describe('routes', () => {
     expect(router(siteEvent('w', 1))).toEqual(['ops', 'hooks']);
   });
 
+  it('reads site_id as the whole number it is: `site_id % 2 == 0` and `site_id in [3, 4]` match (a CEL double made both errors: no match)', () => {
+    const router = compileRouter([route({ match: 'site_id % 2 == 0', channels: ['quiet'] }), route({ match: 'site_id in [3, 5]', channels: ['oncall'] }), route({ channels: ['ops'] })], channels);
+    expect(router(siteEvent('even', 4))).toEqual(['quiet']);
+    expect(router(siteEvent('odd', 3))).toEqual(['oncall']);
+    expect(router(siteEvent('other', 7))).toEqual(['ops']);
+  });
+
   it('a route with send_resolved: false does not take resolutions; they fall through to later routes', () => {
     const router = compileRouter(
       [route({ match: "name == 'site.offline'", channels: ['oncall'], send_resolved: false }), route({ channels: ['hooks'] })],

@@ -18,7 +18,9 @@ export const DIGEST_GROUP = 'digest';
 export function groupKey(e: HostwatchEvent, route: number, groupBy: readonly string[]): string {
   const b = routeBindings(e);
   const valueOf = (f: string): unknown => (f.startsWith('labels.') ? (b['labels'] as Record<string, unknown>)[f.slice('labels.'.length)] : b[f]);
-  return [`r${route}`, ...groupBy.map((f) => `${f}=${JSON.stringify(valueOf(f) ?? null)}`)].join('|');
+  // An int (site_id) is written as the number it holds, as before it was one.
+  const text = (v: unknown): string => (typeof v === 'bigint' ? String(v) : JSON.stringify(v ?? null));
+  return [`r${route}`, ...groupBy.map((f) => `${f}=${text(valueOf(f))}`)].join('|');
 }
 
 /** What is known of a group when an event joins it. */

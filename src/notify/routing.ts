@@ -1,4 +1,4 @@
-import { compileCel, type CelProgram } from '../cel.js';
+import { celInt, compileCel, type CelProgram } from '../cel.js';
 import type { ChannelConfig, RouteConfig } from '../config/types.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { isRecord } from '../is-record.js';
@@ -31,7 +31,8 @@ export function routeBindings(e: HostwatchEvent): Record<string, unknown> {
     severity: e.data.severity,
     status: e.data.status ?? null,
     subject: e.subject,
-    site_id: e.data.site_id ?? null,
+    // A CEL int, so `site_id % 2 == 0` works as written (a JSON number is a double in CEL).
+    site_id: celInt(e.data.site_id ?? null),
     domain: e.data.domain ?? null,
     rule: e.data.rule,
     // Rules may give their events labels (data.labels); events without any have none.

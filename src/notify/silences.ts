@@ -85,7 +85,7 @@ export function compileSilenceMatch(match: string): Test {
   }
   const sample = test(SAMPLE);
   if (!isCelError(sample) && typeof sample !== 'boolean') {
-    throw new SilenceMatchError(`must be true or false for an event (like "site_id == 12"), but it gives a ${typeof sample}`);
+    throw new SilenceMatchError(`must be true or false for an event (like "site_id == 12"), but it gives a ${typeof sample === 'bigint' ? 'number' : typeof sample}`);
   }
   return test;
 }
