@@ -57,7 +57,7 @@ import { HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
 import { DEFAULTS } from './config/parse.js';
 import { hostname } from 'node:os';
 import { SiteLabeler } from './labels.js';
-import { IncidentTracker } from './notify/incidents.js';
+import { alertSeverities, IncidentTracker } from './notify/incidents.js';
 import { Reevaluator } from './pipeline/reevaluate.js';
 import { Timekeeper } from './scheduler/timekeeper.js';
 import { Heartbeat } from './selfwatch/heartbeat.js';
@@ -175,7 +175,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const unknownEvents = unknownEventNames(config, rules);
   if (unknownEvents.length > 0) throw new RouteError(unknownEvents.join(`\n${config.file}: `));
   const maintenance = new MaintenanceCalendar(config.maintenance);
-  const dispatcher = new Dispatcher(config, maintenance);
+  const dispatcher = new Dispatcher(config, maintenance, alertSeverities(rules));
   const store = await openStore(config.storage, {
     now,
     daemon: opts.daemon ?? true,
@@ -312,7 +312,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     rules,
     store,
     notifier,
-    humanChannels: dispatcher.humanChannels(),
+    heldChannels: (alert) => [...dispatcher.incidentHolds(alert)],
     // Called only once the poller below exists (from its commits and the timekeeper).
     watched: (): number => poller.watchedCount(),
     isWatched: (id): boolean => poller.isWatched(id),
