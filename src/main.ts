@@ -31,6 +31,7 @@ import { operatorEvent } from './events/operator.js';
 import { packageRoot, packageVersion } from './paths.js';
 import type { RequestBudget } from './api/budget.js';
 import { Poller, type PollOutcome } from './pipeline/poller.js';
+import { resolveRetiredAlerts } from './pipeline/retired-alerts.js';
 import { loadRules } from './rules/parse.js';
 import type { CompiledRule } from './rules/types.js';
 import { Scheduler, type ScheduledSource, type SchedulerDeps } from './scheduler/scheduler.js';
@@ -57,7 +58,7 @@ import { HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
 import { DEFAULTS } from './config/parse.js';
 import { hostname } from 'node:os';
 import { SiteLabeler } from './labels.js';
-import { IncidentTracker } from './notify/incidents.js';
+import { alertSeverities, IncidentTracker } from './notify/incidents.js';
 import { Reevaluator } from './pipeline/reevaluate.js';
 import { Timekeeper } from './scheduler/timekeeper.js';
 import { Heartbeat } from './selfwatch/heartbeat.js';
@@ -175,7 +176,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const unknownEvents = unknownEventNames(config, rules);
   if (unknownEvents.length > 0) throw new RouteError(unknownEvents.join(`\n${config.file}: `));
   const maintenance = new MaintenanceCalendar(config.maintenance);
-  const dispatcher = new Dispatcher(config, maintenance);
+  const dispatcher = new Dispatcher(config, maintenance, alertSeverities(rules));
   const store = await openStore(config.storage, {
     now,
     daemon: opts.daemon ?? true,
@@ -251,9 +252,6 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     // Turned off, no incident can hold an event: no second round of decisions to ask.
     ...(config.incidents.enabled ? { incidents: async (r: Repos) => (incidents ? incidents.active(r) : new Set<string>()) } : {}),
   });
-  // One joined read, not one per firing alert (a round trip each on PostgreSQL).
-  const firing = (await alerts.firingWithEvents()).flatMap((a) => (a.site_id === null || a.body === null ? [] : [JSON.parse(a.body) as HostwatchEvent]));
-  await notifier.resumeInhibitions(firing);
   const worker = new OutboxWorker({
     store,
     claims: cluster?.claims,
@@ -312,7 +310,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     rules,
     store,
     notifier,
-    humanChannels: dispatcher.humanChannels(),
+    heldChannels: (alert) => [...dispatcher.incidentHolds(alert)],
     // Called only once the poller below exists (from its commits and the timekeeper).
     watched: (): number => poller.watchedCount(),
     isWatched: (id): boolean => poller.isWatched(id),
@@ -321,6 +319,13 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     now,
     log,
   });
+  // Alerts of rules removed or disabled since would fire forever: resolved first (which ends
+  // the inhibitions they started), with the tracker in place (a resolution it covers is held).
+  const retired = await resolveRetiredAlerts({ store, rules, notifier, instance: config.name, now, log });
+  if (retired.length > 0) announce(retired);
+  // One joined read, not one per firing alert (a round trip each on PostgreSQL).
+  const firing = (await alerts.firingWithEvents()).flatMap((a) => (a.site_id === null || a.body === null ? [] : [JSON.parse(a.body) as HostwatchEvent]));
+  await notifier.resumeInhibitions(firing);
   const poller: Poller = await Poller.open({
     labeler: new SiteLabeler(config.site_labels),
     incidents,

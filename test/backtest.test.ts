@@ -194,7 +194,12 @@ describe('hostwatch rules backtest', () => {
     expect(Date.parse(events[1]!.split(' ')[0]!)).toBe(now - DAY);
   });
 
-  it('understands platform incidents: six sites offline at once show one platform.incident, the later per-site alerts held from people, and its end', async () => {
+  /**
+   * `rules backtest` of site-offline over a change log where six sites went offline two days
+   * ago and three came back a day ago, with `channels` (YAML lines) in the config: its event
+   * lines, without their times.
+   */
+  async function outageBacktest(channels: string): Promise<string[]> {
     const now = Date.now();
     const store = await openStore({ engine: 'sqlite', path: join(dir, 'hostwatch.db') }, { now: () => now });
     try {
@@ -210,18 +215,17 @@ describe('hostwatch rules backtest', () => {
     }
     writeFileSync(join(dir, 'mine.yaml'), 'rules: []\n');
     const path = join(dir, 'incident.yaml');
-    writeFileSync(
-      path,
-      `api: { base_url: http://127.0.0.1:9, key: k }
-storage: { path: ./hostwatch.db }
-channels:
-  - { name: oncall, type: console }
-  - { name: hooks, type: webhook, url: https://hooks.example/in, secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw }
-`,
-    );
+    writeFileSync(path, `api: { base_url: http://127.0.0.1:9, key: k }\nstorage: { path: ./hostwatch.db }\n${channels}`);
     const r = await hostwatch(['rules', 'backtest', '--since', '7d', '--rule', 'site-offline', '-c', path], { cwd: dir });
     expect(r.code).toBe(0);
-    const events = r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l)).map((l) => l.replace(/^\S+\s+/, ''));
+    return r.stdout.split('\n').filter((l) => /^\d{4}-/.test(l)).map((l) => l.replace(/^\S+\s+/, ''));
+  }
+
+  it('understands platform incidents: six sites offline at once show one platform.incident, the later per-site alerts held from people, and its end', async () => {
+    const events = await outageBacktest(`channels:
+  - { name: oncall, type: console }
+  - { name: hooks, type: webhook, url: https://hooks.example/in, secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw }
+`);
     expect(events).toEqual([
       ...[1, 2, 3, 4, 5].map((id) => `site.offline:firing sites/${id}/health "s${id}.example is offline"  -> oncall, hooks`),
       'platform.incident:firing incidents/site.offline "Platform incident: site.offline on 5 sites (s1.example, s2.example, s3.example, s4.example, s5.example)"  -> oncall, hooks',
@@ -231,6 +235,22 @@ channels:
       'site.offline:resolved sites/2/health "s2.example is back online"  -> hooks  (held from oncall by the platform incident)',
       'platform.incident:resolved incidents/site.offline "Platform incident over: site.offline on 4 sites now (below 5)"  -> oncall, hooks',
       'site.offline:resolved sites/3/health "s3.example is back online"  -> oncall, hooks',
+    ]);
+  });
+
+  it('holds the per-site alerts of an incident only from the human channels the incident reaches', async () => {
+    const events = await outageBacktest(`channels:
+  - { name: oncall, type: console }
+  - { name: client, type: console }
+routes:
+  - { match: "name != 'platform.incident'", channels: [client], continue: true }
+  - { channels: [oncall] }
+`);
+    // The incident never reaches `client`: it keeps getting every per-site alert.
+    expect(events.slice(5, 8)).toEqual([
+      'platform.incident:firing incidents/site.offline "Platform incident: site.offline on 5 sites (s1.example, s2.example, s3.example, s4.example, s5.example)"  -> oncall',
+      'site.offline:firing sites/6/health "s6.example is offline"  -> client  (held from oncall by the platform incident)',
+      'site.offline:resolved sites/1/health "s1.example is back online"  -> client  (held from oncall by the platform incident)',
     ]);
   });
 

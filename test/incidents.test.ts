@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Dispatcher, isHumanChannel, MACHINE_CHANNEL_TYPES, type DispatchView } from '../src/notify/dispatch.js';
 import { incidentThreshold, stepIncident } from '../src/notify/incidents.js';
 import { configFrom, names, startWorld, type World } from './harness.js';
+import type { App } from '../src/main.js';
 import { fakeSlack, type FakeSlack } from './fakes/slack.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 import { startSmtp, type SmtpReceiver } from './smtp.js';
@@ -57,13 +58,18 @@ function mailIds(smtp: SmtpReceiver): string[][] {
 
 const count = (list: string[], name: string): number => list.filter((n) => n === name).length;
 
+/** A baseline cycle, then sites 1..n go offline and a second cycle sees it. */
+async function outage(w: World, app: App, n: number): Promise<void> {
+  await app.runOnce(); // baseline
+  for (let id = 1; id <= n; id++) w.sim.world.setHealth(id, { status: 'offline' });
+  await app.runOnce();
+}
+
 describe('a platform incident', () => {
   it('a 25-site outage gives one platform.incident on Slack and e-mail, and 25 site.offline on the webhook', async () => {
     const { w, slack, smtp, hook, channels } = await outageWorld(25);
     const app = await w.app({ channels });
-    await app.runOnce(); // baseline
-    for (let id = 1; id <= 25; id++) w.sim.world.setHealth(id, { status: 'offline' });
-    await app.runOnce();
+    await outage(w, app, 25);
 
     const got = hooked(hook);
     expect(count(got, 'site.offline:firing')).toBe(25);
@@ -88,7 +94,7 @@ describe('a platform incident', () => {
     const deps = { ...repos(app.store), rules: app.rules, now: Date.now() };
     const offline3 = hook.accepted().map((r) => r.event!).find((e) => e.data.name === 'site.offline' && e.data.site_id === 3)!;
     expect((await explainEvent(deps, offline3.id))!.slice(-2)).toEqual([
-      'delivery: held for human channels by the platform incident about site.offline (machine channels got it):',
+      'delivery: held by the platform incident about site.offline for the human channels it reaches (the other channels got it):',
       '  hooks: delivered after 1 attempt(s)',
     ]);
     const why = await explainWhyNot(deps, 'sites/3/health', 'site-offline');
@@ -131,6 +137,71 @@ describe('a platform incident', () => {
       { status: 'firing', held_outcome: 'released', n: 3 },
       { status: 'resolved', held_outcome: 'dropped', n: 5 },
     ]);
+  });
+
+  it('with per-client routes the incident does not reach, each client channel still gets its sites\' alerts, and the channel the incident reaches gets only the incident', async () => {
+    const { w, smtp, hook, channels } = await outageWorld(12);
+    const [c0, c1] = await Promise.all([fakeSlack(), fakeSlack()]);
+    cleanups.push(() => c0.close(), () => c1.close());
+    const app = await w.app({
+      channels: [...channels.filter((c) => c['name'] !== 'ops'), { name: 'slack-c0', type: 'slack', url: c0.url }, { name: 'slack-c1', type: 'slack', url: c1.url }],
+      site_labels: [
+        { match: 'int(id) % 2 == 0', labels: { client: 'c0' } },
+        { match: 'int(id) % 2 == 1', labels: { client: 'c1' } },
+      ],
+      routes: [
+        { channels: ['hooks'], continue: true },
+        { match: "labels.client == 'c0'", channels: ['slack-c0'], group_by: ['labels.client', 'name'] },
+        { match: "labels.client == 'c1'", channels: ['slack-c1'], group_by: ['labels.client', 'name'] },
+        // Events without a client (the incident among them) go to the on-call mailbox.
+        { channels: ['oncall'] },
+      ],
+    });
+    await outage(w, app, 12);
+
+    const got = hooked(hook);
+    expect(count(got, 'site.offline:firing')).toBe(12);
+    expect(count(got, 'platform.incident:firing')).toBe(1);
+    // The incident reaches no client channel: each still hears about its own six sites, in one message.
+    for (const [slack, parity] of [[c0, 0], [c1, 1]] as const) {
+      expect(slack.posts).toHaveLength(1);
+      for (let id = 1; id <= 12; id++) {
+        const domain = w.sim.world.getSite(id)!.domain;
+        if (id % 2 === parity) expect(slack.posts[0]!.body).toContain(domain);
+        else expect(slack.posts[0]!.body).not.toContain(domain);
+      }
+      expect(slack.posts[0]!.body).not.toContain('Platform incident');
+    }
+    // The mailbox the incident reaches gets it, and no per-site alert (no route sends it those).
+    const incident = hook.accepted().map((r) => r.event!).find((e) => e.data.name === 'platform.incident')!;
+    expect(mailIds(smtp)).toEqual([[incident.id]]);
+    // Nothing is held: no channel that takes the per-site alerts would hear of the incident.
+    const [held] = await w.query<{ n: number }>('SELECT count(*) n FROM events WHERE held_by IS NOT NULL');
+    expect(held!.n).toBe(0);
+  });
+
+  it('holds the per-site alerts only from the human channels the incident reaches', async () => {
+    const { w, slack, smtp, hook, channels } = await outageWorld(8);
+    const app = await w.app({
+      channels,
+      routes: [
+        { channels: ['hooks'], continue: true },
+        // Slack takes every alert and the incident; the mailbox only the per-site alerts.
+        { channels: ['ops'], continue: true },
+        { match: "name != 'platform.incident'", channels: ['oncall'] },
+      ],
+    });
+    await outage(w, app, 8);
+
+    expect(count(hooked(hook), 'site.offline:firing')).toBe(8);
+    expect(slack.posts).toHaveLength(1);
+    expect(slack.posts[0]!.body).toContain('Platform incident: site.offline on 8 sites');
+    expect(slack.posts[0]!.body).not.toContain('is offline');
+    // The mailbox never gets the incident, so it gets the eight sites (one grouped message).
+    expect(mailIds(smtp)).toHaveLength(1);
+    expect(mailIds(smtp)[0]).toHaveLength(8);
+    const [held] = await w.query<{ n: number }>("SELECT count(*) n FROM events WHERE held_by = 'incident:site.offline'");
+    expect(held!.n).toBe(8);
   });
 
   it('below the threshold nothing is held: four sites offline page four times', async () => {

@@ -1,8 +1,8 @@
 import type { CelProgram } from '../cel.js';
 import type { ChannelConfig, Config, InhibitConfig } from '../config/types.js';
-import type { HostwatchEvent } from '../events/types.js';
+import type { HostwatchEvent, Severity } from '../events/types.js';
 import { DIGEST_GROUP, groupDueAt, groupKey, nextDigestAt, type GroupState } from './grouping.js';
-import { INCIDENT_EVENT, incidentHold } from './incidents.js';
+import { INCIDENT_EVENT, incidentHeldChannels, incidentHold } from './incidents.js';
 import type { MaintenanceCalendar } from './maintenance.js';
 import { compileMatch, compileRoutes, matches, routeBindings, type RouteTarget } from './routing.js';
 import { SilenceMatcher, type Silence } from './silences.js';
@@ -46,7 +46,7 @@ export type Decision =
   | { action: 'silenced'; silenceId: string }
   | { action: 'maintenance'; window: string }
   | { action: 'inhibited'; by: string }
-  /** `heldBy`: a platform incident held the human channels' rows back; `deliveries` are the machine ones. */
+  /** `heldBy`: a platform incident held back the rows of the human channels it reaches; `deliveries` are the others. */
   | { action: 'queue'; deliveries: Delivery[]; heldBy?: string };
 
 /** What the decision reads of the present state. */
@@ -88,10 +88,13 @@ export class Dispatcher {
   private readonly channels: ReadonlyMap<string, ChannelConfig>;
   private readonly inhibit: CompiledInhibit[];
   private readonly silenceMatcher = new SilenceMatcher();
+  private readonly incidentHoldsOf = new Map<string, ReadonlySet<string>>();
 
+  /** `severities`: each alert's severity, which its platform incident takes (alertSeverities of the rules). */
   constructor(
     config: Pick<Config, 'routes' | 'channels' | 'inhibit'>,
     private readonly maintenance: MaintenanceCalendar | null = null,
+    private readonly severities: ReadonlyMap<string, Severity> = new Map(),
   ) {
     this.route = compileRoutes(config.routes, config.channels);
     this.channels = new Map(config.channels.map((c) => [c.name, c]));
@@ -117,15 +120,26 @@ export class Dispatcher {
     if (by) return { action: 'inhibited', by: `inhibited:${by}` };
     const deliveries = this.deliveries(e, view);
     if (this.coveredByIncident(e, view, opts.skipIncident)) {
-      const machine = deliveries.filter((d) => !this.isHuman(d.channel));
-      if (machine.length < deliveries.length) return { action: 'queue', deliveries: machine, heldBy: incidentHold(e.data.name) };
+      const held = this.incidentHolds(e.data.name);
+      const rest = deliveries.filter((d) => !held.has(d.channel));
+      if (rest.length < deliveries.length) return { action: 'queue', deliveries: rest, heldBy: incidentHold(e.data.name) };
     }
     return { action: 'queue', deliveries };
   }
 
-  /** The names of the channels people read (their rows are held during a platform incident). */
-  humanChannels(): string[] {
-    return [...this.channels.values()].filter((c) => isHumanChannel(c.type)).map((c) => c.name);
+  /**
+   * The channels a platform incident about `alert` holds its per-site alerts from: the human
+   * channels its own event is routed to (incidentHeldChannels), decided once per alert.
+   */
+  incidentHolds(alert: string): ReadonlySet<string> {
+    let held = this.incidentHoldsOf.get(alert);
+    if (held === undefined) {
+      // The severity the incident event will carry (IncidentTracker's default too).
+      const route = (e: HostwatchEvent): string[] => this.route(e).map((t) => t.channel);
+      held = new Set(incidentHeldChannels(alert, this.severities.get(alert) ?? 'warning', route, (c) => this.isHuman(c)));
+      this.incidentHoldsOf.set(alert, held);
+    }
+    return held;
   }
 
   private isHuman(channel: string): boolean {

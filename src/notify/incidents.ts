@@ -12,7 +12,8 @@ import type { Notifier } from './notifier.js';
  * Platform incidents (docs/routing.md, "Platform incidents"): when N or more sites fire the
  * same alert within a window, one `platform.incident` alert speaks for them. While it is
  * open, the per-site alerts it covers still go to machine channels (webhooks) and the feed,
- * but are held for human channels (e-mail, Slack, chat, paging); when it ends they are
+ * but are held for the human channels (e-mail, Slack, chat, paging) the incident's own event
+ * reaches (the others keep getting them, see incidentHeldChannels); when it ends they are
  * released, except an alert that fired and resolved meanwhile (dropped, as for inhibition).
  *
  * Life of an incident (its state is an `alerts` row, rule `platform-incident`, subject
@@ -130,6 +131,20 @@ export function incidentEvent(o: {
   });
 }
 
+/**
+ * The channels a platform incident about `alert` holds the per-site alerts from: the human
+ * channels its own `platform.incident` (firing) is routed to. A human channel the incident
+ * does not reach (say a per-client route matching `labels.client`, which the incident has
+ * not) keeps getting the per-site alerts: holding them there would tell people nothing at
+ * all. Pure.
+ */
+export function incidentHeldChannels(alert: string, severity: Severity, route: (e: HostwatchEvent) => readonly string[], isHuman: (channel: string) => boolean): string[] {
+  // Routes see the event's name, severity, status, subject and (absent) site and labels,
+  // never its site list: a probe without sites routes as the real event will.
+  const probe = incidentEvent({ instance: '', alert, seq: 1, status: 'firing', sites: [], threshold: 0, now: 0, severity, domainOf: () => null });
+  return route(probe).filter(isHuman);
+}
+
 /** The highest severity of each alert event name among the rules (an incident takes its alert's). */
 export function alertSeverities(rules: readonly CompiledRule[]): Map<string, Severity> {
   const out = new Map<string, Severity>();
@@ -156,8 +171,8 @@ export interface IncidentDeps {
   /** Where `settle` runs its own transaction; everything else uses the caller's. */
   store: Store;
   notifier: Pick<Notifier, 'publishIn' | 'releaseHeld'>;
-  /** Names of the channels that people read (their pending rows of covered events are taken back). */
-  humanChannels: readonly string[];
+  /** The channels an incident about an alert holds its per-site alerts from (their pending rows are taken back): see incidentHeldChannels. */
+  heldChannels: (alert: string) => readonly string[];
   /** How many sites are watched now (for a percentage threshold). */
   watched: () => number;
   /** Whether a site is watched (config `sites`): alerts of other sites never count. */
@@ -281,7 +296,7 @@ export class IncidentTracker {
       case 'open':
         await r.alerts.put({ ...base, pending_since: now });
         await this.takeBack(r, name, firing);
-        d.log.info({ alert: name, sites: firing.length, threshold }, 'platform incident opened: per-site alerts are held for human channels');
+        d.log.info({ alert: name, sites: firing.length, threshold }, 'platform incident opened: per-site alerts are held for the human channels the incident reaches');
         return null;
       case 'cancel':
         await r.alerts.put({ ...base, pending_since: null });
@@ -316,12 +331,12 @@ export class IncidentTracker {
     return [...bySite.values()].sort((a, b) => a.site_id - b.site_id);
   }
 
-  /** Take back the not-yet-tried human-channel rows of the covered events, and mark them held. */
+  /** Take back the not-yet-tried rows of the covered events for the channels the incident holds, and mark them held. */
   private async takeBack(r: Repos, name: string, firing: readonly FiringSite[]): Promise<void> {
     const d = this.deps;
     for (const f of firing) {
       if (f.event_id === null) continue;
-      if ((await r.delivery.retract(f.event_id, d.humanChannels)) > 0) await r.delivery.hold(f.event_id, incidentHold(name), null);
+      if ((await r.delivery.retract(f.event_id, d.heldChannels(name))) > 0) await r.delivery.hold(f.event_id, incidentHold(name), null);
     }
   }
 

@@ -83,7 +83,8 @@ export class Notifier {
   async publishIn(r: Repos, e: HostwatchEvent): Promise<boolean> {
     const now = this.deps.now();
     if (!(await r.events.addEvent(toEventRow(e)))) return false;
-    await this.dispatch(r, e, now, await r.silences.active(now));
+    // A shadow rule's event (its resolution at start, say) is stored and shown, never delivered.
+    if (e.data['shadow'] !== true) await this.dispatch(r, e, now, await r.silences.active(now));
     return true;
   }
 

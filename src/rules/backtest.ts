@@ -8,7 +8,7 @@ import type { CompiledRule } from './types.js';
 import type { SiteLabeler } from '../labels.js';
 import type { IncidentsConfig } from '../config/types.js';
 import type { Severity } from '../events/types.js';
-import { alertSeverities, coveredAlerts, incidentEvent, incidentThreshold, stepIncident, type FiringSite } from '../notify/incidents.js';
+import { alertSeverities, coveredAlerts, incidentEvent, incidentHeldChannels, incidentThreshold, stepIncident, type FiringSite } from '../notify/incidents.js';
 
 /** Where shadow events are counted in the per-channel table: they go nowhere. */
 export const SHADOW_CHANNEL = '(shadow: not delivered)';
@@ -30,8 +30,8 @@ export interface BacktestOptions {
   /** Site labels of the config (routes may match on them). */
   labeler?: SiteLabeler;
   /**
-   * Platform incidents of the config: while one is open, the per-site alerts it covers go
-   * to machine channels only (`held` names the human ones). `watched`: how many sites the
+   * Platform incidents of the config: while one is open, the per-site alerts it covers are
+   * held from the human channels the incident reaches (`held` names them). `watched`: how many sites the
    * percentage of `min_sites` is taken of.
    */
   incidents?: { config: IncidentsConfig; isHuman: (channel: string) => boolean; watched: number };
@@ -98,7 +98,7 @@ export async function backtest(rows: Iterable<ChangeLogRow> | AsyncIterable<Chan
     if (t.nextTick !== Infinity) timed.add(t);
     else timed.delete(t);
   };
-  const incidents = opts.incidents?.config.enabled ? new IncidentReplay(opts.incidents, opts.rules, (id) => replay.site(id)?.domain ?? null) : null;
+  const incidents = opts.incidents?.config.enabled ? new IncidentReplay(opts.incidents, opts.rules, opts.router, (id) => replay.site(id)?.domain ?? null) : null;
   const record = (events: HostwatchEvent[], at?: number): void => {
     for (const event of events) {
       const shadow = event.data['shadow'] === true;
@@ -172,16 +172,19 @@ class IncidentReplay {
   constructor(
     private readonly opts: NonNullable<BacktestOptions['incidents']>,
     rules: readonly CompiledRule[],
+    private readonly router: Router,
     private readonly domainOf: (siteId: number) => string | null,
   ) {
     this.severities = alertSeverities(rules);
     this.covered = coveredAlerts(rules, opts.config.alerts);
   }
 
-  /** The human channels an incident open now holds this event from ([] when none does). */
+  /** The channels an incident open now holds this event from ([] when none does): the human ones the incident reaches. */
   held(e: HostwatchEvent, channels: readonly string[]): string[] {
     if (e.data.status === undefined || e.data.site_id === null || !this.fired.has(e.data.name)) return [];
-    return channels.filter((c) => this.opts.isHuman(c));
+    const name = e.data.name;
+    const reached = incidentHeldChannels(name, this.severities.get(name) ?? 'warning', this.router, this.opts.isHuman);
+    return channels.filter((c) => reached.includes(c));
   }
 
   /** Take a batch's alerts at `now`; the incident events it causes. */

@@ -62,7 +62,7 @@ function holdOf(row: StoredEvent): { reason: 'inhibited' | 'maintenance' | 'inci
   const [kind, ...rest] = row.held_by.split(':');
   if (kind === 'maintenance') return { reason: 'maintenance', text: `held back by the maintenance window ${rest.join(':')}` };
   if (kind === 'incident') {
-    const what = `held for human channels by the platform incident about ${rest.join(':')} (machine channels got it)`;
+    const what = `held by the platform incident about ${rest.join(':')} for the human channels it reaches (the other channels got it)`;
     return { reason: 'incident', text: row.held_outcome === 'dropped' ? `${what}; it fired and resolved during the incident, so people never got it` : what };
   }
   const [source, site] = rest;

@@ -13,6 +13,9 @@ export interface FiringAlert {
   body: string | null;
 }
 
+/** An alert firing or waiting to fire (`for`), with the stored event of its last firing (null if none or gone). */
+export type OpenAlert = AlertRow & { body: string | null };
+
 const GET = statement<{ rule: string; subject: string }, AlertRow>((qb, p) =>
   qb.selectFrom('alerts').selectAll().where('rule', '=', p.rule).where('subject', '=', p.subject),
 );
@@ -33,6 +36,16 @@ const FIRING_WITH_EVENTS = statement<{ status: AlertRow['status'] }, FiringAlert
     .select(['alerts.rule', 'alerts.subject', 'alerts.site_id', 'alerts.since', 'alerts.seq', 'events.body'])
     .where('alerts.status', '=', p.status)
     .orderBy('alerts.since')
+    .orderBy('alerts.rule')
+    .orderBy('alerts.subject'),
+);
+const OPEN_WITH_EVENTS = statement<{ status: AlertRow['status'] }, OpenAlert>((qb, p) =>
+  qb
+    .selectFrom('alerts')
+    .leftJoin('events', 'events.id', 'alerts.last_event_id')
+    .selectAll('alerts')
+    .select('events.body')
+    .where((eb) => eb.or([eb('alerts.status', '=', p.status), eb('alerts.pending_since', 'is not', null)]))
     .orderBy('alerts.rule')
     .orderBy('alerts.subject'),
 );
@@ -105,6 +118,11 @@ export class AlertsRepo {
   /** Every alert firing now, oldest first. */
   firing(): Promise<AlertRow[]> {
     return this.x.all(FIRING, { status: 'firing' });
+  }
+
+  /** Every alert firing or pending (waiting for its `for`), with the stored event of its last firing. */
+  open(): Promise<OpenAlert[]> {
+    return this.x.all(OPEN_WITH_EVENTS, { status: 'firing' });
   }
 
   /** Every alert firing now with the stored event of its last firing, oldest first. */
