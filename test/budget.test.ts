@@ -299,6 +299,23 @@ describe('the catch-up after a start', () => {
     expect(names(world.events)).toEqual([]);
   });
 
+  it('shows a source whose polls still wait for the budget as not caught up and lagging, not as caught up with no lag', async () => {
+    // Every site's health first (critical): 40 polls at 2 requests/s. jobs is due every 10 s,
+    // and its first poll waits behind them; its later cycles find it still waiting.
+    world = await startWorld({ sim: { sites: 40 }, config: { server: { listen: '127.0.0.1:0' }, api: { max_requests_per_second: 2, max_concurrency: 1 }, sources: { jobs: { every: '10s' } } } });
+    const app = await world.app();
+    await app.start();
+    const jobs = async (): Promise<Record<string, unknown>> =>
+      ((await (await fetch(`${app.serverUrl}/api/sources`)).json()) as { data: Array<Record<string, unknown>> }).data.find((s) => s['name'] === 'jobs')!;
+    let seen: Record<string, unknown> = {};
+    await waitFor(async () => ((seen = await jobs())['lag_ms'] as number) > 2_000, 'jobs lagging', 20_000, 250);
+    const requested = world.sim.requests.filter((r) => r.path === '/api/v1/jobs').length;
+    await app.stop();
+    // Before: caught_up true and lag_ms 0 from its first cycle on, while nothing was read.
+    expect(requested).toBe(0);
+    expect(seen).toMatchObject({ caught_up: false, last_success_at: null });
+  });
+
   it('shows its progress per source instead of "not polled yet"', async () => {
     world = await startWorld({ sim: { sites: 12 }, config: { server: { listen: '127.0.0.1:0' }, api: { max_requests_per_second: 4, max_concurrency: 1 } } });
     const app = await world.app();

@@ -60,9 +60,16 @@ export interface SourceProgress {
   stretch: number;
   /** The cycle handing out polls now (entities polled of those claimed), or null. */
   cycle: { done: number; total: number; startedAt: number } | null;
-  /** True once a whole cycle ran since start (the catch-up is over). */
+  /**
+   * True once the catch-up handed out every entity's first poll and a cycle since start
+   * polled the source (not only queued its polls: at a short budget they may wait long).
+   */
   caughtUp: boolean;
-  /** How far behind its schedule the source is (0 when on time). */
+  /**
+   * How far behind its schedule the source is (0 when on time): the next poll's slot or the
+   * next cycle overdue, or the time past one interval since a cycle last polled it (since
+   * it first came due, when none has yet).
+   */
   lagMs: number;
 }
 
@@ -134,6 +141,14 @@ interface SourceState {
   /** Entities of this source being polled now (site id, or -1 for the account). */
   inFlight: Set<number>;
   caughtUp: boolean;
+  /**
+   * When a cycle that polled something last ended (null: none since start). A cycle whose
+   * every poll was passed over (still in flight from the last one: waiting for the request
+   * budget) does not count.
+   */
+  polledAt: number | null;
+  /** When the source first came due in this run (its schedule's start). */
+  dueSince: number | null;
   /** Came due while the previous cycle was still handing out polls. */
   late: boolean;
   /** Cycles not finished yet (a straggler's cycle may end after the next one started). */
@@ -190,6 +205,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         dispatching: null,
         inFlight: new Set(),
         caughtUp: false,
+        polledAt: null,
+        dueSince: null,
         late: false,
         running: new Set(),
       });
@@ -202,7 +219,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /** Start the heartbeat; the site list first, then everything else at once (the catch-up). */
   start(): void {
     const now = this.deps.now();
-    for (const st of this.state.values()) st.nextRun = now;
+    for (const st of this.state.values()) {
+      st.nextRun = now;
+      st.dueSince = now;
+    }
     // Said at start: what the budget allows for the sites known so far.
     if (this.plan) this.emit('budget:plan', this.plan);
     this.task = (this.deps.ticker ?? everySecond(this.deps.log))(
@@ -276,9 +296,13 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         effectiveEveryMs: st.effectiveEveryMs,
         stretch: st.effectiveEveryMs / st.source.everyMs,
         cycle: d ? { done: d.done, total: d.total, startedAt: d.startedAt } : null,
-        caughtUp: st.caughtUp,
-        // Behind schedule: the next poll's slot has passed, or the next cycle is overdue.
-        lagMs: d ? Math.max(0, now - d.nextSlot()) : this.running ? Math.max(0, now - st.nextRun) : 0,
+        caughtUp: st.caughtUp && st.polledAt !== null,
+        // Behind schedule: the next poll's slot has passed, or the next cycle is overdue, or
+        // no cycle has polled it for longer than its interval.
+        lagMs: Math.max(
+          d ? Math.max(0, now - d.nextSlot()) : this.running ? Math.max(0, now - st.nextRun) : 0,
+          this.running && (st.polledAt ?? st.dueSince) !== null ? Math.max(0, now - (st.polledAt ?? st.dueSince)! - st.effectiveEveryMs) : 0,
+        ),
       };
     });
   }
@@ -446,10 +470,13 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.emit('cycle:start', { source: s.def.name });
     const outcomes: PollOutcome[] = [];
     const every = this.state.get(s.def.name)?.effectiveEveryMs ?? s.everyMs;
+    // How many entities this cycle had to poll (none: in a cluster, others hold them all).
+    let claimed = -1;
     try {
       if (s.def.per !== 'account') await this.deps.refreshSites?.();
       const all: (SiteInfo | null)[] = s.def.per === 'account' ? [null] : this.watchedSites();
       const entities = await this.claims.claim(s.def.name, dueAt ?? startedAt, all);
+      claimed = entities.length;
       const spread = stagger ? this.spreadOf(s, every) : 0;
       const step = entities.length > 0 ? spread / entities.length : 0;
       const slotOf = (i: number): number => startedAt + i * step;
@@ -540,6 +567,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       this.deps.log.error({ source: s.def.name, err: String(e) }, 'cycle failed');
     }
     if (st && !this.abort.signal.aborted) st.caughtUp = true;
+    if (st && (outcomes.length > 0 || claimed === 0)) st.polledAt = this.deps.now();
     if (s.def.name === sitesSource.name) this.replan();
     this.adapt(s.def);
     const summary = { source: s.def.name, startedAt, durationMs: this.deps.now() - startedAt, outcomes };
