@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { parseRetryAfter } from '../../api/client.js';
 import type { HostwatchEvent } from '../../events/types.js';
@@ -270,13 +271,28 @@ export class HttpChannel implements Channel {
   }
 }
 
-/** The first MAX_ANSWER_BYTES of a body, the rest drained and dropped. */
-async function readSome(body: AsyncIterable<Buffer>): Promise<string> {
+/**
+ * The first MAX_ANSWER_BYTES of a body as text. Without `graceMs`, the rest is drained and
+ * dropped (the connection can be used again). With it, the answer's status already decides
+ * the attempt and the body only explains a failure: reading stops at MAX_ANSWER_BYTES or
+ * after `graceMs`, whichever comes first, the body is destroyed, and an error while reading
+ * (the channel's timeout, a reset) ends it too. What arrived by then is the text.
+ */
+export async function readSome(body: Readable, graceMs?: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of body) {
-    if (size < MAX_ANSWER_BYTES) chunks.push(chunk);
-    size += chunk.length;
+  const timer = graceMs === undefined ? null : setTimeout(() => body.destroy(), graceMs);
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      if (size < MAX_ANSWER_BYTES) chunks.push(chunk);
+      size += chunk.length;
+      // Leaving the loop destroys the body: a receiver streaming a huge answer is not read on.
+      if (timer !== null && size >= MAX_ANSWER_BYTES) break;
+    }
+  } catch (e) {
+    if (timer === null) throw e;
+  } finally {
+    if (timer !== null) clearTimeout(timer);
   }
   return Buffer.concat(chunks).subarray(0, MAX_ANSWER_BYTES).toString('utf8');
 }

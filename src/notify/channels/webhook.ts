@@ -6,7 +6,7 @@ import type { WebhookChannelConfig, WebhookTemplateConfig } from '../../config/t
 import type { HostwatchEvent } from '../../events/types.js';
 import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
 import { compileTemplate, renderTemplate } from '../templates.js';
-import { networkFailure, resultOf, standardVerdict } from './http.js';
+import { networkFailure, readSome, resultOf, standardVerdict } from './http.js';
 import { cut, oneLine } from './render.js';
 
 /**
@@ -56,6 +56,12 @@ export function cloudEventRequest(event: HostwatchEvent, stored: string, mode: '
 export function ceHeader(value: string): string {
   return value.replace(/[^\u0021-\u007E]|["%]/gu, (c) => encodeURIComponent(c).replace(/"/g, '%22'));
 }
+
+/**
+ * How long the body of an answer is read once its status arrived: enough for a receiver's
+ * error text, never a wait for a slow or endless body (the status alone decides the attempt).
+ */
+const ANSWER_GRACE_MS = 1_000;
 
 /** A webhook template, parsed once: the body, the headers and the content type. */
 export interface CompiledWebhookTemplate {
@@ -141,7 +147,9 @@ export class WebhookChannel implements Channel {
         bodyTimeout: this.cfg.timeout_ms,
         signal: AbortSignal.timeout(this.cfg.timeout_ms),
       });
-      const answer = cut(this.scrub(await res.body.text()), 200);
+      // The status decides: a 2xx is delivered however slow or large its body. The body is
+      // read only to explain a failure: its first 4 KB, for a moment at most.
+      const answer = cut(this.scrub(await readSome(res.body, ANSWER_GRACE_MS)), 200);
       const result = resultOf('', res.statusCode, standardVerdict(res.statusCode, answer, parseRetryAfter(res.headers['retry-after'], this.now()), []));
       // 410 Gone: the receiver will never take more (its reason is stored as it answered).
       return res.statusCode === 410 && !result.ok ? { ...result, disable: true } : result;
