@@ -266,4 +266,16 @@ describe('a webhook answer', () => {
     expect(sent.finished).toBe(false);
     expect(sent.bytes).toBeLessThan(total);
   });
+
+  it('that is an error is stored on one line: its line breaks, NUL and terminal escapes cannot forge a row or recolour a terminal', async () => {
+    const w = await world();
+    const forged = 'oops\r\n2026-11-21T00:00:00Z  hooks  delivered  200\u0000\u001b[31mred\u001b[0m\u001b]0;title\u0007';
+    const hook = await receiver({ answer: () => ({ status: 500, body: forged }) });
+    const app = await w.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    await app.notifier.publish(siteEvent('forged', 2));
+    await app.worker.deliverDue();
+    const expected = 'HTTP 500: oops 2026-11-21T00:00:00Z  hooks  delivered  200 [31mred [0m ]0;title';
+    expect(rows(w, 'SELECT state, last_error FROM outbox')).toEqual([{ state: 'pending', last_error: expected }]);
+    expect(rows(w, 'SELECT error FROM delivery_attempts')).toEqual([{ error: expected }]);
+  });
 });

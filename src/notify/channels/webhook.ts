@@ -6,8 +6,8 @@ import type { WebhookChannelConfig, WebhookTemplateConfig } from '../../config/t
 import type { HostwatchEvent } from '../../events/types.js';
 import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
 import { compileTemplate, renderTemplate } from '../templates.js';
-import { networkFailure, readSome, resultOf, standardVerdict } from './http.js';
-import { cut, oneLine } from './render.js';
+import { detailOf, networkFailure, readSome, resultOf, standardVerdict } from './http.js';
+import { oneLine } from './render.js';
 
 /**
  * Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 over `id.timestamp.body`, keyed
@@ -148,10 +148,11 @@ export class WebhookChannel implements Channel {
         signal: AbortSignal.timeout(this.cfg.timeout_ms),
       });
       // The status decides: a 2xx is delivered however slow or large its body. The body is
-      // read only to explain a failure: its first 4 KB, for a moment at most.
-      const answer = cut(this.scrub(await readSome(res.body, ANSWER_GRACE_MS)), 200);
+      // read only to explain a failure: its first 4 KB, for a moment at most, stored on one
+      // line (no line break or terminal escape can forge a row of `hostwatch deliveries`).
+      const answer = detailOf(this.scrub(await readSome(res.body, ANSWER_GRACE_MS)), () => null);
       const result = resultOf('', res.statusCode, standardVerdict(res.statusCode, answer, parseRetryAfter(res.headers['retry-after'], this.now()), []));
-      // 410 Gone: the receiver will never take more (its reason is stored as it answered).
+      // 410 Gone: the receiver will never take more (its reason is stored as it answered, on one line).
       return res.statusCode === 410 && !result.ok ? { ...result, disable: true } : result;
     } catch (e) {
       return networkFailure('', e);
