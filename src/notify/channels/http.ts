@@ -3,6 +3,7 @@ import { Agent, request } from 'undici';
 import { parseRetryAfter } from '../../api/client.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
+import { MAX_SERVER_WAIT_MS } from '../retry.js';
 import { cut, oneLine } from './render.js';
 
 /**
@@ -138,9 +139,9 @@ export class Pacer {
     this.maxWaitMs = o.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
   }
 
-  /** No request before `at` (milliseconds since the epoch). */
+  /** No request before `at` (milliseconds since the epoch), at most MAX_SERVER_WAIT_MS from now. */
   holdUntil(at: number): void {
-    this.nextSlot = Math.max(this.nextSlot, at);
+    this.nextSlot = Math.max(this.nextSlot, Math.min(at, this.o.now() + MAX_SERVER_WAIT_MS));
   }
 
   /**
