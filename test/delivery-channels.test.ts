@@ -117,10 +117,10 @@ async function streamingServer(answer: (res: ServerResponse) => void): Promise<s
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
 }
 
-/** A webhook channel on its own (no outbox), closed after the test. */
-function webhookTo(url: string, timeoutMs = 10_000): WebhookChannel {
-  const cfg: WebhookChannelConfig = { name: 'h', type: 'webhook', url, secret: TEST_SECRET, secrets: [TEST_SECRET], timeout_ms: timeoutMs, mode: 'structured', template: null };
-  const channel = new WebhookChannel(cfg);
+/** A webhook channel on its own (no outbox), on the clock given, closed after the test. */
+function webhookTo(url: string, clock: { now?: () => number; sleep?: (ms: number) => Promise<void> } = {}): WebhookChannel {
+  const cfg: WebhookChannelConfig = { name: 'h', type: 'webhook', url, secret: TEST_SECRET, secrets: [TEST_SECRET], timeout_ms: 10_000, mode: 'structured', template: null };
+  const channel = new WebhookChannel(cfg, clock.now, undefined, clock.sleep);
   cleanups.push(() => channel.close());
   return channel;
 }
@@ -277,5 +277,51 @@ describe('a webhook answer', () => {
     const expected = 'HTTP 500: oops 2026-11-21T00:00:00Z  hooks  delivered  200 [31mred [0m ]0;title';
     expect(rows(w, 'SELECT state, last_error FROM outbox')).toEqual([{ state: 'pending', last_error: expected }]);
     expect(rows(w, 'SELECT error FROM delivery_attempts')).toEqual([{ error: expected }]);
+  });
+});
+
+describe('a webhook 429', () => {
+  it('holds the later messages to its endpoint: within 10 s they wait out its Retry-After, beyond it they go back to the outbox with the wait, unsent', async () => {
+    const hook = await receiver({
+      answer: (r) => (r.n === 1 ? { status: 429, headers: { 'retry-after': '5' } } : r.n === 3 ? { status: 429, headers: { 'retry-after': '60' } } : { status: 200 }),
+    });
+    let now = Date.now();
+    const slept: number[] = [];
+    let wake = (): void => undefined;
+    const sleep = (ms: number) =>
+      new Promise<void>((resolve) => {
+        slept.push(ms);
+        wake = resolve;
+      });
+    const hooks = webhookTo(hook.url, { now: () => now, sleep });
+    const send = (key: string) => {
+      const e = siteEvent(key, 2);
+      return hooks.send(e, JSON.stringify(e));
+    };
+    expect(await send('first')).toMatchObject({ ok: false, retryable: true, statusCode: 429, retryAfterMs: 5_000 });
+    const waited = send('second');
+    await waitFor(() => slept.length === 1, 'the second message to wait');
+    expect(hook.requests).toHaveLength(1);
+    now += slept[0]!;
+    wake();
+    expect(await waited).toEqual({ ok: true, statusCode: 200 });
+    expect(slept).toEqual([5_000]);
+    expect(hook.requests).toHaveLength(2);
+
+    expect(await send('third')).toMatchObject({ ok: false, retryable: true, statusCode: 429, retryAfterMs: 60_000 });
+    const held = await send('fourth');
+    expect(held).toMatchObject({ ok: false, retryable: true, statusCode: null, retryAfterMs: 60_000 });
+    expect(!held.ok && held.error).toBe(`webhook: held back until ${new Date(now + 60_000).toISOString()} (the provider's rate limit)`);
+    expect(hook.requests).toHaveLength(3);
+  });
+
+  it('leaves the webhook\'s sends parallel otherwise: three messages reach a slow receiver before it answers the first', async () => {
+    const hook = await receiver({ answer: () => ({ status: 200, delayMs: 1_500 }) });
+    const hooks = webhookTo(hook.url);
+    const events = ['p1', 'p2', 'p3'].map((k) => siteEvent(k, 2));
+    const results = await Promise.all(events.map((e) => hooks.send(e, JSON.stringify(e))));
+    expect(results.every((r) => r.ok)).toBe(true);
+    const at = hook.requests.map((r) => r.at);
+    expect(Math.max(...at) - Math.min(...at)).toBeLessThan(1_500);
   });
 });

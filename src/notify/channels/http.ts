@@ -121,14 +121,20 @@ export interface PacerOptions {
   maxWaitMs?: number;
   now: () => number;
   sleep: (ms: number) => Promise<void>;
+  /**
+   * True: messages do not wait for each other's turn, only for a time the endpoint named (a
+   * 429's Retry-After). For a webhook, whose receiver takes requests in parallel.
+   */
+  concurrent?: boolean;
 }
 
 /** How long a message may wait in turn before it is handed back to the outbox instead. */
 export const DEFAULT_MAX_WAIT_MS = 10_000;
 
 /**
- * Messages to one endpoint, one at a time, at least `minIntervalMs` apart, and never
- * before a time the provider named (a 429's Retry-After, rate-limit reset headers).
+ * Messages to one endpoint, one at a time (unless `concurrent`), at least `minIntervalMs`
+ * apart, and never before a time the provider named (a 429's Retry-After, rate-limit reset
+ * headers).
  */
 export class Pacer {
   private queue: Promise<unknown> = Promise.resolve();
@@ -149,7 +155,8 @@ export class Pacer {
    * one the gate holds back once its turn came comes back `notSent` (nothing was sent).
    */
   run(task: () => Promise<SendResult>, gate?: SendGate): Promise<SendResult> {
-    const run = this.queue.then(async (): Promise<SendResult> => {
+    const turn = this.o.concurrent ? Promise.resolve() : this.queue;
+    const run = turn.then(async (): Promise<SendResult> => {
       const wait = this.nextSlot - this.o.now();
       if (wait > this.maxWaitMs) {
         const until = new Date(this.nextSlot).toISOString();
@@ -169,7 +176,7 @@ export class Pacer {
       if (!result.ok && result.statusCode === 429) this.holdUntil(now + (result.retryAfterMs ?? 1_000));
       return result;
     });
-    this.queue = run.catch(() => undefined);
+    if (!this.o.concurrent) this.queue = run.catch(() => undefined);
     return run;
   }
 }

@@ -4,9 +4,9 @@ import { parseRetryAfter } from '../../api/client.js';
 import type { Template } from 'liquidjs';
 import type { WebhookChannelConfig, WebhookTemplateConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
-import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
+import type { Channel, SendGate, SendResult } from '../channel.js';
 import { compileTemplate, renderTemplate } from '../templates.js';
-import { detailOf, networkFailure, readSome, resultOf, standardVerdict } from './http.js';
+import { detailOf, networkFailure, Pacer, readSome, resultOf, standardVerdict } from './http.js';
 import { oneLine } from './render.js';
 
 /**
@@ -101,28 +101,35 @@ export function templateRequest(t: CompiledWebhookTemplate, event: HostwatchEven
  * Webhooks, or, with a `template`, the body and headers the user wrote (signed too when a
  * secret is set). Only 2xx counts; redirects are not followed (a redirect could leak the
  * event elsewhere). A 410 Gone disables the channel: the receiver says it will never take
- * more. Webhooks are not grouped: each event is one request with its own id (docs/routing.md).
+ * more. Sends go in parallel, except after a 429: later ones wait for its Retry-After (up
+ * to 10 s) or go back to the outbox with it. Webhooks are not grouped: each event is one request with its own id (docs/routing.md).
  */
 export class WebhookChannel implements Channel {
   readonly type = 'webhook';
   readonly name: string;
   private readonly agent = new Agent({ keepAliveTimeout: 10_000 });
   private readonly template: CompiledWebhookTemplate | null;
+  /** Sends stay parallel; only a 429 holds the later ones (they wait, or go back to the outbox). */
+  private readonly pacer: Pacer;
 
   constructor(
     private readonly cfg: WebhookChannelConfig,
     private readonly now: () => number = Date.now,
     /** Removes secrets from a receiver's answer before it is cut (see HttpChannelOptions.scrub). */
     private readonly scrub: (text: string) => string = (t) => t,
+    sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
   ) {
     this.name = cfg.name;
     this.template = cfg.template ? compileWebhookTemplate(cfg.template) : null;
+    this.pacer = new Pacer({ label: 'webhook', minIntervalMs: 0, now, sleep, concurrent: true });
   }
 
   /** POST the event; the webhook-id is the event id, so receivers can deduplicate retries. */
-  async send(event: HostwatchEvent, body: string, gate?: SendGate): Promise<SendResult> {
-    const held = gate?.() ?? null;
-    if (held !== null) return notSent(held);
+  send(event: HostwatchEvent, body: string, gate?: SendGate): Promise<SendResult> {
+    return this.pacer.run(() => this.post(event, body), gate);
+  }
+
+  private async post(event: HostwatchEvent, body: string): Promise<SendResult> {
     const ts = Math.floor(this.now() / 1000);
     let req: { body: string; headers: Record<string, string> };
     try {
