@@ -349,6 +349,13 @@ describe('invalid configs: every error names file, line, column, key path, value
       ],
     },
     {
+      name: 'a webhook URL with credentials is refused, saying how to send them instead, and not printed (it holds a password)',
+      fixture: 'webhook-url-credentials.yaml',
+      errors: [
+        'webhook-url-credentials.yaml:8:10: channels[0].url: must not carry credentials (user:password@): an HTTP client does not send them, so the receiver would refuse every event. Send them in a header of a webhook template instead, like template: { body: ..., headers: { Authorization: "Basic ${HOOK_AUTH}" } } (docs/channels.md#webhook) (got "[redacted]")',
+      ],
+    },
+    {
       name: 'a site id that is not a positive integer is pointed at in the list',
       fixture: 'bad-sites.yaml',
       errors: ['bad-sites.yaml:4:13: sites[1]: must be a positive integer site id (got "abc")'],
@@ -561,6 +568,27 @@ describe('secrets', () => {
     for (const value of ['11111111', 'hunter2', 'hunter3', '44444444', '55555555']) expect(everything).not.toContain(value);
     expect(formatConfigErrors(errors)).toContain('channels[0].secret: must be a Standard Webhooks secret');
     expect(formatConfigErrors(errors)).toContain('(got "[redacted]")');
+  });
+
+  it('never prints the password of a webhook URL that carries credentials, written or from the environment; a user alone is refused too', () => {
+    const text = [
+      MINIMAL.trimEnd(),
+      'channels:',
+      `  - { name: a, type: webhook, secret: ${WEBHOOK_SECRET}, url: "https://ops:\${HOOK_PASS}@example.net/hook" }`,
+      `  - { name: b, type: webhook, secret: ${WEBHOOK_SECRET}, url: "http://ops:s3cr%40t-written@127.0.0.1:9000/hook" }`,
+      `  - { name: c, type: webhook, secret: ${WEBHOOK_SECRET}, url: "https://ops@example.net/hook" }`,
+      '',
+    ].join('\n');
+    const result = parseText(text, { HOOK_PASS: 'hunter5-from-env' });
+    const errors = result.ok ? [] : result.errors;
+    expect(errors.map((e) => [e.path, e.line, e.value])).toEqual([
+      ['channels[0].url', 5, '[redacted]'],
+      ['channels[1].url', 6, '[redacted]'],
+      ['channels[2].url', 7, '[redacted]'],
+    ]);
+    for (const e of errors) expect(e.message).toMatch(/^must not carry credentials .* Send them in a header of a webhook template instead/);
+    const everything = [formatConfigErrors(errors), JSON.stringify(errors), new ConfigErrors(errors).message].join('\n');
+    for (const value of ['hunter5', 's3cr', 'ops:', 'ops@']) expect(everything).not.toContain(value);
   });
 
   it('still shows an empty secret as empty, since that leaks nothing and is the usual mistake', () => {

@@ -1,11 +1,15 @@
 /**
  * Webhook additions: 410 Gone disables the endpoint with an operator event, Retry-After is
  * honoured, secret rotation (every secret signs; receivers on the old or the new one
- * verify with standardwebhooks), and CloudEvents binary mode (validated by the SDK).
+ * verify with standardwebhooks), CloudEvents binary mode (validated by the SDK), and how
+ * an answer is read (its status decides; at most 4 KB of its body, for a moment).
  */
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { WebhookChannelConfig } from '../src/config/types.js';
 import type { HostwatchEvent } from '../src/events/types.js';
-import { cloudEventRequest } from '../src/notify/channels/webhook.js';
+import { cloudEventRequest, WebhookChannel } from '../src/notify/channels/webhook.js';
 import { siteEvent } from './events-fixture.js';
 import { startWorld, type World, rows } from './harness.js';
 import { startReceiver, TEST_SECRET, waitFor, type Answer, type Received, type Receiver } from './receiver.js';
@@ -92,6 +96,34 @@ describe('retries while another channel hangs', () => {
     await app.stop();
   });
 });
+
+/**
+ * A loopback server that hands every request's response to `answer` once the request body
+ * arrived (for answers the receiver of receiver.ts cannot give: a body that streams). Its URL.
+ */
+async function streamingServer(answer: (res: ServerResponse) => void): Promise<string> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => answer(res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+}
+
+/** A webhook channel on its own (no outbox), on the clock given, closed after the test. */
+function webhookTo(url: string, clock: { now?: () => number; sleep?: (ms: number) => Promise<void> } = {}): WebhookChannel {
+  const cfg: WebhookChannelConfig = { name: 'h', type: 'webhook', url, secret: TEST_SECRET, secrets: [TEST_SECRET], timeout_ms: 10_000, mode: 'structured', template: null };
+  const channel = new WebhookChannel(cfg, clock.now, undefined, clock.sleep);
+  cleanups.push(() => channel.close());
+  return channel;
+}
 
 describe('webhook channel', () => {
   it('a 410 Gone disables the endpoint: the row is dead, an operator event says so, and later events are not sent to it', async () => {
@@ -185,5 +217,111 @@ describe('webhook channel', () => {
     expect(r.cloudEvent).toMatchObject({ id: e.id, source: 'hostwatch://test', type: e.type, subject: e.subject, specversion: '1.0' });
     expect(r.cloudEvent!.data).toEqual(e.data);
     expect(JSON.parse(r.body) as HostwatchEvent['data']).toEqual(e.data);
+  });
+});
+
+describe('a webhook answer', () => {
+  it('that is 2xx is delivered once, also when its body is still arriving after the timeout (it is not "timed out" and sent again)', async () => {
+    const w = await world();
+    let requests = 0;
+    const url = await streamingServer((res) => {
+      requests++;
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('accepted, ');
+      const timer = setTimeout(() => res.end('and that is all'), 1_500);
+      res.on('close', () => clearTimeout(timer));
+    });
+    const app = await w.app({ channels: [{ name: 'slow', type: 'webhook', url, secret: TEST_SECRET, timeout: '300ms' }] });
+    await app.notifier.publish(siteEvent('slow-body', 2));
+    await app.worker.deliverDue();
+    expect(rows(w, 'SELECT state, last_error FROM outbox')).toEqual([{ state: 'delivered', last_error: null }]);
+    expect(rows(w, 'SELECT outcome, status_code, error FROM delivery_attempts')).toEqual([{ outcome: 'delivered', status_code: 200, error: null }]);
+    expect(await app.worker.drain(1_000)).toBe(0);
+    expect(requests).toBe(1);
+  });
+
+  it('is read only so far: a 2xx streaming a huge body is delivered without the body being read to its end', async () => {
+    const total = 64 * 1024 * 1024;
+    const sent = { bytes: 0, finished: false, closed: false };
+    const url = await streamingServer((res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const chunk = Buffer.alloc(64 * 1024, 'x');
+      const pump = (): void => {
+        while (sent.bytes < total) {
+          sent.bytes += chunk.length;
+          if (!res.write(chunk)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end();
+        sent.finished = true;
+      };
+      res.on('close', () => (sent.closed = true));
+      pump();
+    });
+    const e = siteEvent('huge-body', 2);
+    expect(await webhookTo(url).send(e, JSON.stringify(e))).toEqual({ ok: true, statusCode: 200 });
+    await waitFor(() => sent.closed, 'the receiver to see the connection closed');
+    expect(sent.finished).toBe(false);
+    expect(sent.bytes).toBeLessThan(total);
+  });
+
+  it('that is an error is stored on one line: its line breaks, NUL and terminal escapes cannot forge a row or recolour a terminal', async () => {
+    const w = await world();
+    const forged = 'oops\r\n2026-11-21T00:00:00Z  hooks  delivered  200\u0000\u001b[31mred\u001b[0m\u001b]0;title\u0007';
+    const hook = await receiver({ answer: () => ({ status: 500, body: forged }) });
+    const app = await w.app({ channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    await app.notifier.publish(siteEvent('forged', 2));
+    await app.worker.deliverDue();
+    const expected = 'HTTP 500: oops 2026-11-21T00:00:00Z  hooks  delivered  200 [31mred [0m ]0;title';
+    expect(rows(w, 'SELECT state, last_error FROM outbox')).toEqual([{ state: 'pending', last_error: expected }]);
+    expect(rows(w, 'SELECT error FROM delivery_attempts')).toEqual([{ error: expected }]);
+  });
+});
+
+describe('a webhook 429', () => {
+  it('holds the later messages to its endpoint: within 10 s they wait out its Retry-After, beyond it they go back to the outbox with the wait, unsent', async () => {
+    const hook = await receiver({
+      answer: (r) => (r.n === 1 ? { status: 429, headers: { 'retry-after': '5' } } : r.n === 3 ? { status: 429, headers: { 'retry-after': '60' } } : { status: 200 }),
+    });
+    let now = Date.now();
+    const slept: number[] = [];
+    let wake = (): void => undefined;
+    const sleep = (ms: number) =>
+      new Promise<void>((resolve) => {
+        slept.push(ms);
+        wake = resolve;
+      });
+    const hooks = webhookTo(hook.url, { now: () => now, sleep });
+    const send = (key: string) => {
+      const e = siteEvent(key, 2);
+      return hooks.send(e, JSON.stringify(e));
+    };
+    expect(await send('first')).toMatchObject({ ok: false, retryable: true, statusCode: 429, retryAfterMs: 5_000 });
+    const waited = send('second');
+    await waitFor(() => slept.length === 1, 'the second message to wait');
+    expect(hook.requests).toHaveLength(1);
+    now += slept[0]!;
+    wake();
+    expect(await waited).toEqual({ ok: true, statusCode: 200 });
+    expect(slept).toEqual([5_000]);
+    expect(hook.requests).toHaveLength(2);
+
+    expect(await send('third')).toMatchObject({ ok: false, retryable: true, statusCode: 429, retryAfterMs: 60_000 });
+    const held = await send('fourth');
+    expect(held).toMatchObject({ ok: false, retryable: true, statusCode: null, retryAfterMs: 60_000 });
+    expect(!held.ok && held.error).toBe(`webhook: held back until ${new Date(now + 60_000).toISOString()} (the provider's rate limit)`);
+    expect(hook.requests).toHaveLength(3);
+  });
+
+  it('leaves the webhook\'s sends parallel otherwise: three messages reach a slow receiver before it answers the first', async () => {
+    const hook = await receiver({ answer: () => ({ status: 200, delayMs: 1_500 }) });
+    const hooks = webhookTo(hook.url);
+    const events = ['p1', 'p2', 'p3'].map((k) => siteEvent(k, 2));
+    const results = await Promise.all(events.map((e) => hooks.send(e, JSON.stringify(e))));
+    expect(results.every((r) => r.ok)).toBe(true);
+    const at = hook.requests.map((r) => r.at);
+    expect(Math.max(...at) - Math.min(...at)).toBeLessThan(1_500);
   });
 });

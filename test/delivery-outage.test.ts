@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { WebhookChannelConfig } from '../src/config/types.js';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
+import { Pacer } from '../src/notify/channels/http.js';
 import { WebhookChannel } from '../src/notify/channels/webhook.js';
 import { DEFAULT_RETRY_SCHEDULE_MS, nextStep } from '../src/notify/retry.js';
 import { mulberry32 } from '../src/simulator/random.js';
@@ -51,6 +52,34 @@ describe('a receiver that is down for a long time', () => {
       const step = nextStep(failed, 1, [5_001, 300_000], 1_795_508_835_000, () => r);
       expect(step.state === 'pending' && Number.isInteger(step.nextAttemptAt)).toBe(true);
     }
+  });
+
+  it('a server\'s Retry-After counts up to 24 hours: a 503 asking for ten years is tried again every day, and the schedule still ends in a dead letter', () => {
+    const tenYears = { ok: false, retryable: true, statusCode: 503, error: 'HTTP 503', retryAfterMs: 315_360_000_000 } as const;
+    const start = 1_795_508_835_000;
+    let at = start;
+    let attempt = 1;
+    for (;;) {
+      const step = nextStep(tenYears, attempt, DEFAULT_RETRY_SCHEDULE_MS, at, () => 0.5);
+      if (step.state !== 'pending') break;
+      expect(step.nextAttemptAt).toBe(at + 24 * HOUR);
+      at = step.nextAttemptAt;
+      attempt++;
+    }
+    expect(attempt).toBe(DEFAULT_RETRY_SCHEDULE_MS.length + 1);
+    expect(at - start).toBe(9 * 24 * HOUR);
+    // A shorter wait is still honoured as asked.
+    expect(nextStep({ ...tenYears, retryAfterMs: 3 * HOUR }, 1, DEFAULT_RETRY_SCHEDULE_MS, start, () => 0.5)).toEqual({ state: 'pending', nextAttemptAt: start + 3 * HOUR });
+  });
+
+  it('a 429 asking for ten years holds the later messages to its endpoint for 24 hours at most', async () => {
+    let now = 1_795_508_835_000;
+    const pacer = new Pacer({ label: 'Test', minIntervalMs: 0, now: () => now, sleep: async (ms) => void (now += ms) });
+    const delivered = async () => ({ ok: true, statusCode: 200 }) as const;
+    await pacer.run(async () => ({ ok: false, retryable: true, statusCode: 429, error: 'HTTP 429', retryAfterMs: 315_360_000_000 }));
+    expect(await pacer.run(delivered)).toMatchObject({ ok: false, retryable: true, statusCode: null, retryAfterMs: 24 * HOUR });
+    now += 24 * HOUR;
+    expect(await pacer.run(delivered)).toEqual({ ok: true, statusCode: 200 });
   });
 
   it('down for a simulated day, it gets every event afterwards: each id at least once, none missing, none dead-lettered', async () => {

@@ -14,6 +14,7 @@ const DOC = readFileSync('docs/channels.md', 'utf8');
 /** The environment the documented blocks name. */
 const ENV = {
   WEBHOOK_SECRET: 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ=',
+  HOOK_BASIC_AUTH: 'aG9zdHdhdGNoOnNlY3JldA==',
   SLACK_WEBHOOK_URL: 'https://hooks.slack.com/services/T0/B0/x',
   SMTP_PASS: 'pass-123',
   TEAMS_WORKFLOW_URL: 'https://prod-01.westus.logic.azure.com/workflows/abc/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=s',

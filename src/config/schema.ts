@@ -26,6 +26,8 @@ const M = {
   baseUrlApiV1:
     'must not end with /api/v1: the client appends /api/v1 itself, so write the panel address alone, like https://panel.example.com',
   url: 'must be an http(s) URL like https://example.net/hook',
+  urlCredentials:
+    'must not carry credentials (user:password@): an HTTP client does not send them, so the receiver would refuse every event. Send them in a header of a webhook template instead, like template: { body: ..., headers: { Authorization: "Basic ${HOOK_AUTH}" } } (docs/channels.md#webhook)',
   secret: 'must be a Standard Webhooks secret: "whsec_" followed by base64, like whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
   rate: 'must be a number greater than 0 and at most 1000',
   path: 'must be a non-empty file path',
@@ -200,6 +202,16 @@ export function isHttpUrl(value: string): boolean {
   }
 }
 
+/** True for a URL that carries credentials (`user:password@host`). */
+export function hasUrlCredentials(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return url.username !== '' || url.password !== '';
+  } catch {
+    return false;
+  }
+}
+
 function httpUrl(message: string = M.url) {
   return z.string(message).refine(isHttpUrl, message);
 }
@@ -350,7 +362,8 @@ const webhookTemplate = section(
 const webhookChannel = section({
   name: channelName,
   type: z.literal('webhook'),
-  url: httpUrl(),
+  // undici sends no Authorization for `user:pass@`: every event would be refused (401) and dead-lettered.
+  url: httpUrl().refine((value) => !hasUrlCredentials(value), M.urlCredentials),
   // A list while rotating: every secret signs, so receivers on the old or the new one verify.
   // Optional with a template (a receiver that is not a Standard Webhooks one); required otherwise.
   secret: z.union([webhookSecret, z.array(webhookSecret, M.secrets).min(1, M.secrets)], M.secrets).optional(),
@@ -677,7 +690,7 @@ const SECRET_PLACEHOLDERS: Record<string, string> = {
  * channels[*].secret / routing_key / api_key / bot_token / token,
  * channels[*].smtp.pass, credential-like headers of a webhook template, and
  * channels[*].url of every channel that is not a plain webhook (a Slack, Teams, Discord or
- * ntfy URL is its own credential).
+ * ntfy URL is its own credential), and of a webhook whose URL carries credentials.
  */
 export function isSecretPath(path: readonly (string | number)[], data: unknown): boolean {
   const [first, second, third, fourth, fifth] = path;
@@ -692,8 +705,9 @@ export function isSecretPath(path: readonly (string | number)[], data: unknown):
   if (third === 'template' && fourth === 'headers' && typeof fifth === 'string') return SECRET_HEADER.test(fifth);
   if (third === 'url') {
     const written = (data as { channels?: unknown } | null)?.channels;
-    const type = Array.isArray(written) ? (written[second] as { type?: unknown } | null)?.type : undefined;
-    return type !== 'webhook';
+    const channel = Array.isArray(written) ? (written[second] as { type?: unknown; url?: unknown } | null) : undefined;
+    // A webhook URL is no credential, unless one was written into it (refused, never shown).
+    return channel?.type !== 'webhook' || (typeof channel.url === 'string' && hasUrlCredentials(channel.url));
   }
   return false;
 }

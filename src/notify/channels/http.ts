@@ -1,7 +1,9 @@
+import type { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { parseRetryAfter } from '../../api/client.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
+import { MAX_SERVER_WAIT_MS } from '../retry.js';
 import { cut, oneLine } from './render.js';
 
 /**
@@ -119,14 +121,20 @@ export interface PacerOptions {
   maxWaitMs?: number;
   now: () => number;
   sleep: (ms: number) => Promise<void>;
+  /**
+   * True: messages do not wait for each other's turn, only for a time the endpoint named (a
+   * 429's Retry-After). For a webhook, whose receiver takes requests in parallel.
+   */
+  concurrent?: boolean;
 }
 
 /** How long a message may wait in turn before it is handed back to the outbox instead. */
 export const DEFAULT_MAX_WAIT_MS = 10_000;
 
 /**
- * Messages to one endpoint, one at a time, at least `minIntervalMs` apart, and never
- * before a time the provider named (a 429's Retry-After, rate-limit reset headers).
+ * Messages to one endpoint, one at a time (unless `concurrent`), at least `minIntervalMs`
+ * apart, and never before a time the provider named (a 429's Retry-After, rate-limit reset
+ * headers).
  */
 export class Pacer {
   private queue: Promise<unknown> = Promise.resolve();
@@ -137,9 +145,9 @@ export class Pacer {
     this.maxWaitMs = o.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
   }
 
-  /** No request before `at` (milliseconds since the epoch). */
+  /** No request before `at` (milliseconds since the epoch), at most MAX_SERVER_WAIT_MS from now. */
   holdUntil(at: number): void {
-    this.nextSlot = Math.max(this.nextSlot, at);
+    this.nextSlot = Math.max(this.nextSlot, Math.min(at, this.o.now() + MAX_SERVER_WAIT_MS));
   }
 
   /**
@@ -147,7 +155,8 @@ export class Pacer {
    * one the gate holds back once its turn came comes back `notSent` (nothing was sent).
    */
   run(task: () => Promise<SendResult>, gate?: SendGate): Promise<SendResult> {
-    const run = this.queue.then(async (): Promise<SendResult> => {
+    const turn = this.o.concurrent ? Promise.resolve() : this.queue;
+    const run = turn.then(async (): Promise<SendResult> => {
       const wait = this.nextSlot - this.o.now();
       if (wait > this.maxWaitMs) {
         const until = new Date(this.nextSlot).toISOString();
@@ -167,7 +176,7 @@ export class Pacer {
       if (!result.ok && result.statusCode === 429) this.holdUntil(now + (result.retryAfterMs ?? 1_000));
       return result;
     });
-    this.queue = run.catch(() => undefined);
+    if (!this.o.concurrent) this.queue = run.catch(() => undefined);
     return run;
   }
 }
@@ -270,13 +279,28 @@ export class HttpChannel implements Channel {
   }
 }
 
-/** The first MAX_ANSWER_BYTES of a body, the rest drained and dropped. */
-async function readSome(body: AsyncIterable<Buffer>): Promise<string> {
+/**
+ * The first MAX_ANSWER_BYTES of a body as text. Without `graceMs`, the rest is drained and
+ * dropped (the connection can be used again). With it, the answer's status already decides
+ * the attempt and the body only explains a failure: reading stops at MAX_ANSWER_BYTES or
+ * after `graceMs`, whichever comes first, the body is destroyed, and an error while reading
+ * (the channel's timeout, a reset) ends it too. What arrived by then is the text.
+ */
+export async function readSome(body: Readable, graceMs?: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of body) {
-    if (size < MAX_ANSWER_BYTES) chunks.push(chunk);
-    size += chunk.length;
+  const timer = graceMs === undefined ? null : setTimeout(() => body.destroy(), graceMs);
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      if (size < MAX_ANSWER_BYTES) chunks.push(chunk);
+      size += chunk.length;
+      // Leaving the loop destroys the body: a receiver streaming a huge answer is not read on.
+      if (timer !== null && size >= MAX_ANSWER_BYTES) break;
+    }
+  } catch (e) {
+    if (timer === null) throw e;
+  } finally {
+    if (timer !== null) clearTimeout(timer);
   }
   return Buffer.concat(chunks).subarray(0, MAX_ANSWER_BYTES).toString('utf8');
 }

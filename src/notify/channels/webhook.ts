@@ -4,10 +4,10 @@ import { parseRetryAfter } from '../../api/client.js';
 import type { Template } from 'liquidjs';
 import type { WebhookChannelConfig, WebhookTemplateConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
-import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
+import type { Channel, SendGate, SendResult } from '../channel.js';
 import { compileTemplate, renderTemplate } from '../templates.js';
-import { networkFailure, resultOf, standardVerdict } from './http.js';
-import { cut, oneLine } from './render.js';
+import { detailOf, networkFailure, Pacer, readSome, resultOf, standardVerdict } from './http.js';
+import { oneLine } from './render.js';
 
 /**
  * Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 over `id.timestamp.body`, keyed
@@ -57,6 +57,12 @@ export function ceHeader(value: string): string {
   return value.replace(/[^\u0021-\u007E]|["%]/gu, (c) => encodeURIComponent(c).replace(/"/g, '%22'));
 }
 
+/**
+ * How long the body of an answer is read once its status arrived: enough for a receiver's
+ * error text, never a wait for a slow or endless body (the status alone decides the attempt).
+ */
+const ANSWER_GRACE_MS = 1_000;
+
 /** A webhook template, parsed once: the body, the headers and the content type. */
 export interface CompiledWebhookTemplate {
   body: Template[];
@@ -95,28 +101,35 @@ export function templateRequest(t: CompiledWebhookTemplate, event: HostwatchEven
  * Webhooks, or, with a `template`, the body and headers the user wrote (signed too when a
  * secret is set). Only 2xx counts; redirects are not followed (a redirect could leak the
  * event elsewhere). A 410 Gone disables the channel: the receiver says it will never take
- * more. Webhooks are not grouped: each event is one request with its own id (docs/routing.md).
+ * more. Sends go in parallel, except after a 429: later ones wait for its Retry-After (up
+ * to 10 s) or go back to the outbox with it. Webhooks are not grouped: each event is one request with its own id (docs/routing.md).
  */
 export class WebhookChannel implements Channel {
   readonly type = 'webhook';
   readonly name: string;
   private readonly agent = new Agent({ keepAliveTimeout: 10_000 });
   private readonly template: CompiledWebhookTemplate | null;
+  /** Sends stay parallel; only a 429 holds the later ones (they wait, or go back to the outbox). */
+  private readonly pacer: Pacer;
 
   constructor(
     private readonly cfg: WebhookChannelConfig,
     private readonly now: () => number = Date.now,
     /** Removes secrets from a receiver's answer before it is cut (see HttpChannelOptions.scrub). */
     private readonly scrub: (text: string) => string = (t) => t,
+    sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
   ) {
     this.name = cfg.name;
     this.template = cfg.template ? compileWebhookTemplate(cfg.template) : null;
+    this.pacer = new Pacer({ label: 'webhook', minIntervalMs: 0, now, sleep, concurrent: true });
   }
 
   /** POST the event; the webhook-id is the event id, so receivers can deduplicate retries. */
-  async send(event: HostwatchEvent, body: string, gate?: SendGate): Promise<SendResult> {
-    const held = gate?.() ?? null;
-    if (held !== null) return notSent(held);
+  send(event: HostwatchEvent, body: string, gate?: SendGate): Promise<SendResult> {
+    return this.pacer.run(() => this.post(event, body), gate);
+  }
+
+  private async post(event: HostwatchEvent, body: string): Promise<SendResult> {
     const ts = Math.floor(this.now() / 1000);
     let req: { body: string; headers: Record<string, string> };
     try {
@@ -141,9 +154,12 @@ export class WebhookChannel implements Channel {
         bodyTimeout: this.cfg.timeout_ms,
         signal: AbortSignal.timeout(this.cfg.timeout_ms),
       });
-      const answer = cut(this.scrub(await res.body.text()), 200);
+      // The status decides: a 2xx is delivered however slow or large its body. The body is
+      // read only to explain a failure: its first 4 KB, for a moment at most, stored on one
+      // line (no line break or terminal escape can forge a row of `hostwatch deliveries`).
+      const answer = detailOf(this.scrub(await readSome(res.body, ANSWER_GRACE_MS)), () => null);
       const result = resultOf('', res.statusCode, standardVerdict(res.statusCode, answer, parseRetryAfter(res.headers['retry-after'], this.now()), []));
-      // 410 Gone: the receiver will never take more (its reason is stored as it answered).
+      // 410 Gone: the receiver will never take more (its reason is stored as it answered, on one line).
       return res.statusCode === 410 && !result.ok ? { ...result, disable: true } : result;
     } catch (e) {
       return networkFailure('', e);
