@@ -22,7 +22,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
-import { connect, createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -31,7 +31,7 @@ import pg from 'pg';
 import { stringify } from 'yaml';
 import { SOURCE_NAMES } from '../src/main.js';
 import { startSimulator, type Simulator } from '../src/simulator/index.js';
-import { BENCH_KEY, BENCH_SECRET, median, round, tempDir, waitExit } from './common.js';
+import { BENCH_KEY, BENCH_SECRET, median, relayConnection, round, tempDir, waitExit } from './common.js';
 import { createDatabase, startPostgres } from './postgres-server.js';
 import { cpuSeconds, machineCpu, treeCpuSeconds } from './proc.js';
 
@@ -347,22 +347,11 @@ async function startTap(targetPort: number): Promise<Tap> {
   const hits: Hit[] = [];
   const sockets = new Set<Socket>();
   const server = createTcpServer((down) => {
-    const up = connect(targetPort, '127.0.0.1');
-    for (const sock of [down, up]) {
-      sockets.add(sock);
-      sock.on('close', () => sockets.delete(sock));
-      // Either side gone: the other goes too, as a direct connection would.
-      sock.on('error', () => {
-        down.destroy();
-        up.destroy();
-      });
-    }
     down.on('data', (b: Buffer) => {
       const at = Date.now();
       for (const m of b.toString('latin1').matchAll(REQUEST_LINE)) hits.push({ at, path: m[1]! });
     });
-    down.pipe(up);
-    up.pipe(down);
+    relayConnection(down, '127.0.0.1', targetPort, sockets);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {

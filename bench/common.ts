@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -200,4 +201,24 @@ export async function pool<T>(items: readonly T[], limit: number, fn: (t: T) => 
     while (next < items.length) await fn(items[next++]!);
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+}
+
+/**
+ * Relay an accepted connection to `port` on `host`, both ways, as a direct connection
+ * would behave (either side gone: the other goes too). Both sockets are kept in `sockets`
+ * while open, so the relay's owner can cut them. Returns the upstream socket.
+ */
+export function relayConnection(down: Socket, host: string, port: number, sockets: Set<Socket>): Socket {
+  const up = connect(port, host);
+  for (const sock of [down, up]) {
+    sockets.add(sock);
+    sock.on('close', () => sockets.delete(sock));
+    sock.on('error', () => {
+      down.destroy();
+      up.destroy();
+    });
+  }
+  down.pipe(up);
+  up.pipe(down);
+  return up;
 }

@@ -30,7 +30,8 @@ import { packageRoot, packageVersion } from './paths.js';
 import { runRuleTestFile } from './rules/rule-tests.js';
 import { backtest, formatBacktest } from './rules/backtest.js';
 import { explainEvent, explainWhyNot, unknownRule, type ExplainDeps } from './rules/explain.js';
-import { describeStorage, openStore, type Store } from './store/db.js';
+import { describeStorage, openStore, StorageUnreachableError, type Store } from './store/db.js';
+import { SchemaMissingError } from './store/migrate.js';
 import { ClusterRepo } from './store/cluster-repo.js';
 import { clusterStatusLines, readClusterStatus } from './cluster/status.js';
 import { repos } from './store/repos.js';
@@ -525,8 +526,8 @@ function compileRouterOrExit(config: Config): ReturnType<typeof compileRouter> {
 /**
  * Open (and if needed migrate) the configured database; the daemon may be running on it
  * (these commands do not take the daemon's lock). With `mustExist` (reading history), a
- * missing SQLite file is an error rather than a new empty database; `readonly` opens it
- * without migrating or writing.
+ * missing SQLite file, or a PostgreSQL database without hostwatch's tables, is an error
+ * rather than a new empty database; `readonly` opens it without migrating or writing.
  */
 async function openDatabase(config: Config, mustExist = true, readonly = false): Promise<Store> {
   const storage = config.storage;
@@ -534,9 +535,13 @@ async function openDatabase(config: Config, mustExist = true, readonly = false):
     fail(`hostwatch: no database at ${storage.path} (storage.path); \`hostwatch run\` creates it on its first poll`, 1);
   }
   try {
-    return await openStore(storage, { now: Date.now, readonly });
+    return await openStore(storage, { now: Date.now, readonly, mustExist });
   } catch (e) {
-    fail(`hostwatch: cannot open ${describeStorage(storage)}: ${(e as Error).message}`, 1);
+    if (e instanceof SchemaMissingError) {
+      fail(`hostwatch: no hostwatch database in ${describeStorage(storage)} (storage.url): ${e.message}; \`hostwatch run\` creates it on its first start`, 1);
+    }
+    // A connection failure already names the database.
+    fail(`hostwatch: ${e instanceof StorageUnreachableError ? '' : `cannot open ${describeStorage(storage)}: `}${(e as Error).message}`, 1);
   }
 }
 

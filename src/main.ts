@@ -218,7 +218,15 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   const ownsTimers = (): boolean => cluster?.ownsTimers() ?? true;
   // Reads outside a transaction; every write goes through store.transaction.
   const { snapshots, alerts, events } = repos(store);
-  const metrics = new Metrics({ outbox: events, sources: () => snapshots.sourceStates() }, now, { version: packageVersion() });
+  const metrics = new Metrics(
+    {
+      outbox: events,
+      sources: () => snapshots.sourceStates(),
+      onReadError: (e) => log.warn({ err: scrub(String(e)) }, 'metrics: the database cannot be read; its gauges are left out of /metrics and hostwatch_storage_up is 0 until it can'),
+    },
+    now,
+    { version: packageVersion() },
+  );
   if (cluster) metrics.clusterMember(cluster.instance, () => ({ member: cluster.membership.live(), timers: cluster.ownsTimers() }));
   const client = new ApiClient({
     // Replies are scrubbed of every configured secret before anything is stored.

@@ -13,6 +13,18 @@ export interface MetricsSources {
   outbox: Pick<EventsRepo, 'count' | 'oldestPendingCreatedAt'>;
   /** The source-level poll state: when each source last had a successful cycle. */
   sources: () => Promise<ReadonlyArray<{ source: string; last_success_at: number | null }>>;
+  /** The database could not be read for a scrape (told once per failing spell; the scrape goes on without it). */
+  onReadError?: (e: unknown) => void;
+}
+
+/** How long a scrape waits for the database before it answers without its gauges (Prometheus gives up at 10 s by default). */
+export const DATABASE_READ_TIMEOUT_MS = 3_000;
+
+/** What a scrape read of the database, once, before the registry is collected. */
+interface DatabaseReadings {
+  pending: number;
+  oldestPending: number | null;
+  sources: ReadonlyArray<{ source: string; last_success_at: number | null }>;
 }
 
 /**
@@ -30,9 +42,17 @@ export class Metrics {
   private readonly apiRequests: TalliedCounter;
   private readonly events: Counter<'type'>;
   private readonly deliveries: Counter<'channel' | 'outcome'>;
+  /** This scrape's reading of the database; null when it could not be read (the gauges that need it are left out). */
+  private readings: DatabaseReadings | null = null;
+  /** The last scrape could read the database (a failing spell is told to onReadError once). */
+  private databaseUp = true;
 
-  constructor(db: MetricsSources, private readonly now: () => number, build: { version: string }) {
-    const { outbox } = db;
+  constructor(
+    private readonly db: MetricsSources,
+    private readonly now: () => number,
+    build: { version: string },
+  ) {
+    const readings = (): DatabaseReadings | null => this.readings;
     collectDefaultMetrics({ register: this.registry });
     for (const name of GAUGES_NAMED_LIKE_COUNTERS) this.registry.removeSingleMetric(name);
     const registers = [this.registry];
@@ -40,15 +60,17 @@ export class Metrics {
       { version: build.version, node_version: process.version },
       1,
     );
-    new Gauge({
+    new DatabaseGauge(this.registry, readings, {
       name: 'hostwatch_source_last_success_timestamp_seconds',
       help: 'When each source last completed a cycle with at least one successful poll (Unix time): alert on time() minus this.',
-      labelNames: ['source'],
+      values: (r) => r.sources.flatMap((s) => (s.last_success_at === null ? [] : [{ labels: { source: s.source }, value: s.last_success_at / 1000 }])),
+    });
+    new Gauge({
+      name: 'hostwatch_storage_up',
+      help: 'Whether this scrape could read the database (1) or not (0: down, unreachable, or slower than 3 s); while 0, the gauges read from it (outbox, source last success) are left out.',
       registers,
-      async collect() {
-        const states = await db.sources();
-        this.reset();
-        for (const s of states) if (s.last_success_at !== null) this.set({ source: s.source }, s.last_success_at / 1000);
+      collect() {
+        this.set(readings() === null ? 0 : 1);
       },
     });
     this.polls = new TalliedCounter({ ...TALLIED.polls, registers });
@@ -57,22 +79,15 @@ export class Metrics {
     this.apiRequests = new TalliedCounter({ ...TALLIED.apiRequests, registers });
     this.events = new Counter({ name: 'hostwatch_events_total', help: 'Events stored, by CloudEvents type.', labelNames: ['type'], registers });
     this.deliveries = new Counter({ name: 'hostwatch_delivery_attempts_total', help: 'Delivery attempts, by channel and outcome (delivered, retry, dead).', labelNames: ['channel', 'outcome'], registers });
-    new Gauge({
+    new DatabaseGauge(this.registry, readings, {
       name: 'hostwatch_outbox_depth',
       help: 'Outbox rows waiting to be delivered.',
-      registers,
-      async collect() {
-        this.set(await outbox.count('pending'));
-      },
+      values: (r) => [{ labels: {}, value: r.pending }],
     });
-    new Gauge({
+    new DatabaseGauge(this.registry, readings, {
       name: 'hostwatch_outbox_oldest_pending_age_seconds',
       help: 'Age of the oldest pending outbox row (0 when none).',
-      registers,
-      async collect() {
-        const oldest = await outbox.oldestPendingCreatedAt();
-        this.set(oldest === null ? 0 : Math.max(0, (now() - oldest) / 1000));
-      },
+      values: (r) => [{ labels: {}, value: r.oldestPending === null ? 0 : Math.max(0, (now() - r.oldestPending) / 1000) }],
     });
   }
 
@@ -168,9 +183,36 @@ export class Metrics {
     this.deliveries.inc({ channel, outcome: outcome === 'pending' ? 'retry' : outcome });
   }
 
-  /** The Prometheus text exposition. */
+  /**
+   * The Prometheus text exposition. The database is read first, once, within
+   * DATABASE_READ_TIMEOUT_MS: a database that is down or slow leaves its gauges out and
+   * `hostwatch_storage_up` at 0, and the rest of the scrape still answers.
+   */
   async text(): Promise<string> {
+    this.readings = await this.readDatabase();
     return this.registry.metrics();
+  }
+
+  private async readDatabase(): Promise<DatabaseReadings | null> {
+    const { outbox, sources } = this.db;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`the database did not answer within ${DATABASE_READ_TIMEOUT_MS} ms`)), DATABASE_READ_TIMEOUT_MS);
+    });
+    const reading = Promise.all([outbox.count('pending'), outbox.oldestPendingCreatedAt(), sources()]);
+    // A read that fails after the time ran out is not an unhandled rejection.
+    reading.catch(() => undefined);
+    try {
+      const [pending, oldestPending, states] = await Promise.race([reading, late]);
+      this.databaseUp = true;
+      return { pending, oldestPending, sources: states };
+    } catch (e) {
+      if (this.databaseUp) this.db.onReadError?.(e);
+      this.databaseUp = false;
+      return null;
+    } finally {
+      clearTimeout(timer);
+    }
   }
   /**
    * In a cluster: every metric carries the instance's name (label `hostwatch_instance`), and
@@ -196,6 +238,37 @@ export class Metrics {
       },
     });
   }
+}
+
+/**
+ * A gauge read from the database at each scrape (Metrics.text reads it first). While the
+ * database cannot be read it has no sample at all: prom-client's own gauge without labels
+ * always shows one (0 after a reset), and a 0 outbox depth would say "nothing pending".
+ */
+class DatabaseGauge {
+  readonly type = 'gauge';
+  readonly aggregator = 'sum';
+  readonly name: string;
+  readonly help: string;
+  private readonly values: (r: DatabaseReadings) => Array<{ labels: Record<string, string>; value: number }>;
+
+  constructor(
+    registry: Registry,
+    private readonly readings: () => DatabaseReadings | null,
+    cfg: { name: string; help: string; values: (r: DatabaseReadings) => Array<{ labels: Record<string, string>; value: number }> },
+  ) {
+    this.name = cfg.name;
+    this.help = cfg.help;
+    this.values = cfg.values;
+    registry.registerMetric(this as unknown as Gauge);
+  }
+
+  get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Array<{ labels: Record<string, string>; value: number }> }> {
+    const r = this.readings();
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: r === null ? [] : this.values(r) });
+  }
+
+  reset(): void {}
 }
 
 /** One line of a histogram as prom-client's registry formats it (`le` first, then the shared labels). */

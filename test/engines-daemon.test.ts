@@ -6,6 +6,8 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { request } from 'undici';
@@ -20,6 +22,7 @@ import { traceUnits } from '../src/store/commit-queue.js';
 import { backupsSource, healthSource } from '../src/sources/registry.js';
 import { repos } from '../src/store/repos.js';
 import { names, startWorld, type World } from './harness.js';
+import { hostwatch } from './run-cli.js';
 import { ENGINES } from './pg.js';
 import { startReceiver, TEST_SECRET, waitFor, type Receiver } from './receiver.js';
 
@@ -251,6 +254,40 @@ describe('the daemon on postgres: the database password', () => {
     );
     expect(texts.length).toBeGreaterThan(0);
     for (const { t } of texts) expect(t).not.toContain(password);
+  });
+});
+
+describe('the commands on PostgreSQL without a hostwatch database', () => {
+  it('refuse an empty database as they refuse a missing SQLite file, naming it without the password, and create nothing in it', async () => {
+    const w = await startWorld({ engine: 'postgres' });
+    cleanups.push(() => w.close());
+    const url = new URL((w.storage as { url: string }).url);
+    const password = decodeURIComponent(url.password);
+    const config = join(w.dir, 'config.yaml');
+    writeFileSync(config, w.yaml());
+    const database = url.pathname.slice(1);
+    for (const args of [['events'], ['cluster', 'status'], ['deliveries'], ['explain', 'x']]) {
+      const r = await hostwatch([...args, '-c', config], { env: w.env });
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toBe(
+        `hostwatch: no hostwatch database in the PostgreSQL database ${database} on ${url.host} (storage.url): it holds no hostwatch tables (no schema_migrations); \`hostwatch run\` creates it on its first start\n`,
+      );
+      expect(r.stderr + r.stdout).not.toContain(password);
+    }
+    expect(await w.query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")).toEqual([]);
+  });
+
+  it('say that the database of storage.url cannot be reached, with its host and port, when run cannot connect', async () => {
+    const w = await startWorld({ engine: 'postgres' });
+    cleanups.push(() => w.close());
+    const config = join(w.dir, 'config.yaml');
+    const unreachable = (w.base['storage'] as { url: string }).url.replace(/@[^/]+\//, '@127.0.0.1:1/');
+    writeFileSync(config, w.yaml({ storage: { url: unreachable } }));
+    const r = await hostwatch(['run', '-c', config], { env: w.env });
+    expect(r.code).toBe(1);
+    const database = new URL((w.storage as { url: string }).url).pathname.slice(1);
+    expect(r.stderr).toContain(`hostwatch: cannot start: cannot connect to the PostgreSQL database ${database} on 127.0.0.1:1 (storage.url): connect ECONNREFUSED 127.0.0.1:1\n`);
+    expect(r.stderr).not.toContain(w.env['PGPASS']!);
   });
 });
 

@@ -17,6 +17,7 @@ import { startServer } from '../src/server/server.js';
 import { SOURCES } from '../src/sources/registry.js';
 import { repos } from '../src/store/repos.js';
 import { startWorld, type World } from './harness.js';
+import { ENGINES } from './pg.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -352,6 +353,43 @@ function parseBlock(client: SseClient, block: string): void {
   }
   if (data.length > 0) client.messages.push({ id, data: data.join('\n'), fields });
 }
+
+describe.each(ENGINES)('a feed cursor from another event log, on %s', (engine) => {
+  it('is refused with 410 cursor_beyond_log on a page and on the stream, naming where this log ends and where to start again', async () => {
+    // The consumer read the old database's log up to its end...
+    const old = await world({ engine, sim: { sites: 4 } });
+    const before = await old.app();
+    await before.runOnce();
+    await churn(old, before, 3);
+    const read = await readAll((await serve(before)).url, '', null, 1000);
+    expect(Number(read.cursor)).toBeGreaterThan(4);
+    // ...then storage points at a new database, whose log starts again at 1.
+    const w = await world({ engine, sim: { sites: 1 } });
+    const app = await w.app();
+    await app.runOnce();
+    w.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    const srv = await serve(app);
+    const end = (await getJson<FeedPage>(`${srv.url}/api/events?last=1`)).body.cursor;
+    expect(Number(end)).toBeLessThan(Number(read.cursor));
+    const message = (name: string): string =>
+      `${name}: cursor ${read.cursor} is past the end of this event log, which holds events up to cursor ${end}; the log was likely reset (a new database, or an older backup restored). Start again from cursor 0 to read the whole log (deduplicate on the event id), or from cursor ${end} to read only the events that come next`;
+    for (const query of [`after=${read.cursor}`, `after=${read.cursor}&type=site.offline`, `after=${read.cursor}&limit=1`]) {
+      expect(await getJson(`${srv.url}/api/events?${query}`), query).toEqual({ status: 410, body: { error: { code: 'cursor_beyond_log', message: message('after') } } });
+    }
+    expect(await getJson(`${srv.url}/api/events/stream?after=${read.cursor}`)).toEqual({ status: 410, body: { error: { code: 'cursor_beyond_log', message: message('after') } } });
+    expect(await getJson(`${srv.url}/api/events/stream?after=0`, { headers: { 'last-event-id': read.cursor } })).toEqual({
+      status: 410,
+      body: { error: { code: 'cursor_beyond_log', message: message('Last-Event-ID') } },
+    });
+    // Within the log, an empty page is still an empty page, filtered or not; starting again reads the new log.
+    expect((await getJson<FeedPage>(`${srv.url}/api/events?after=${end}`)).body).toEqual({ data: [], cursor: end, has_more: false });
+    expect((await getJson<FeedPage>(`${srv.url}/api/events?after=1&type=backup.failed`)).status).toBe(200);
+    expect((await readAll(srv.url, '', '0', 100)).events.map((e) => e.id)).toEqual(w.events.map((e) => e.id));
+    const stream = await connect(`${srv.url}/api/events/stream`, { 'last-event-id': end });
+    expect(stream.status).toBe(200);
+  });
+});
 
 describe('GET /api/events/stream', () => {
   it('resumes from Last-Event-ID without gaps or repeats', async () => {

@@ -4,10 +4,17 @@
  * give for the same observations.
  */
 import { Counter, Histogram, Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../src/api/errors.js';
 import { Metrics, TALLIED } from '../src/metrics.js';
 import type { PollOutcome } from '../src/pipeline/poller.js';
+import { startWorld } from './harness.js';
+import { relayTo } from './pg.js';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+});
 
 /** The lines of one metric family (HELP, TYPE and its samples) in a scrape's text. */
 function family(text: string, name: string): string[] {
@@ -79,5 +86,59 @@ describe('metrics counted on every poll', () => {
     const text = await m.text();
     expect(text).toContain('hostwatch_poll_duration_seconds_count{source="health"} 1');
     expect(text).toContain('hostwatch_polls_total{source="health",outcome="changed"} 2');
+  });
+});
+
+describe('while PostgreSQL cannot be reached', () => {
+  it('/metrics answers 200 with hostwatch_storage_up 0 and without the gauges read from the database, the API answers 503 storage_unavailable, and both recover with it', async () => {
+    const w = await startWorld({ engine: 'postgres', config: { server: { listen: '127.0.0.1:0' } } });
+    cleanups.push(() => w.close());
+    const url = (w.storage as { url: string }).url;
+    const password = decodeURIComponent(new URL(url).password);
+    const relay = await relayTo(url);
+    cleanups.push(() => relay.cleanup());
+    // The app reaches the database through the relay; the config keeps ${PGPASS}.
+    const through = (w.base['storage'] as { url: string }).url.replace(`:${new URL(url).port}/`, `:${relay.port}/`);
+    const app = await w.app({ storage: { url: through } });
+    await app.start();
+    const get = async (path: string): Promise<{ status: number; text: string }> => {
+      const res = await fetch(`${app.serverUrl}${path}`);
+      return { status: res.status, text: await res.text() };
+    };
+    const sample = (text: string, name: string): string | undefined => text.split('\n').find((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
+    const up = await get('/metrics');
+    expect(up.status).toBe(200);
+    expect(sample(up.text, 'hostwatch_storage_up')).toMatch(/ 1$/);
+    expect(sample(up.text, 'hostwatch_outbox_depth')).toBeDefined();
+
+    await relay.cut();
+    const down = await get('/metrics');
+    expect(down.status).toBe(200);
+    expect(sample(down.text, 'hostwatch_storage_up')).toMatch(/ 0$/);
+    // Left out rather than 0: "nothing pending" would be a guess.
+    for (const name of ['hostwatch_outbox_depth', 'hostwatch_outbox_oldest_pending_age_seconds', 'hostwatch_source_last_success_timestamp_seconds']) {
+      expect(sample(down.text, name), name).toBeUndefined();
+    }
+    // Everything that needs no database is there.
+    for (const name of ['hostwatch_build_info', 'hostwatch_polls_total', 'process_resident_memory_bytes', 'hostwatch_cluster_member']) {
+      expect(sample(down.text, name), name).toBeDefined();
+    }
+    for (const path of ['/api/sources', '/api/alerts', '/api/deliveries', '/api/events', '/api/events/stream?after=1']) {
+      const r = await get(path);
+      expect({ path, status: r.status, body: JSON.parse(r.text) as unknown }).toEqual({
+        path,
+        status: 503,
+        body: { error: { code: 'storage_unavailable', message: 'the database cannot be reached; hostwatch goes on and answers once it is back (GET /readyz says why)' } },
+      });
+    }
+    expect((await get('/readyz')).status).toBe(503);
+    expect(w.logs.text).toContain('hostwatch_storage_up is 0');
+    expect(w.logs.text).not.toContain(password);
+
+    await relay.restore();
+    const again = await get('/metrics');
+    expect(sample(again.text, 'hostwatch_storage_up')).toMatch(/ 1$/);
+    expect(sample(again.text, 'hostwatch_outbox_depth')).toBeDefined();
+    expect((await get('/api/alerts')).status).toBe(200);
   });
 });

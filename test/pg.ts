@@ -1,4 +1,6 @@
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { inject } from 'vitest';
+import { relayConnection } from '../bench/common.js';
 import { createDatabase } from '../bench/postgres-server.js';
 import type { StorageConfig } from '../src/config/types.js';
 import { tempDir } from './harness.js';
@@ -19,4 +21,31 @@ export async function freshStorage(engine: Engine): Promise<{ storage: StorageCo
   }
   const db = await createDatabase(inject('pgUrl'));
   return { storage: { engine, url: db.url }, cleanup: db.drop };
+}
+
+/** A loopback TCP relay in front of a PostgreSQL server: `cut()` makes the server unreachable, as an outage would. */
+export interface Relay {
+  /** The port that reaches the server while the relay is up. */
+  port: number;
+  /** Close every connection through it and refuse new ones (ECONNREFUSED). */
+  cut(): Promise<void>;
+  /** Take connections again, on the same port. */
+  restore(): Promise<void>;
+}
+
+/** A relay to the PostgreSQL server of `url` (its host and port), removed at `cleanup`. */
+export async function relayTo(url: string): Promise<Relay & { cleanup: () => Promise<void> }> {
+  const target = new URL(url);
+  const sockets = new Set<Socket>();
+  const server = createServer((down) => void relayConnection(down, target.hostname, Number(target.port || 5432), sockets));
+  const listen = (port: number): Promise<void> => new Promise((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', () => resolve()));
+  await listen(0);
+  const port = (server.address() as AddressInfo).port;
+  const cut = (): Promise<void> =>
+    new Promise((resolve) => {
+      if (!server.listening) return resolve();
+      server.close(() => resolve());
+      for (const s of sockets) s.destroy();
+    });
+  return { port, cut, restore: () => listen(port), cleanup: cut };
 }

@@ -5,9 +5,9 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { StorageConfig } from '../src/config/types.js';
 import { CommitQueue, type BatchTx } from '../src/store/commit-queue.js';
-import { openStore, migrationsDir, type Store } from '../src/store/db.js';
+import { openStore, migrationsDir, StorageUnreachableError, type Store } from '../src/store/db.js';
 import { toEventRow } from '../src/store/events-repo.js';
-import { MigrationError, readMigrations } from '../src/store/migrate.js';
+import { MigrationError, readMigrations, SchemaMissingError } from '../src/store/migrate.js';
 import { repos } from '../src/store/repos.js';
 import { statement, type Executor } from '../src/store/sql.js';
 import { siteEvent } from './events-fixture.js';
@@ -127,6 +127,77 @@ describe('migrations', () => {
     await expect(openStore(storage, { now: Date.now })).rejects.toThrow(
       new MigrationError('corrupted migrations: 0002_silences.sql was changed after it was applied (checksum differs)'),
     );
+  });
+});
+
+describe('opening a PostgreSQL database', () => {
+  const tables = async (storage: StorageConfig): Promise<string[]> =>
+    (await outside<{ t: string }>(storage, "SELECT table_name AS t FROM information_schema.tables WHERE table_schema = 'public'")).map((r) => r.t);
+
+  it('refuses a database without hostwatch\'s tables when it must exist or is only read, and creates nothing in it', async () => {
+    const storage = await fresh('postgres');
+    for (const opts of [{ readonly: true }, { mustExist: true }]) {
+      await expect(openStore(storage, { now: Date.now, ...opts }), JSON.stringify(opts)).rejects.toThrow(
+        new SchemaMissingError('it holds no hostwatch tables (no schema_migrations)'),
+      );
+    }
+    expect(await tables(storage)).toEqual([]);
+    // The daemon creates it; then the same opens work.
+    await (await openStore(storage, { now: Date.now })).close();
+    for (const opts of [{ readonly: true }, { mustExist: true }]) open.push(await openStore(storage, { now: Date.now, ...opts }));
+  });
+
+  it('runs with a role that may not create tables on a database that is up to date (no DDL), and names the missing grant on one that is not', async () => {
+    const storage = (await fresh('postgres')) as { engine: 'postgres'; url: string };
+    const role = `hw_noddl_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+    const admin = new pg.Client({ connectionString: storage.url });
+    await admin.connect();
+    const database = new URL(storage.url).pathname.slice(1);
+    try {
+      await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'rolepass-123'`);
+      await admin.query(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`);
+      await admin.query(`GRANT CONNECT ON DATABASE ${database} TO ${role}`);
+    } finally {
+      await admin.end();
+    }
+    const asRole = new URL(storage.url);
+    asRole.username = role;
+    asRole.password = 'rolepass-123';
+    const limited: StorageConfig = { engine: 'postgres', url: asRole.toString() };
+    cleanups.unshift(async () => {
+      const c = new pg.Client({ connectionString: storage.url });
+      await c.connect();
+      await c.query(`DROP OWNED BY ${role}`).catch(() => undefined);
+      await c.end();
+    });
+    cleanups.push(async () => {
+      const serverUrl = new URL(storage.url);
+      serverUrl.pathname = '/postgres';
+      const c = new pg.Client({ connectionString: serverUrl.toString() });
+      await c.connect();
+      await c.query(`DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
+      await c.end();
+    });
+    // Empty: the migrations need the grant, and the error says which.
+    await expect(openStore(limited, { now: Date.now })).rejects.toThrow(
+      'creating schema_migrations failed: permission denied for schema public; the role in storage.url may not create tables: GRANT CREATE ON SCHEMA public TO that role',
+    );
+    // Migrated by the owner, then granted the rows only: the role opens it, and it is ready.
+    await (await openStore(storage, { now: Date.now })).close();
+    const grant = new pg.Client({ connectionString: storage.url });
+    await grant.connect();
+    await grant.query(`GRANT USAGE ON SCHEMA public TO ${role}; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${role}; GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO ${role}`);
+    await grant.end();
+    const s = await openStore(limited, { now: Date.now, daemon: true });
+    open.push(s);
+    expect(await s.ready()).toBe(true);
+    expect(await repos(s).events.lastSeq()).toBe(0);
+  });
+
+  it('names the database, its host and port and storage.url when the server cannot be reached, and never the password', async () => {
+    const e = (await openStore({ engine: 'postgres', url: 'postgres://hw:pw-secret-9@127.0.0.1:1/hwdb' }, { now: Date.now }).catch((x: unknown) => x)) as Error;
+    expect(e).toBeInstanceOf(StorageUnreachableError);
+    expect(e.message).toBe('cannot connect to the PostgreSQL database hwdb on 127.0.0.1:1 (storage.url): connect ECONNREFUSED 127.0.0.1:1');
   });
 });
 

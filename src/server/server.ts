@@ -1,11 +1,20 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isLoopback } from '../config/schema.js';
+import { storageFailure } from '../store/failures.js';
 import { hostProblem, writeProblem, type AllowedHosts } from './guard.js';
 import { fail, HttpError, type Route } from './http.js';
 
 /** How long a client may take to send a whole request by default (headers and body). */
 export const REQUEST_TIMEOUT_MS = 10_000;
+
+/** What a 503 `storage_unavailable` says, by the kind of store failure (src/store/failures.ts). */
+const STORAGE_FAILURES: Record<NonNullable<ReturnType<typeof storageFailure>>, string> = {
+  unavailable: 'the database cannot be reached; hostwatch goes on and answers once it is back (GET /readyz says why)',
+  full: 'the database is out of space (GET /readyz says more)',
+  locked: 'the database is locked by another process (GET /readyz says more)',
+  damaged: 'the database is damaged (GET /readyz says more)',
+};
 
 /** Raised when the server must not start (for example a public bind without a token). */
 export class ServerConfigError extends Error {
@@ -57,6 +66,12 @@ export async function startServer(opts: {
   const server = createServer(timeouts, (req, res) => {
     dispatch(req, res, opts.routes, opts.token, allowed).catch((e: unknown) => {
       if (e instanceof HttpError) return fail(res, e.status, e.code, e.message);
+      const failure = storageFailure(e);
+      // Not a fault of the request nor of the server's code: the database's own state, which
+      // /readyz and the storage log lines already report.
+      if (failure !== null && !res.headersSent) {
+        return fail(res, 503, 'storage_unavailable', STORAGE_FAILURES[failure], { 'retry-after': '10' });
+      }
       opts.onError?.(e);
       if (!res.headersSent) fail(res, 500, 'internal', 'internal error');
       else res.end();

@@ -54,8 +54,13 @@ export interface StoreOptions {
    * running daemon leave it false.
    */
   daemon?: boolean;
-  /** SQLite: open read-only, without migrating (`hostwatch events`). */
+  /** Open read-only, without migrating (`hostwatch events`); PostgreSQL: a database without hostwatch's tables is refused (SchemaMissingError). */
   readonly?: boolean;
+  /**
+   * PostgreSQL: refuse (SchemaMissingError) a database without hostwatch's tables rather than
+   * create them: only the daemon creates a database (on SQLite the CLI checks the file).
+   */
+  mustExist?: boolean;
   /**
    * PostgreSQL: a transaction left idle this long is ended by the server (cluster members:
    * the lease). A member frozen inside a write transaction (SIGSTOP, a stalled VM, a
@@ -80,6 +85,12 @@ export function migrationsDir(engine: Store['engine']): string {
 export class StorageError extends Error {
   override readonly name = 'StorageError';
   readonly code = 'storage_unusable';
+}
+
+/** Raised when the PostgreSQL server of storage.url cannot be connected to at open; the message names the database and host, never the password. */
+export class StorageUnreachableError extends Error {
+  override readonly name = 'StorageUnreachableError';
+  readonly code = 'storage_unreachable';
 }
 
 /** Open the configured store: SQLite (`storage.path`) or PostgreSQL (`storage.url`), migrated. */

@@ -18,6 +18,12 @@ export class MigrationError extends Error {
   readonly code = 'migration_failed';
 }
 
+/** Raised when a database that should hold hostwatch's tables has none (no schema_migrations): only `run` and `poll --once` create them. */
+export class SchemaMissingError extends Error {
+  override readonly name = 'SchemaMissingError';
+  readonly code = 'schema_missing';
+}
+
 /** Read the `NNNN_name.sql` files of a folder in version order (migrations/ for SQLite, migrations/postgres/ for PostgreSQL). */
 export function readMigrations(dir: string): Migration[] {
   const files = readdirSync(dir).filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f)).sort();
@@ -103,13 +109,47 @@ export function announceMigrated(versions: readonly number[], migrations: readon
 export const MIGRATION_LOCK = 0x68776d6967726174n;
 
 /**
+ * What opening a PostgreSQL database may do to its schema: `create` it (the daemon), bring an
+ * existing one up to date (commands that write), or only `read` one that exists.
+ */
+export type SchemaMode = 'create' | 'existing' | 'read';
+
+/** Whether the database holds hostwatch's bookkeeping table (on the search_path, as the statements find it). */
+async function schemaPresent(client: pg.ClientBase): Promise<boolean> {
+  return (await client.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")).rows[0]?.present === true;
+}
+
+/**
+ * The hint for a statement refused for want of rights (42501): since PostgreSQL 15 an
+ * ordinary role may not create tables in the public schema unless granted.
+ */
+function ddlFailure(what: string, e: unknown): MigrationError {
+  const hint =
+    (e as { code?: unknown }).code === '42501'
+      ? '; the role in storage.url may not create tables: GRANT CREATE ON SCHEMA public TO that role, or start hostwatch once as the database owner to apply the migrations (a database already up to date needs no such right)'
+      : '';
+  return new MigrationError(`${what} failed: ${(e as Error).message}${hint}`);
+}
+
+/**
  * Apply pending PostgreSQL migrations, each in its own transaction, under a session advisory
  * lock: several instances starting at once take turns, and the later ones find the work done.
+ * A database that is up to date gets no DDL at all (a role without CREATE rights runs on it).
+ * Without hostwatch's tables, `create` makes them and the other modes throw SchemaMissingError.
  */
-export async function migratePostgres(client: pg.ClientBase, migrations: Migration[], now: () => number): Promise<number[]> {
+export async function migratePostgres(client: pg.ClientBase, migrations: Migration[], now: () => number, mode: SchemaMode = 'create'): Promise<number[]> {
+  if (mode === 'read') {
+    if (!(await schemaPresent(client))) throw new SchemaMissingError('it holds no hostwatch tables (no schema_migrations)');
+    return [];
+  }
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK.toString()]);
   try {
-    await client.query(TABLE);
+    if (!(await schemaPresent(client))) {
+      if (mode !== 'create') throw new SchemaMissingError('it holds no hostwatch tables (no schema_migrations)');
+      await client.query(TABLE).catch((e: unknown) => {
+        throw ddlFailure('creating schema_migrations', e);
+      });
+    }
     const applied = (await client.query<Applied>('SELECT version, name, checksum FROM schema_migrations ORDER BY version')).rows;
     const done = checkApplied(applied, migrations);
     const ran: number[] = [];
@@ -122,7 +162,7 @@ export async function migratePostgres(client: pg.ClientBase, migrations: Migrati
         await client.query('COMMIT');
       } catch (e) {
         await client.query('ROLLBACK').catch(() => undefined);
-        throw new MigrationError(`migration postgres/${m.name} failed: ${(e as Error).message}`);
+        throw ddlFailure(`migration postgres/${m.name}`, e);
       }
       ran.push(m.version);
     }

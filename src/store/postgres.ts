@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { BatchTx } from './commit-queue.js';
-import { describeStorage, type StoreOptions } from './db.js';
+import { describeStorage, StorageUnreachableError, type StoreOptions } from './db.js';
 import { announceMigrated, migratePostgres, type Migration } from './migrate.js';
 import { QueuedStore } from './queued-store.js';
 import type { Executor, Statement } from './sql.js';
@@ -187,9 +187,13 @@ export async function openPostgres(url: string, migrations: Migration[], opts: S
   pool.on('connect', (c) => c.on('error', () => undefined));
   const description = describeStorage({ engine: 'postgres', url });
   try {
-    const client = await pool.connect();
+    const client = await pool.connect().catch((e: unknown) => {
+      // node-postgres says only "connect ECONNREFUSED 127.0.0.1:1": name what it is (no password).
+      throw new StorageUnreachableError(`cannot connect to ${description} (storage.url): ${(e as Error).message}`);
+    });
     try {
-      announceMigrated(await migratePostgres(client, migrations, opts.now), migrations, opts.onMigrated);
+      const mode = opts.readonly ? 'read' : opts.mustExist ? 'existing' : 'create';
+      announceMigrated(await migratePostgres(client, migrations, opts.now, mode), migrations, opts.onMigrated);
     } finally {
       client.release();
     }

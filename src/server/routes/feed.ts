@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { resolveTypeFilter } from '../../events/envelope.js';
 import type { EventFilter, LoggedEvent } from '../../store/events-repo.js';
 import type { ServerContext } from '../context.js';
-import { badRequest, intParam, onlyParams, shown, wholeNumber, type Request, type Route } from '../http.js';
+import { badRequest, HttpError, intParam, onlyParams, shown, wholeNumber, type Request, type Route } from '../http.js';
 
 const LIMIT_DEFAULT = 100;
 const LIMIT_MAX = 1000;
@@ -48,6 +48,8 @@ async function page(ctx: ServerContext, req: Request, res: ServerResponse): Prom
   }
   // One row more than asked tells whether another page follows.
   const rows = await ctx.events.list(after, filter, limit + 1);
+  // Asked only when nothing came back: a cursor with events after it is within the log.
+  if (rows.length === 0) await refuseBeyondLog(ctx, 'after', after);
   const items = rows.slice(0, limit);
   const cursor = String(items.at(-1)?.seq ?? after);
   const body = `{"data":[${items.map((r) => r.body).join(',')}],"cursor":${JSON.stringify(cursor)},"has_more":${rows.length > limit}}`;
@@ -63,11 +65,11 @@ async function page(ctx: ServerContext, req: Request, res: ServerResponse): Prom
 async function stream(ctx: ServerContext, req: Request, res: ServerResponse): Promise<void> {
   onlyParams(req.url.searchParams, '/api/events/stream', STREAM_PARAMS, STREAM_HINTS);
   const resumeFrom = req.raw.headers['last-event-id'];
-  const from =
-    typeof resumeFrom === 'string' && resumeFrom !== ''
-      ? cursorParam('Last-Event-ID', resumeFrom)
-      : cursorParam('after', req.url.searchParams.get('after'));
+  const fromHeader = typeof resumeFrom === 'string' && resumeFrom !== '';
+  const from = fromHeader ? cursorParam('Last-Event-ID', resumeFrom) : cursorParam('after', req.url.searchParams.get('after'));
   const filter = await filterParams(ctx, req.url.searchParams);
+  // Before the 200: EventSource gives up on an error status instead of reconnecting for good.
+  await refuseBeyondLog(ctx, fromHeader ? 'Last-Event-ID' : 'after', from);
   const headers = {
     'content-type': 'text/event-stream',
     'cache-control': 'no-store',
@@ -163,6 +165,22 @@ async function typeFilter(ctx: ServerContext, text: string): Promise<string> {
   const r = await resolveTypeFilter(text, ctx.eventNames, (type) => ctx.events.holdsType(type));
   if (r.ok) return r.type;
   throw badRequest(r.problem === 'shape' ? `type: ${r.message} (got ${shown(text)})` : `type: ${r.message}`);
+}
+
+/**
+ * Refuse a cursor past the newest event (410 `cursor_beyond_log`). The log is never pruned,
+ * so such a cursor came from another log: the database was replaced or an older backup
+ * restored, and seq started again below it. Taken, it would skip every event up to it.
+ */
+async function refuseBeyondLog(ctx: ServerContext, name: string, cursor: number): Promise<void> {
+  if (cursor === 0) return;
+  const end = await ctx.events.lastSeq();
+  if (cursor <= end) return;
+  throw new HttpError(
+    410,
+    'cursor_beyond_log',
+    `${name}: cursor ${cursor} is past the end of this event log, which holds events up to cursor ${end}; the log was likely reset (a new database, or an older backup restored). Start again from cursor 0 to read the whole log (deduplicate on the event id), or from cursor ${end} to read only the events that come next`,
+  );
 }
 
 function cursorParam(name: string, text: string | null): number {
