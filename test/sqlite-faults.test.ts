@@ -229,8 +229,10 @@ describe('a damaged database file', () => {
     other = new BetterSqlite3(w.dbPath);
     other.exec('CREATE TABLE touched (x)');
     other.close();
+    // The API says what is wrong (503, not a bare 500 internal error).
     const sources = await fetch(`${app.serverUrl}/api/sources`);
-    expect(sources.status).toBe(500);
+    expect(sources.status).toBe(503);
+    expect(await sources.json()).toMatchObject({ error: { code: 'storage_unavailable', message: 'the database is damaged (GET /readyz says more)' } });
     const ready = await fetch(`${app.serverUrl}/readyz`);
     expect(ready.status).toBe(503);
     expect(await ready.json()).toMatchObject({ database: false, database_problem: expect.stringMatching(/damaged \(SQLITE_CORRUPT\): database disk image is malformed/) });

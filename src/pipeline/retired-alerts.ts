@@ -3,6 +3,7 @@ import { alertEventId, alertId, envelope } from '../events/envelope.js';
 import { OPERATOR_EVENTS } from '../events/operator.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { INCIDENT_RULE } from '../notify/incidents.js';
+import { WATCHDOG_RULE } from '../selfwatch/watchdog.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { CompiledRule } from '../rules/types.js';
 import type { AlertRow, OpenAlert } from '../store/alerts-repo.js';
@@ -19,8 +20,8 @@ import { repos } from '../store/repos.js';
 
 /** Why an alert's rule no longer runs: removed from the config, or `enabled: false`; null while it runs (or is hostwatch's own). */
 export function retiredBecause(rule: string, rules: readonly CompiledRule[]): 'removed' | 'disabled' | null {
-  // Operator alerts and platform incidents are not defined in rule files.
-  if (rule in OPERATOR_EVENTS || rule === INCIDENT_RULE) return null;
+  // Operator alerts, platform incidents and the watchdog are not defined in rule files.
+  if (rule in OPERATOR_EVENTS || rule === INCIDENT_RULE || rule === WATCHDOG_RULE) return null;
   const def = rules.find((r) => r.name === rule);
   if (def === undefined) return 'removed';
   return def.enabled ? null : 'disabled';
