@@ -1,10 +1,13 @@
 import { spawn } from 'node:child_process';
+import { createServer, type IncomingMessage } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '../src/simulator/index.js';
 import { tempDir } from './harness.js';
+import { startReceiver, TEST_SECRET } from './receiver.js';
 
 const CLI = join(process.cwd(), 'dist/src/cli.js');
 
@@ -127,6 +130,45 @@ describe('hostwatch poll --once', () => {
     expect((db.prepare(foundation).get() as { n: number }).n).toBe(2 + 2 * 3);
     expect((db.prepare("SELECT count(DISTINCT source) n FROM snapshots WHERE source NOT IN ('sites', 'jobs', 'health', 'usage', 'backups')").get() as { n: number }).n).toBeGreaterThan(30);
     db.close();
+  });
+
+  it('goes through the proxy HTTP_PROXY names, to the API and to a webhook', { timeout: 90_000 }, async () => {
+    sim = await startSimulator({ sites: 2, keys: { 'cli-key-123': '*' } });
+    sim.world.setHealth(1, { status: 'offline' });
+    const hook = await startReceiver();
+    // A proxy that tunnels (CONNECT) to hosts named *.invalid, which resolve nowhere else.
+    const tunnels: string[] = [];
+    const proxy = createServer();
+    proxy.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) => {
+      tunnels.push(req.url ?? '');
+      const [host, port] = (req.url ?? '').split(':');
+      if (!host!.endsWith('.invalid')) return client.end('HTTP/1.1 403 Forbidden\r\n\r\n');
+      const upstream = connect(Number(port), '127.0.0.1', () => {
+        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        upstream.write(head);
+        upstream.pipe(client);
+        client.pipe(upstream);
+      });
+      upstream.on('error', () => client.destroy());
+      client.on('error', () => upstream.destroy());
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    const api = new URL(sim.url);
+    const file = write(
+      'config.yaml',
+      validConfig(`http://panel.invalid:${api.port}${api.pathname}`, `channels:\n  - { name: hooks, type: webhook, url: "http://hooks.invalid:${hook.port}/hook", secret: "${TEST_SECRET}" }\n`),
+    );
+    try {
+      const r = await hostwatch(['poll', '--once', '-c', file], { env: { HW_KEY: 'cli-key-123', HTTP_PROXY: proxyUrl, NO_PROXY: 'localhost' } });
+      expect(r.code).toBe(0);
+      expect(r.stderr).not.toMatch(/ENOTFOUND|poll failed/);
+      expect(new Set(tunnels)).toEqual(new Set([`panel.invalid:${api.port}`, `hooks.invalid:${hook.port}`]));
+      expect(hook.accepted().map((a) => a.event!.data.name)).toContain('site.offline');
+    } finally {
+      await hook.close();
+      await new Promise((r) => proxy.close(r));
+    }
   });
 
   it('exits 0 when a source fails: a failed source is not a failed command', async () => {

@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { Agent, request } from 'undici';
+import { request, type Dispatcher } from 'undici';
+import { outboundAgent } from '../outbound.js';
 import { Semaphore } from '../semaphore.js';
 import { isRecord } from '../is-record.js';
 import { ApiError } from './errors.js';
@@ -101,7 +102,7 @@ const DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024;
  * invariant 1 (read-only) is a property of its interface, not a convention.
  */
 export class ApiClient {
-  private readonly agent: Agent;
+  private readonly agent: Dispatcher;
   private readonly root: string;
   private readonly now: () => number;
   private readonly sleep: (ms: number) => Promise<void>;
@@ -121,7 +122,7 @@ export class ApiClient {
     this.budget = opts.budget ?? new LocalBudget({ maxRate: opts.maxRequestsPerSecond, now: this.now, sleep: this.sleep });
     this.maxReplyBytes = opts.maxReplyBytes ?? DEFAULT_MAX_REPLY_BYTES;
     this.slots = new Semaphore(opts.maxConcurrency);
-    this.agent = new Agent({ connections: Math.max(2, opts.maxConcurrency), keepAliveTimeout: 10_000 });
+    this.agent = outboundAgent({ connections: Math.max(2, opts.maxConcurrency), keepAliveTimeout: 10_000 });
   }
 
   /** GET one resource and return its `data`. Retries transient failures. */

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { request } from 'undici';
+import { proxyDispatcher } from '../outbound.js';
 import type { HeartbeatConfig } from '../config/types.js';
 import type { CycleSummary } from '../scheduler/scheduler.js';
 
@@ -86,6 +87,7 @@ export class Heartbeat {
     try {
       const res = await request(this.deps.config.url, {
         method: 'GET',
+        dispatcher: proxyDispatcher(),
         headers: { 'user-agent': 'hostwatch-heartbeat' },
         headersTimeout: this.deps.config.timeout_ms,
         bodyTimeout: this.deps.config.timeout_ms,

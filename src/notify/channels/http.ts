@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
-import { Agent, request } from 'undici';
+import { request, type Dispatcher } from 'undici';
+import { outboundAgent } from '../../outbound.js';
 import { parseRetryAfter } from '../../api/client.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
@@ -215,7 +216,7 @@ const MAX_ANSWER_BYTES = 4096;
 
 /** A channel that POSTs JSON to a provider, paced, with the provider's reading of every answer. */
 export class HttpChannel implements Channel {
-  private readonly agent = new Agent({ keepAliveTimeout: 10_000 });
+  private readonly agent = outboundAgent({ keepAliveTimeout: 10_000 });
   private readonly pacer: Pacer;
   private readonly now: () => number;
   private readonly scrub: (text: string) => string;

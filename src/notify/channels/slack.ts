@@ -1,5 +1,7 @@
 import { IncomingWebhook, IncomingWebhookHTTPError, type FetchFunction } from '@slack/webhook';
+import { fetch as undiciFetch } from 'undici';
 import { parseRetryAfter } from '../../api/client.js';
+import { proxyDispatcher } from '../../outbound.js';
 import type { SlackChannelConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import type { Channel, SendGate, SendResult } from '../channel.js';
@@ -116,8 +118,10 @@ export class SlackChannel implements Channel {
       sleep: opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))),
     });
     // The library's HTTPError has no headers; this fetch keeps Retry-After for us.
+    // Through the environment's proxy when it names one (undici's fetch takes its pool).
+    const proxy = proxyDispatcher();
     const fetchKeepingRetryAfter: FetchFunction = async (url, init) => {
-      const res = await fetch(url, init as RequestInit);
+      const res = proxy ? ((await undiciFetch(url, { ...(init as object), dispatcher: proxy })) as unknown as Response) : await fetch(url, init as RequestInit);
       this.lastRetryAfter = res.headers.get('retry-after');
       return res;
     };

@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
-import { Agent, request } from 'undici';
+import { request, type Dispatcher } from 'undici';
+import { outboundAgent } from '../../outbound.js';
 import { parseRetryAfter } from '../../api/client.js';
 import type { Template } from 'liquidjs';
 import type { WebhookChannelConfig, WebhookTemplateConfig } from '../../config/types.js';
@@ -107,7 +108,7 @@ export function templateRequest(t: CompiledWebhookTemplate, event: HostwatchEven
 export class WebhookChannel implements Channel {
   readonly type = 'webhook';
   readonly name: string;
-  private readonly agent = new Agent({ keepAliveTimeout: 10_000 });
+  private readonly agent = outboundAgent({ keepAliveTimeout: 10_000 });
   private readonly template: CompiledWebhookTemplate | null;
   /** Sends stay parallel; only a 429 holds the later ones (they wait, or go back to the outbox). */
   private readonly pacer: Pacer;

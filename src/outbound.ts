@@ -1,0 +1,29 @@
+import { Agent, EnvHttpProxyAgent, type Dispatcher } from 'undici';
+
+/**
+ * Outbound HTTP (the API, webhooks, chat and paging providers, the heartbeat) goes through
+ * the proxy the environment names, as curl and most tools do: `HTTPS_PROXY` for https://
+ * URLs, `HTTP_PROXY` for http:// ones (and for https:// when only it is set), and `NO_PROXY`
+ * (host names, `.domain`, `*`) for hosts reached directly (docs/configuration.md, "Behind a
+ * proxy"). Lower-case names are read too. Without any of them every request goes direct.
+ */
+export function proxyFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  return ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy'].some((k) => (env[k] ?? '') !== '');
+}
+
+/** A connection pool for outbound requests: through the environment's proxy when it names one. */
+export function outboundAgent(opts: Agent.Options): Dispatcher {
+  return proxyFromEnv() ? new EnvHttpProxyAgent(opts) : new Agent(opts);
+}
+
+let shared: Dispatcher | null = null;
+
+/**
+ * For requests made without a pool of their own (Slack's client, the heartbeat): one shared
+ * pool through the environment's proxy when it names one; undefined (undici's default) otherwise.
+ */
+export function proxyDispatcher(): Dispatcher | undefined {
+  if (!proxyFromEnv()) return undefined;
+  shared ??= new EnvHttpProxyAgent();
+  return shared;
+}
