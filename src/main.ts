@@ -329,7 +329,11 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   });
   // Alerts of rules removed or disabled since would fire forever: resolved first (which ends
   // the inhibitions they started), with the tracker in place (a resolution it covers is held).
-  const retired = await resolveRetiredAlerts({ store, rules, notifier, instance: config.name, now, log });
+  // In a cluster whose members run different configs (a rolling change), a rule this member
+  // lacks may run on another: not before every live member runs this config.
+  const agreed = cluster === null || (await cluster.configsAgree().catch(() => false));
+  if (!agreed) log.info('the cluster members run different configs: alerts of rules missing here are left alone until they all run the same config');
+  const retired = agreed ? await resolveRetiredAlerts({ store, rules, notifier, instance: config.name, now, log }) : [];
   if (retired.length > 0) announce(retired);
   // One joined read, not one per firing alert (a round trip each on PostgreSQL).
   const firing = (await alerts.firingWithEvents()).flatMap((a) => (a.site_id === null || a.body === null ? [] : [JSON.parse(a.body) as HostwatchEvent]));

@@ -4,16 +4,27 @@ import { Agent, EnvHttpProxyAgent, type Dispatcher } from 'undici';
  * Outbound HTTP (the API, webhooks, chat and paging providers, the heartbeat) goes through
  * the proxy the environment names, as curl and most tools do: `HTTPS_PROXY` for https://
  * URLs, `HTTP_PROXY` for http:// ones (and for https:// when only it is set), and `NO_PROXY`
- * (host names, `.domain`, `*`) for hosts reached directly (docs/configuration.md, "Behind a
- * proxy"). Lower-case names are read too. Without any of them every request goes direct.
+ * (host names, `.domain`, `*`) for hosts reached directly, and this machine's loopback always
+ * (docs/configuration.md, "Behind a proxy"). Lower-case names are read too. Without any of
+ * them every request goes direct.
  */
 export function proxyFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
   return ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy'].some((k) => (env[k] ?? '') !== '');
 }
 
+/**
+ * The hosts reached directly: `NO_PROXY`, and always this machine (a proxy cannot reach its
+ * loopback: the demo's simulator, a receiver on localhost).
+ */
+export function noProxy(env: NodeJS.ProcessEnv = process.env): string {
+  const listed = (env['NO_PROXY'] ?? env['no_proxy'] ?? '').trim();
+  if (listed === '*') return '*';
+  return [listed, 'localhost', '127.0.0.1', '[::1]'].filter((h) => h !== '').join(',');
+}
+
 /** A connection pool for outbound requests: through the environment's proxy when it names one. */
 export function outboundAgent(opts: Agent.Options): Dispatcher {
-  return proxyFromEnv() ? new EnvHttpProxyAgent(opts) : new Agent(opts);
+  return proxyFromEnv() ? new EnvHttpProxyAgent({ ...opts, noProxy: noProxy() }) : new Agent(opts);
 }
 
 let shared: Dispatcher | null = null;
@@ -24,6 +35,6 @@ let shared: Dispatcher | null = null;
  */
 export function proxyDispatcher(): Dispatcher | undefined {
   if (!proxyFromEnv()) return undefined;
-  shared ??= new EnvHttpProxyAgent();
+  shared ??= new EnvHttpProxyAgent({ noProxy: noProxy() });
   return shared;
 }

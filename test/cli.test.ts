@@ -132,7 +132,7 @@ describe('hostwatch poll --once', () => {
     db.close();
   });
 
-  it('goes through the proxy HTTP_PROXY names, to the API and to a webhook', { timeout: 90_000 }, async () => {
+  it('goes through the proxy HTTP_PROXY names, to the API and to a webhook, and reaches this machine directly', { timeout: 90_000 }, async () => {
     sim = await startSimulator({ sites: 2, keys: { 'cli-key-123': '*' } });
     sim.world.setHealth(1, { status: 'offline' });
     const hook = await startReceiver();
@@ -165,6 +165,15 @@ describe('hostwatch poll --once', () => {
       expect(r.stderr).not.toMatch(/ENOTFOUND|poll failed/);
       expect(new Set(tunnels)).toEqual(new Set([`panel.invalid:${api.port}`, `hooks.invalid:${hook.port}`]));
       expect(hook.accepted().map((a) => a.event!.data.name)).toContain('site.offline');
+      // This machine is always reached directly (a proxy cannot reach its loopback): the API
+      // on 127.0.0.1 with no NO_PROXY at all, as in a shell where HTTP_PROXY is set for everything.
+      tunnels.length = 0;
+      sim.world.setHealth(2, { status: 'offline' });
+      const local = write('local.yaml', validConfig(sim.url, `channels:\n  - { name: hooks, type: webhook, url: "http://hooks.invalid:${hook.port}/hook", secret: "${TEST_SECRET}" }\n`).replace('./state.db', './local.db'));
+      const direct = await hostwatch(['poll', '--once', '-c', local], { env: { HW_KEY: 'cli-key-123', HTTP_PROXY: proxyUrl, NO_PROXY: '', no_proxy: '' } });
+      expect(direct.code).toBe(0);
+      expect(direct.stderr).not.toMatch(/poll failed/);
+      expect(new Set(tunnels)).toEqual(new Set([`hooks.invalid:${hook.port}`]));
     } finally {
       await hook.close();
       await new Promise((r) => proxy.close(r));

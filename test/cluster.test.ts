@@ -12,6 +12,7 @@ import { clusterClaims } from '../src/cluster/delivery-claims.js';
 import { clusterWorkClaims, shareOf } from '../src/cluster/work-claims.js';
 import { Membership, TIMERS_LEASE } from '../src/cluster/membership.js';
 import { clusterStatusLines, readClusterStatus } from '../src/cluster/status.js';
+import { configFingerprint } from '../src/cluster/cluster.js';
 import { ClusterRepo } from '../src/store/cluster-repo.js';
 import { openStore, type Store } from '../src/store/db.js';
 import { toEventRow } from '../src/store/events-repo.js';
@@ -377,6 +378,22 @@ describe('entity leases', () => {
 
 describe('cluster config', () => {
   const parse = (yaml: string) => parseConfig(yaml, 'hostwatch.yaml', {}, { sourceNames: SOURCE_NAMES });
+
+  it('fingerprints a member\'s config without its secrets, its storage and its heartbeat, and tells configs with other channels apart', () => {
+    const config = (key: string, secret: string, pw: string, extra = '') => {
+      const r = parse(
+        `api: { base_url: https://panel.example.com, key: ${key} }\nstorage: { url: "postgres://u:${pw}@db-${pw}:5432/hw" }\ncluster: { instance: web-${key} }\n` +
+          `heartbeat: { url: "https://hc.example.com/ping/${key}" }\nchannels:\n  - { name: hooks, type: webhook, url: https://hooks.example.com/x, secret: ${secret} }\n${extra}`,
+      );
+      if (!r.ok) throw new Error(JSON.stringify(r.errors));
+      return configFingerprint(r.config, []);
+    };
+    const a = config('key-aaaaaaaa', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'pw1');
+    // Another instance name, API key, webhook secret, database password and host, heartbeat: the same.
+    expect(config('key-bbbbbbbb', 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0', 'pw2')).toBe(a);
+    expect(a).toMatch(/^[0-9a-f]{12}$/);
+    expect(config('key-aaaaaaaa', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'pw1', '  - { name: log, type: console }\n')).not.toBe(a);
+  });
 
   it('refuses cluster settings with SQLite, naming the key and what to do', () => {
     const r = parse('api: { base_url: https://panel.example.com, key: k }\nstorage: { path: ./x.db }\ncluster: { lease: 30s }\n');

@@ -80,6 +80,54 @@ describe.each(ENGINES)('the outbox worker on %s', (engine) => {
     expect(calls).toBe(2);
   });
 
+  it('records the other rows of a grouped message when `hostwatch redeliver` took one of them while it was on the wire', async () => {
+    const store = await storeOf(engine);
+    const events = [siteEvent('pair-0', 1), siteEvent('pair-1', 2)];
+    await queue(store, events, { channel: 'ops', group_key: 'r0|pair' });
+    let release: () => void = () => {};
+    const messages: string[][] = [];
+    const slack: Channel = {
+      name: 'ops',
+      type: 'slack',
+      send: async () => ({ ok: true, statusCode: 200 }),
+      async sendBatch(batch) {
+        messages.push(batch.map((e) => e.id));
+        if (messages.length === 1) await new Promise<void>((r) => (release = r));
+        return { ok: true, statusCode: 200 };
+      },
+    };
+    const w = worker(store, slack, [400]);
+    const run = w.deliverDue();
+    while (messages.length === 0) await new Promise((r) => setTimeout(r, 10));
+    await store.transaction((tx) => repos(tx).events.redeliver({ eventId: events[1]!.id }, null, Date.now()));
+    release();
+    await run;
+    // The first row's delivery is recorded; only the redelivered one goes again (before, the
+    // whole message's record was rolled back and both were sent a second time).
+    expect(messages).toEqual([[events[0]!.id, events[1]!.id], [events[1]!.id]]);
+    const rows = await repos(store).events.deliveries({ failed: false, channel: null }, 10);
+    expect(rows.map((r) => r.state)).toEqual(['delivered', 'delivered']);
+  });
+
+  it('waits for the row that holds others back instead of reading the outbox again and again (poll --once)', async () => {
+    const store = await storeOf(engine);
+    const at = { name: 'site.offline', rule: 'site-offline', subject: 'sites/9/health' } as const;
+    const [firing, resolved] = [siteEvent('held-f', 9, { ...at, status: 'firing' }), siteEvent('held-r', 9, { ...at, status: 'resolved' })];
+    const key = `${at.rule}\u001f${at.subject}`;
+    // The firing waits for its retry (in 10 s); its resolution is due now but waits behind it.
+    await queue(store, [firing], { channel: 'hooks', attempts: 1, next_attempt_at: Date.now() + 10_000, order_key: key });
+    await queue(store, [resolved], { channel: 'hooks', order_key: key });
+    const sent: string[] = [];
+    const hooks: Channel = { name: 'hooks', type: 'webhook', send: async (e) => (sent.push(e.id), { ok: true, statusCode: 200 }) };
+    const started = Date.now();
+    const pending = await worker(store, hooks, [60_000]).drain(1_500);
+    expect(pending).toBe(2);
+    expect(sent).toEqual([]);
+    // The next row due is the firing, after the deadline: drain says so at once. Before, the
+    // held row counted as due now, and drain read the outbox without a pause until its deadline.
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
   it('keeps a row that `hostwatch redeliver` queued again while its last attempt was on the wire', async () => {
     const store = await storeOf(engine);
     const e = siteEvent('on-the-wire', 1);

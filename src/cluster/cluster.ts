@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { ClusterConfig, Config } from '../config/types.js';
 import type { CompiledRule } from '../rules/types.js';
+import { secretsOf } from '../log.js';
 import type { DeliveryClaims } from '../notify/outbox-worker.js';
 import { ClusterRepo } from '../store/cluster-repo.js';
 import type { Store } from '../store/db.js';
@@ -43,6 +44,8 @@ export interface Cluster {
   requestBudget(maxRate: number, now: () => number): Promise<RequestBudget>;
   /** Leave the cluster (what this member held is free at once) and close its connection. */
   leave(): Promise<void>;
+  /** Whether every live member runs this member's config (the same fingerprint). */
+  configsAgree(): Promise<boolean>;
 }
 
 export interface JoinOptions {
@@ -60,13 +63,18 @@ export interface JoinOptions {
 /**
  * A fingerprint of what a member's config makes it do (12 hex digits of a SHA-256): its
  * config without what may differ between members (the instance name, the HTTP server, the
- * log, the file's path, rule file paths) and with the rules as loaded. Members whose
- * fingerprints differ run different rules, channels, routes or secrets.
+ * log, the file's path, rule file paths, the storage and the heartbeat) and with the rules as
+ * loaded; every secret is taken out first (a changed secret does not show). Members whose
+ * fingerprints differ run different rules, channels, routes or settings.
  */
 export function configFingerprint(config: Config, rules: readonly CompiledRule[]): string {
-  const { file: _file, name: _name, server: _server, log: _log, rules: _paths, cluster, ...rest } = config;
+  // Not the storage (its URL holds a password, and its host may differ by member), the
+  // heartbeat (often per instance), nor any secret: a fingerprint shown in the database and
+  // the log must not let anyone test guesses of a secret.
+  const { file: _file, name: _name, server: _server, log: _log, rules: _paths, storage: _storage, heartbeat: _heartbeat, cluster, ...rest } = config;
   const loaded = rules.map((r) => [r.name, r.enabled, r.kind, r.source, r.event, r.severity, r.when, r.summarySource, r.params]);
-  const text = JSON.stringify({ ...rest, cluster: { ...cluster, instance: null }, rules: loaded });
+  let text = JSON.stringify({ ...rest, cluster: { ...cluster, instance: null }, rules: loaded });
+  for (const secret of secretsOf(config).filter((s) => s.length > 0).sort((a, b) => b.length - a.length)) text = text.split(JSON.stringify(secret).slice(1, -1)).join('[secret]');
   return createHash('sha256').update(text).digest('hex').slice(0, 12);
 }
 
@@ -101,7 +109,10 @@ export async function joinCluster(config: ClusterConfig, store: Store, opts: Joi
   });
   try {
     await membership.start();
-    await warnOfOtherConfigs(new ClusterRepo(session), membership.id, opts);
+    // A warning only: a failed read here must not keep the member from starting.
+    await warnOfOtherConfigs(new ClusterRepo(session), membership.id, opts).catch((e: unknown) =>
+      opts.log.warn({ err: opts.scrub(String(e)) }, 'could not compare the configs of the cluster members'),
+    );
   } catch (e) {
     await membership.leave();
     await session.close();
@@ -124,7 +135,16 @@ export async function joinCluster(config: ClusterConfig, store: Store, opts: Joi
       await membership.leave();
       await session.close();
     },
+    async configsAgree() {
+      return (await otherConfigs(new ClusterRepo(session), membership.id, opts.configHash)).length === 0;
+    },
   };
+}
+
+/** The live members that run another config than `mine` (none when it is not known). */
+async function otherConfigs(repo: ClusterRepo, me: string, mine: string | undefined) {
+  if (mine === undefined) return [];
+  return (await repo.members(0)).filter((m) => m.live && m.id !== me && m.config_hash !== null && m.config_hash !== mine);
 }
 
 /**
@@ -132,8 +152,7 @@ export async function joinCluster(config: ClusterConfig, store: Store, opts: Joi
  * change that is expected for a while; left so, members differ in what they fire and send.
  */
 async function warnOfOtherConfigs(repo: ClusterRepo, me: string, opts: JoinOptions): Promise<void> {
-  if (opts.configHash === undefined) return;
-  const others = (await repo.members(0)).filter((m) => m.live && m.id !== me && m.config_hash !== null && m.config_hash !== opts.configHash);
+  const others = await otherConfigs(repo, me, opts.configHash);
   if (others.length === 0) return;
   opts.log.warn(
     { config: opts.configHash, others: others.map((m) => ({ instance: m.instance, config: m.config_hash })) },

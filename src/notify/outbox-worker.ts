@@ -455,9 +455,13 @@ export class OutboxWorker {
             : nextStep(result, r.attempts + 1, this.deps.retryScheduleMs, now, this.deps.random),
         ),
       );
+      const lost = new Set<number>();
       // After the send (network IO), in a transaction of its own (a unit of group commit).
       const write: Unit<void> = async (tx) => {
         const r = repos(tx);
+        // Rows taken from under this attempt (redelivered, or claimed by another member): not
+        // recorded; the others of the message are. Lost whole: nothing is written.
+        lost.clear();
         for (const [i, row] of rows.entries()) {
           const step = steps[i]!;
           const recorded = await r.events.recordAttempt(
@@ -480,16 +484,20 @@ export class OutboxWorker {
               duration_ms: now - started,
             },
           );
-          if (!recorded) throw new ClaimLost(`outbox row ${row.id} is no longer under claim ${row.claim_token}`);
+          if (!recorded) lost.add(row.id);
         }
+        if (lost.size === rows.length) throw new ClaimLost(`outbox rows ${rows.map((x) => x.id).join(', ')} are no longer under the claims they were sent under`);
+
         if (result.ok && grouped) await r.delivery.groupSent(first.channel, first.group_key!, now);
         if (checked?.row) await r.delivery.putChannelState({ ...checked.row, disabled_reason: checked.row.disabled_reason && this.deps.scrub(checked.row.disabled_reason) });
       };
       // Announced only once recorded (logs, metrics, the live feed).
       const after = async (): Promise<void> => {
+        if (lost.size > 0) this.deps.log.warn({ outbox_ids: [...lost] }, 'some rows of a message were sent again (hostwatch redeliver) or claimed by another cluster member before its attempt was recorded; recorded for the others');
         // The loop wakes for these retries (the outbox's earliest due time counts rows in flight).
         for (const step of steps) if (step.state === 'pending') this.retries.push(step.nextAttemptAt);
         rows.forEach((row, i) => {
+          if (lost.has(row.id)) return;
           const step = steps[i]!;
           const event = events[i]!;
           const logLine = { channel: row.channel, event_id: event.id, attempt: row.attempts + 1, status: result.statusCode, group: row.group_key, size: rows.length };

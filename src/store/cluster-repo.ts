@@ -83,6 +83,8 @@ const RELEASE_SOME = statement<Me & { source: string; entities: string[] }>(
 );
 
 type ClaimParams = Me & { now: number; limit: number; busy: number[]; channels: string[] | null };
+/** An earlier row (inOrder's `earlier`) claimed by another member that is live. */
+const heldByOther = (p: ClaimParams) => sql<boolean>`(earlier.claimed_by IS NOT NULL AND earlier.claimed_by <> ${p.me} AND ${liveHolder('earlier.claimed_by')})`;
 // A row may be claimed when nobody holds it, its holder is not live, or it is this member's
 // own (left over from a pass that did not send it) and not being sent now (`busy`). Every
 // claim takes a new token. SKIP LOCKED: members claiming at once get different rows.
@@ -97,7 +99,7 @@ const claimable = (p: ClaimParams) => sql`
     WHERE k.lease_until > ${NOW_MS} AND k.left_at IS NULL AND (k.channels IS NULL OR k.channels::jsonb ? outbox.channel)))`;
 const claim = (p: ClaimParams, where: ReturnType<typeof sql>, group = false) => sql`
   UPDATE outbox AS o SET claimed_by = ${p.me}, claim_token = o.claim_token + 1
-  FROM (SELECT outbox.id FROM outbox WHERE ${claimable(p)} AND ${where} AND ${inOrder(p.now, group)} ORDER BY outbox.id LIMIT ${p.limit} FOR UPDATE SKIP LOCKED) AS c, events e
+  FROM (SELECT outbox.id FROM outbox WHERE ${claimable(p)} AND ${where} AND ${inOrder(p.now, group, heldByOther(p))} ORDER BY outbox.id LIMIT ${p.limit} FOR UPDATE SKIP LOCKED) AS c, events e
   WHERE o.id = c.id AND e.id = o.event_id
   RETURNING o.*, e.body`;
 // Not the rows of channels whose every lane is taken (`full`): they would wait, claimed.

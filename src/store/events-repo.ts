@@ -1,5 +1,5 @@
 import { pick, statement, variants, type Executor } from './sql.js';
-import { sql, type Selectable } from 'kysely';
+import { sql, type RawBuilder, type Selectable } from 'kysely';
 import { COLUMNS, type Database } from './schema.js';
 import type { HostwatchEvent } from '../events/types.js';
 
@@ -89,8 +89,10 @@ export function orderKey(e: HostwatchEvent): string {
  * the same group that is due now is not in the way (it goes in the same message, before it).
  * Used by every read of due rows (one instance, the cluster's claims, groups).
  */
-export function inOrder(now: number, group: boolean) {
-  const sameMessage = group ? sql` AND NOT (earlier.group_key = outbox.group_key AND earlier.next_attempt_at <= ${now})` : sql``;
+export function inOrder(now: number, group: boolean, heldElsewhere: RawBuilder<boolean> | null = null) {
+  // In a cluster, not an earlier row that another live member holds: it goes in that member's message.
+  const mine = heldElsewhere === null ? sql`` : sql` AND NOT ${heldElsewhere}`;
+  const sameMessage = group ? sql` AND NOT (earlier.group_key IS NOT DISTINCT FROM outbox.group_key AND earlier.next_attempt_at <= ${now}${mine})` : sql``;
   return sql<boolean>`NOT EXISTS (SELECT 1 FROM outbox AS earlier WHERE earlier.state = 'pending' AND earlier.channel = outbox.channel
     AND earlier.order_key = outbox.order_key AND earlier.id < outbox.id${sameMessage})`;
 }
@@ -123,8 +125,9 @@ const INSERT_ATTEMPT = statement<Omit<AttemptRow, 'id'>>((qb, p) => qb.insertInt
 const COUNT = statement<{ state: OutboxRow['state'] }, { n: number }>((qb, p) =>
   qb.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('n')).where('state', '=', p.state),
 );
+// Not the rows held back behind an earlier one of their key (inOrder): those come due with it.
 const NEXT_DUE = statement<{ state: OutboxRow['state'] }, { at: number | null }>((qb, p) =>
-  qb.selectFrom('outbox').select((eb) => eb.fn.min('next_attempt_at').as('at')).where('state', '=', p.state),
+  qb.selectFrom('outbox').select((eb) => eb.fn.min('next_attempt_at').as('at')).where('state', '=', p.state).where(inOrder(0, false)),
 );
 const LOG = variants<LogParams, LogFlags, LoggedEvent>((qb, f, p) =>
   qb
