@@ -126,8 +126,10 @@ const COUNT = statement<{ state: OutboxRow['state'] }, { n: number }>((qb, p) =>
   qb.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('n')).where('state', '=', p.state),
 );
 // Not the rows held back behind an earlier one of their key (inOrder): those come due with it.
+// In due order along the outbox_due index, stopping at the first row not held back (a MIN
+// with that condition would look at every pending row, as many as a backlog holds).
 const NEXT_DUE = statement<{ state: OutboxRow['state'] }, { at: number | null }>((qb, p) =>
-  qb.selectFrom('outbox').select((eb) => eb.fn.min('next_attempt_at').as('at')).where('state', '=', p.state).where(inOrder(0, false)),
+  qb.selectFrom('outbox').select('next_attempt_at as at').where('state', '=', p.state).where(inOrder(0, false)).orderBy('next_attempt_at').limit(1),
 );
 const LOG = variants<LogParams, LogFlags, LoggedEvent>((qb, f, p) =>
   qb
