@@ -77,6 +77,9 @@ describe('a platform incident', () => {
     const incident = hook.accepted().map((r) => r.event!).find((e) => e.data.name === 'platform.incident')!;
     expect(incident.subject).toBe('incidents/site.offline');
     expect(incident.data).toMatchObject({ status: 'firing', severity: 'critical', alert: 'site.offline', count: 25, threshold: 5, site_id: null });
+    // Opened once: the polls committed after it in the same batch saw it open (their batch's
+    // remembered incident rows were read again once it was written).
+    expect(w.logs.lines.filter((l) => l.includes('platform incident opened'))).toHaveLength(1);
     expect((incident.data['sites'] as Array<{ site_id: number }>).map((s) => s.site_id)).toEqual(Array.from({ length: 25 }, (_, i) => i + 1));
     expect(incident.data.summary).toMatch(/^Platform incident: site\.offline on 25 sites \(.+ and 20 more\)$/);
 

@@ -1,6 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { entityOf, sitesSource, sourceByName } from '../src/sources/registry.js';
+import { openStore } from '../src/store/db.js';
 import { enabledSources } from '../src/sources/select.js';
 import { configFrom, names, rows, sqliteOf, startWorld, TEST_KEY, type World } from './harness.js';
 
@@ -35,6 +36,73 @@ function count(w: World, sql: string, ...args: unknown[]): number {
     d.close();
   }
 }
+
+/** The statements an app's SQLite store runs while `fn` runs (their SQL text). */
+async function statementsDuring(app: { store: unknown }, fn: () => Promise<unknown>): Promise<string[]> {
+  const runner = (app.store as { runner: { exec: (s: { compile(d: string): { sql: string } }, ...rest: unknown[]) => unknown } }).runner;
+  const exec = runner.exec;
+  const seen: string[] = [];
+  runner.exec = function (this: unknown, s, ...rest) {
+    seen.push(s.compile('sqlite').sql);
+    return exec.call(this, s, ...rest);
+  };
+  try {
+    await fn();
+  } finally {
+    runner.exec = exec;
+  }
+  return seen;
+}
+
+describe('a new database', () => {
+  it('is not searched for what no poll stored yet: the first cycle reads no snapshot, change-log row or alert state of an entity', async () => {
+    world = await startWorld({ sim: { sites: 3 } });
+    const app = await world.app();
+    let polls = 0;
+    const sql = await statementsDuring(app, async () => void (polls = (await app.runOnce()).polls));
+    // A poll looks for the entity's stored hash and version, and its change log's last version.
+    expect(sql.filter((q) => q.startsWith('select "hash", "version" from "snapshots"') || q.includes('max("version")'))).toEqual([]);
+    // Its alert state: read only where clock rules are evaluated again on what was just stored.
+    expect(sql.filter((q) => q.includes('from "alerts" where "rule" in')).length).toBeLessThan(polls / 2);
+    // The cycle stored every entity as usual, and a second cycle reads them as before.
+    expect(count(world, 'SELECT count(*) n FROM snapshots WHERE site_id = 3')).toBeGreaterThan(3);
+    world.sim.world.setHealth(2, { status: 'offline' });
+    await app.runOnce();
+    expect(names(world.events)).toContain('site.offline:firing');
+  });
+
+  it('sees an earlier poll of the same entity that is not committed yet: two polls at once store versions 1 and 2, and the second is a change', async () => {
+    world = await startWorld({ sim: { sites: 2 } });
+    const app = await world.app();
+    await app.poller.poll(sitesSource, null);
+    const ref = entityOf(sourceByName('backups')!, app.poller.sites()[0]!);
+    const backup = (id: number) => ({ id, created_at: '2026-11-20T10:00:00Z', type: 'Manual', state: 'Ok', size_bytes: 1, is_blueprint: false, locked: false });
+    // Both in one batch: the second unit runs after the first, in the same transaction.
+    const outcomes = await Promise.all([app.poller.ingest(ref, [backup(1)], 0), app.poller.ingest(ref, [backup(2), backup(1)], 0)]);
+    expect(outcomes.map((o) => o.status)).toEqual(['baseline', 'changed']);
+    expect(rows<{ version: number }>(world, `SELECT version FROM change_log WHERE entity = '${ref.entity}' ORDER BY id`).map((r) => r.version)).toEqual([1, 2]);
+    expect(names(world.events).filter((n) => n.startsWith('backup.completed'))).toEqual(['backup.completed']);
+  });
+
+  it('is searched as always once it holds rows, and is new only to a process that alone writes it (the daemon\'s SQLite file, never PostgreSQL)', async () => {
+    world = await startWorld({ sim: { sites: 2 } });
+    const app = await world.app();
+    await app.runOnce();
+    world.sim.world.setHealth(1, { status: 'offline' });
+    await app.runOnce();
+    await app.stop();
+    // After a restart the stored state is read: the firing alert is not fired again.
+    const again = await world.app();
+    const sql = await statementsDuring(again, () => again.runOnce());
+    expect(sql.filter((q) => /from "alerts" where "rule" in/.test(q)).length).toBeGreaterThan(0);
+    expect(names(world.events).filter((n) => n === 'site.offline:firing')).toHaveLength(1);
+    expect(again.store.soleWriter).toBe(true);
+    await again.stop();
+    const reader = await openStore({ engine: 'sqlite', path: world.dbPath }, { now: () => 0, daemon: false });
+    expect(reader.soleWriter).toBe(false);
+    await reader.close();
+  });
+});
 
 describe('the first poll', () => {
   it('is a baseline: no change events, even though every backup and site is new', async () => {

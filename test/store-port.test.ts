@@ -253,6 +253,33 @@ describe.each(ENGINES)('transactions on %s', (engine) => {
     expect(await stored('alone/')).toEqual(['alone/a', 'alone/c']);
   });
 
+  it('shares reads remembered in a batch between its units, forgets those of a unit rolled back, and remembers nothing outside a batch', async () => {
+    const seen: unknown[] = [];
+    const a = s.transaction(async (tx) => {
+      tx.memo!.set('kept', 'a');
+    });
+    const b = s.transaction(async (tx) => {
+      tx.memo!.set('undone', 'b');
+      throw new Error('b fails');
+    });
+    const c = s.transaction(async (tx) => {
+      seen.push(tx.memo!.get('kept'), tx.memo!.get('undone'));
+    });
+    const settled = await Promise.allSettled([a, b, c]);
+    expect(settled.map((x) => x.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    // b's rollback to its savepoint forgot everything remembered (c reads the store again).
+    expect(seen).toEqual([undefined, undefined]);
+    // Units of one batch share it; a new batch starts with none.
+    const shared: unknown[] = [];
+    await Promise.all([s.transaction(async (tx) => void tx.memo!.set('k', 1)), s.transaction(async (tx) => void shared.push(tx.memo!.get('k')))]);
+    await s.transaction(async (tx) => void shared.push(tx.memo!.get('k')));
+    expect(shared).toEqual([1, undefined]);
+    expect(s.memo).toBeUndefined();
+    // Nor is this store new to its process (Poller's `fresh`): not opened as the daemon's, or shared.
+    expect(s.soleWriter).toBe(false);
+    expect(repos(s).memo).toBeNull();
+  });
+
   it('runs a batch of repeatable units again with savepoints when one fails on a database error: its caller gets the error, the others\' rows are stored once', async () => {
     const before = { ...s.stats };
     const runs: string[] = [];

@@ -186,6 +186,9 @@ export interface IncidentDeps {
 
 const SEVERITY_RANK: Record<Severity, number> = { info: 0, warning: 1, critical: 2 };
 
+/** Where a batch transaction keeps the incidents' rows (Repos.memo). */
+const MEMO_KEY = 'incidents:rows';
+
 /**
  * Opens, announces and ends platform incidents (the imperative shell around stepIncident).
  * `onAlerts` runs inside a poll's transaction (its repositories); `settle` in its own.
@@ -257,8 +260,27 @@ export class IncidentTracker {
   async active(r: Repos): Promise<Set<string>> {
     if (!this.enabled) return new Set();
     return new Set(
-      (await r.alerts.ofRule(INCIDENT_RULE)).filter((row) => row.status === 'firing' || row.pending_since !== null).map((row) => row.subject.slice('incidents/'.length)),
+      (await this.rows(r)).filter((row) => row.status === 'firing' || row.pending_since !== null).map((row) => row.subject.slice('incidents/'.length)),
     );
+  }
+
+  /**
+   * The incidents' alert rows, read once per batch transaction (every alert event of a
+   * batch asks, through the notifier and onAlerts); only this tracker writes them, and it
+   * forgets the batch's copy when it does (write()).
+   */
+  private async rows(r: Repos): Promise<readonly AlertRow[]> {
+    const known = r.memo?.get(MEMO_KEY) as readonly AlertRow[] | undefined;
+    if (known) return known;
+    const rows = await r.alerts.ofRule(INCIDENT_RULE);
+    r.memo?.set(MEMO_KEY, rows);
+    return rows;
+  }
+
+  /** Write an incident's row (and forget the batch's copy of the rows). */
+  private async write(r: Repos, row: AlertRow): Promise<void> {
+    r.memo?.delete(MEMO_KEY);
+    await r.alerts.put(row);
   }
 
   private covers(name: string): boolean {
@@ -270,7 +292,7 @@ export class IncidentTracker {
     const d = this.deps;
     const now = d.now();
     const subject = incidentSubject(name);
-    const row = await r.alerts.get(INCIDENT_RULE, subject);
+    const row = (await this.rows(r)).find((x) => x.subject === subject);
     // Mid-cycle, a fired incident cannot end and an open one waits for `wait`: no need to
     // count the firing sites (which, in a 1,000-site outage, every commit would do).
     if (!boundary && row?.status === 'firing') return null;
@@ -294,25 +316,25 @@ export class IncidentTracker {
     };
     switch (step) {
       case 'open':
-        await r.alerts.put({ ...base, pending_since: now });
+        await this.write(r, { ...base, pending_since: now });
         await this.takeBack(r, name, firing);
         d.log.info({ alert: name, sites: firing.length, threshold }, 'platform incident opened: per-site alerts are held for the human channels the incident reaches');
         return null;
       case 'cancel':
-        await r.alerts.put({ ...base, pending_since: null });
+        await this.write(r, { ...base, pending_since: null });
         await d.notifier.releaseHeld(r, incidentHold(name), { skipIncident: name });
         return null;
       case 'fire': {
         const seq = base.seq + 1;
         const e = this.event(name, subject, seq, 'firing', firing, threshold, now);
         await d.notifier.publishIn(r, e);
-        await r.alerts.put({ ...base, status: 'firing', seq, since: now, pending_since: null, last_event_id: e.id, last_sent_at: now });
+        await this.write(r, { ...base, status: 'firing', seq, since: now, pending_since: null, last_event_id: e.id, last_sent_at: now });
         return e;
       }
       case 'resolve': {
         const e = this.event(name, subject, base.seq, 'resolved', firing, threshold, now);
         await d.notifier.publishIn(r, e);
-        await r.alerts.put({ ...base, status: 'resolved', since: now, last_event_id: e.id });
+        await this.write(r, { ...base, status: 'resolved', since: now, last_event_id: e.id });
         await d.notifier.releaseHeld(r, incidentHold(name), { skipIncident: name });
         return e;
       }

@@ -6,7 +6,7 @@ import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../di
 import { changeEventId } from '../events/envelope.js';
 import { API_SUBJECT, operatorEvent, type OperatorRule } from '../events/operator.js';
 import type { HostwatchEvent } from '../events/types.js';
-import type { Notifier } from '../notify/notifier.js';
+import { activeSilences, type Notifier } from '../notify/notifier.js';
 import type { Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
 import { EntityTable } from '../sources/entity-table.js';
@@ -138,8 +138,6 @@ interface Unit {
   r: Repos;
   /** Events stored by this unit, announced after its commit. */
   added: HostwatchEvent[];
-  /** Active silences, read once per unit (at its first event), so a silence added by another process applies to the next commit. */
-  silences: Silence[] | null;
   /** API-wide alerts this unit found resolved (it resolved them, or another unit did): memory forgets them after the commit. */
   apiResolved: OperatorRule[];
 }
@@ -173,6 +171,17 @@ export class Poller {
    * database (the common case). Each is one string (packHead): no object per entity.
    */
   private readonly heads = new EntityTable<string>();
+  /**
+   * The database held nothing about any entity when this poller opened it, and no other
+   * process can write to it (Store.soleWriter). Then an entity this poller has not stored
+   * since (not in `heads`, no other ingest of it under way) has no snapshot, change-log row
+   * or alert state, and its first poll does not look for them: three reads fewer per entity
+   * in a new install's first cycle. Off for good once `heads` forgets anything (removed
+   * sites, a cluster handover) or a commit fails.
+   */
+  private fresh = false;
+  /** Ingests under way per entity (stateKey → how many): what they write is not in `heads` yet. */
+  private readonly ingesting = new Map<string, number>();
   /**
    * Entities with an alert whose timer runs (`for`, `keep_firing_for`, `repeat`): an
    * unchanged poll of these is still planned, because time alone can fire, resolve or
@@ -211,6 +220,7 @@ export class Poller {
   /** A poller with its site directory, failing entities and firing operator alerts read from the store. */
   static async open(deps: PollerDeps): Promise<Poller> {
     const p = new Poller(deps);
+    p.fresh = deps.store.soleWriter && (await p.r.snapshots.nothingStored());
     const clients = await p.r.snapshots.get(REPORT_CLIENTS, entityOf(reportClientsSource, null).entity);
     if (clients) p.directory.setClients(JSON.parse(clients.body));
     const row = await p.r.snapshots.get(sitesSource.name, sitesSource.name);
@@ -411,24 +421,52 @@ export class Poller {
     const cached = packed === undefined ? undefined : unpackHead(packed);
     const now = this.deps.now();
     this.noteSuccess(started);
+    this.ingesting.set(stateKey, (this.ingesting.get(stateKey) ?? 0) + 1);
+    try {
+      return await this.ingestUnit(ref, data, opts, p, { hash, short, stateKey, cached, now, started });
+    } catch (e) {
+      // Its batch may have committed without becoming durable: what is stored is unknown.
+      this.fresh = false;
+      throw e;
+    } finally {
+      const left = this.ingesting.get(stateKey)! - 1;
+      if (left === 0) this.ingesting.delete(stateKey);
+      else this.ingesting.set(stateKey, left);
+    }
+  }
+
+  /** The commit of an ingest (hash computed, not answered from memory), and what memory learns from it. */
+  private async ingestUnit(
+    ref: EntityRef,
+    data: unknown,
+    opts: PollOptions,
+    p: PreparedSource,
+    k: { hash: string; short: string; stateKey: string; cached: { hash: string; version: number } | undefined; now: number; started: number },
+  ): Promise<PollOutcome> {
+    const { hash, short, stateKey, cached, now, started } = k;
     const done = await this.commit(async (u) => {
       const { r } = u;
-      const head = cached ?? (await r.snapshots.head(ref.source.name, ref.entity));
+      // Asked in the unit: a unit before it in its batch may have removed sites.
+      const unseen = cached === undefined && this.fresh && this.ingesting.get(stateKey) === 1;
+      const head = cached ?? (unseen ? undefined : await r.snapshots.head(ref.source.name, ref.entity));
       const unchanged = head !== undefined && head.hash === (cached ? short : hash);
       const fromEmpty = head === undefined && opts.fromEmpty === true && ref.source.key !== undefined;
       const before =
         head === undefined ? (fromEmpty ? emptyOf(ref.source) : null) : unchanged ? data : JSON.parse((await r.snapshots.get(ref.source.name, ref.entity))!.body);
       // A baseline goes on from the change log's last version: a site that left the list and
       // came back must not reuse the ids (rule, subject, version) of its earlier change events.
-      const version = unchanged ? head.version : (head?.version ?? (await r.history.lastVersion(ref.source.name, ref.entity)) ?? 0) + 1;
+      const version = unchanged ? head.version : (head?.version ?? (unseen ? null : await r.history.lastVersion(ref.source.name, ref.entity)) ?? 0) + 1;
       const plan = await this.plan(
         r,
         { source: ref.source, entity: ref.entity, siteId: ref.siteId, before, after: data, baseline: head === undefined && !fromEmpty, alertsOnly: unchanged, version, rules: p.rules },
         p,
         now,
+        unseen,
       );
       const { events, evidence } = this.capChanges(ref, version, now, this.watchedOnly(plan.events), plan.evidence);
       const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
+      // Their alerts are resolved under other entities' subjects, and `heads` forgets them.
+      if (removedSites.length > 0) this.fresh = false;
       const snapshot: SnapshotRow | null = unchanged
         ? null
         : { source: ref.source.name, entity: ref.entity, site_id: ref.siteId, hash, body: JSON.stringify(data), version, changed_at: now };
@@ -516,9 +554,9 @@ export class Poller {
    * What the plan may read of the store is read first (planReads), so the planner stays pure
    * and synchronous and plans on the state the unit commits against.
    */
-  private async plan(r: Repos, call: PlanCall, p: PreparedSource, now: number): Promise<PlanOutput> {
+  private async plan(r: Repos, call: PlanCall, p: PreparedSource, now: number, unseen = false): Promise<PlanOutput> {
     const { siteId, source, entity } = call;
-    const reads = await this.planReads(r, call.rules, source, entity, call.before, call.after, now);
+    const reads = await this.planReads(r, call.rules, source, entity, call.before, call.after, now, unseen);
     // Every field named (no spreads): built once per changed poll, this object's spreads cost
     // about 30 µs of an alert's poll (CPU-only harness, docs/benchmarks.md run 18).
     return planEvents({
@@ -547,12 +585,13 @@ export class Poller {
    * What a plan of this entity may read of the store, read up front in the transaction: the
    * state of the rules' alerts about the entity and its records, the alerts firing for sites
    * a new site list drops, and the past values `window` rules see. A read the plan asks for
-   * that was not made here is a bug, and throws.
+   * that was not made here is a bug, and throws. An `unseen` entity (see `fresh`) has no
+   * alert state and no past in the store: neither is looked for.
    */
-  private async planReads(r: Repos, rules: SourceRules, source: SourceDef, entity: string, before: unknown, after: unknown, now: number) {
+  private async planReads(r: Repos, rules: SourceRules, source: SourceDef, entity: string, before: unknown, after: unknown, now: number, unseen: boolean) {
     const alerts = new Map<string, AlertRow>();
     const alertRules = [...rules.alert, ...rules.entity].map((x) => x.name);
-    for (const a of await r.alerts.ofEntity(alertRules, entity)) alerts.set(`${a.rule}\u0000${a.subject}`, a);
+    if (!unseen) for (const a of await r.alerts.ofEntity(alertRules, entity)) alerts.set(`${a.rule}\u0000${a.subject}`, a);
     const firing = new Map<number, AlertRow[]>();
     if (source.name === sitesSource.name && before !== null) {
       const kept = new Set(listOf(sitesSource, after).map((rec) => rec['id']));
@@ -563,7 +602,7 @@ export class Poller {
     }
     const past = new Map<number, unknown>();
     for (const w of new Set([...rules.change, ...rules.alert, ...rules.entity].flatMap((x) => (x.windowMs === null ? [] : [x.windowMs])))) {
-      const row = await r.history.at(source.name, entity, now - w);
+      const row = unseen ? undefined : await r.history.at(source.name, entity, now - w);
       past.set(now - w, row === undefined ? undefined : JSON.parse(row.body));
     }
     const unread = (what: string): never => {
@@ -837,6 +876,7 @@ export class Poller {
    * database on the next poll. Their detail records go with them.
    */
   handedOver(source: string, siteIds: ReadonlyArray<number | null>): void {
+    this.fresh = false;
     const sites = siteIds.filter((id): id is number => id !== null);
     const account = siteIds.includes(null);
     const def = sourceByName(source);
@@ -878,7 +918,7 @@ export class Poller {
     // Repeatable: its batch needs no savepoints (CommitQueue).
     const result = await this.deps.store.transaction(
       async (tx) => {
-        unit = { r: repos(tx), added: [], silences: null, apiResolved: [] };
+        unit = { r: repos(tx), added: [], apiResolved: [] };
         return writes(unit);
       },
       { patient: true, repeatable: true },
@@ -897,9 +937,9 @@ export class Poller {
     // A shadow rule's event is stored and shown, never delivered (and so never silenced).
     if (e.data['shadow'] === true) return true;
     const now = this.deps.now();
-    // Resolutions are matched like firings (docs/silences.md).
-    u.silences ??= await u.r.silences.active(now);
-    await this.deps.notifier.dispatch(u.r, e, now, u.silences);
+    // Resolutions are matched like firings (docs/silences.md). Read once per batch, at its
+    // first event: a silence added by another process applies to the next commit.
+    await this.deps.notifier.dispatch(u.r, e, now, await activeSilences(u.r, now));
     return true;
   }
 

@@ -31,6 +31,12 @@ export interface Store extends Executor {
    * units wait for others only while some writer is expected (CommitQueue.expect).
    */
   expectWrite(): () => void;
+  /**
+   * No other process can write to this database while this store is open (SQLite under the
+   * daemon's lock, or in memory; never PostgreSQL, which a cluster shares): what this
+   * process did not write is not there, and what it wrote it knows.
+   */
+  readonly soleWriter: boolean;
   /** A batch transaction is open right now (tests check that no network IO happens then). */
   readonly transactionOpen: boolean;
   /** Commits so far: batches and the units they carried. */

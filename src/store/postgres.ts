@@ -48,6 +48,7 @@ class PostgresTx implements BatchTx {
   private eventsOrdered = false;
   /** eventsOrdered when the current savepoint was opened (a rolled-back unit's lock is released with it). */
   private orderedAtSavepoint = false;
+  readonly memo = new Map<string, unknown>();
 
   constructor(
     private readonly client: pg.PoolClient,
@@ -79,6 +80,7 @@ class PostgresTx implements BatchTx {
     await this.client.query('RELEASE SAVEPOINT hw_unit');
   }
   async rollbackTo(): Promise<void> {
+    this.memo.clear();
     await this.client.query('ROLLBACK TO SAVEPOINT hw_unit');
     await this.client.query('RELEASE SAVEPOINT hw_unit');
     this.eventsOrdered = this.orderedAtSavepoint;
@@ -110,6 +112,7 @@ class PostgresTx implements BatchTx {
  * preferred to a file.
  */
 export class PostgresStore extends QueuedStore {
+  readonly soleWriter = false;
   readonly engine = 'postgres' as const;
   readonly dialect = 'postgres' as const;
   private open = 0;

@@ -20,6 +20,7 @@ export abstract class QueuedStore implements Store {
   abstract readonly dialect: Store['dialect'];
   abstract readonly description: string;
   abstract readonly transactionOpen: boolean;
+  abstract readonly soleWriter: boolean;
   private readonly queue: CommitQueue;
   private closed = false;
   /**

@@ -16,6 +16,8 @@ export interface Repos {
   delivery: DeliveryRepo;
   silences: SilencesRepo;
   daemon: DaemonRepo;
+  /** The batch transaction's memo of reads (Executor.memo); null outside a batch. */
+  memo: Map<string, unknown> | null;
 }
 
 /**
@@ -31,5 +33,6 @@ export function repos(x: Executor): Repos {
     delivery: new DeliveryRepo(x),
     silences: new SilencesRepo(x),
     daemon: new DaemonRepo(x),
+    memo: x.memo ?? null,
   };
 }

@@ -26,6 +26,10 @@ const PUT_STATE = statement<PollStateRow>((qb, p) =>
 const FAILING_OF_SOURCE = statement<{ source: string; min: number }, PollStateRow>((qb, p) =>
   qb.selectFrom('poll_state').selectAll().where('source', '=', p.source).where('entity', '!=', '').where('consecutive_failures', '>=', p.min).orderBy('entity'),
 );
+// One row of each table a poll's plan reads about an entity, if there is any.
+const ANY_SNAPSHOT = statement<Record<string, never>, { source: string }>((qb) => qb.selectFrom('snapshots').select('source').limit(1));
+const ANY_HISTORY = statement<Record<string, never>, { source: string }>((qb) => qb.selectFrom('change_log').select('source').limit(1));
+const ANY_ALERT = statement<Record<string, never>, { rule: string }>((qb) => qb.selectFrom('alerts').select('rule').limit(1));
 const FORGET_SNAPSHOTS = statement<{ site_id: number }>((qb, p) => qb.deleteFrom('snapshots').where('site_id', '=', p.site_id));
 const FORGET_STATES = statement<{ site_id: number }>((qb, p) => qb.deleteFrom('poll_state').where('site_id', '=', p.site_id));
 const ALL_FAILING = statement<{ min: number }, PollStateRow>((qb, p) =>
@@ -78,6 +82,12 @@ export class SnapshotsRepo {
   }
 
   /** The hash and version of the stored snapshot, without reading its body. */
+  /** Nothing is stored about any entity: no snapshot, no change-log row, no alert state (a new database). */
+  async nothingStored(): Promise<boolean> {
+    for (const s of [ANY_SNAPSHOT, ANY_HISTORY, ANY_ALERT] as const) if ((await this.x.get(s as typeof ANY_SNAPSHOT, {})) !== undefined) return false;
+    return true;
+  }
+
   head(source: string, entity: string): Promise<{ hash: string; version: number } | undefined> {
     return this.x.get(HEAD, { source, entity });
   }

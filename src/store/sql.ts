@@ -155,4 +155,11 @@ export interface Executor {
    * transaction.
    */
   orderEvents(): Promise<void>;
+  /**
+   * Reads remembered for the rest of one batch transaction (a batch is one moment: the
+   * active silences, the platform incidents' rows), so its units do not each read them
+   * again. Cleared when a unit is rolled back to its savepoint; whoever writes what a key
+   * holds deletes the key. Absent outside a batch: a statement on its own remembers nothing.
+   */
+  readonly memo?: Map<string, unknown>;
 }

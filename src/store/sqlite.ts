@@ -94,6 +94,7 @@ class SqliteTx implements BatchTx {
   readonly dialect = 'sqlite' as const;
   /** A write statement ran: the commit has a log to sync (a read-only batch has none). */
   private wrote = false;
+  readonly memo = new Map<string, unknown>();
 
   constructor(
     private readonly r: SqliteRunner,
@@ -121,6 +122,7 @@ class SqliteTx implements BatchTx {
     return this.r.call(() => this.r.control.release.run());
   }
   rollbackTo(): Promise<void> {
+    this.memo.clear();
     return this.r.call(() => {
       this.r.control.undo.run();
       this.r.control.release.run();
@@ -223,6 +225,10 @@ export class SqliteStore extends QueuedStore {
 
   get transactionOpen(): boolean {
     return this.open;
+  }
+
+  get soleWriter(): boolean {
+    return this.lock !== null || this.path === ':memory:';
   }
 
   all<P, R>(s: Statement<P, R>, p: P): Promise<R[]> {
