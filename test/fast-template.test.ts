@@ -2,9 +2,11 @@ import { join } from 'node:path';
 import { Liquid, type Template } from 'liquidjs';
 import { describe, expect, it } from 'vitest';
 import { SOURCE_NAMES } from '../src/main.js';
+import { compileTemplate as compileChannelTemplate, renderTemplate } from '../src/notify/templates.js';
 import { packageRoot } from '../src/paths.js';
 import { compileTemplate, GIVE_UP, templateRenderer } from '../src/rules/fast-template.js';
 import { liquid, liquidTemplates, loadRules } from '../src/rules/parse.js';
+import { siteEvent } from './events-fixture.js';
 
 // The fast path (src/rules/fast-template.ts) renders part of Liquid itself and hands the
 // rest to liquidjs. These tests pin that a text it renders is liquidjs's text, that it gives
@@ -343,4 +345,19 @@ describe('the Liquid fast path', () => {
     expect(() => renderer.render(t, { a: 'boom' })).toThrow(/no shouting/);
   });
 
+
+  it('renders a chat channel\'s template through the fast path, and a missing label still throws liquidjs\'s error', () => {
+    const chat = compileChannelTemplate('{{ data.domain }} — {{ data.name }}: {{ data.summary | upcase }} ({{ data.status | default: "change" }}){% if data.labels.team %} team {{ data.labels.team }}{% endif %}');
+    expect(liquidTemplates.compiled(chat)).not.toBeNull();
+    const e = siteEvent('k1', 7, { summary: 'Disk <full> & "slow"', status: 'firing' });
+    expect(renderTemplate(chat, { ...e, data: { ...e.data, labels: { team: 'ops' } } })).toBe('site7.example.com — backup.failed: DISK <FULL> & "SLOW" (firing) team ops');
+    // No status (a change event): null, so the default; labels always there, possibly empty.
+    expect(() => renderTemplate(chat, siteEvent('k2', 7))).toThrow(/undefined variable: data\.labels\.team/);
+    const plain = compileChannelTemplate('{{ data.summary }} [{{ data.status | default: "change" }}]');
+    expect(renderTemplate(plain, siteEvent('k2', 7, { summary: 's' }))).toBe('s [change]');
+    // A webhook body with json: not compiled, liquidjs renders it.
+    const body = compileChannelTemplate('{"text": {{ data.summary | json }}, "site": {{ data.site_id }}}');
+    expect(liquidTemplates.compiled(body)).toBeNull();
+    expect(renderTemplate(body, siteEvent('k3', 9, { summary: 'a "b"' }))).toBe('{"text": "a \\"b\\"", "site": 9}');
+  });
 });
