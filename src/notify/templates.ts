@@ -1,7 +1,7 @@
 import type { Template } from 'liquidjs';
 import type { HostwatchEvent } from '../events/types.js';
 import { isRecord } from '../is-record.js';
-import { liquid } from '../rules/parse.js';
+import { liquid, liquidTemplates } from '../rules/parse.js';
 
 /**
  * Channel templates (docs/channels.md#templates): a chat channel's `template:` (the text
@@ -67,9 +67,12 @@ function scopeOf(e: HostwatchEvent): Record<string, unknown> {
   return { ...e, data };
 }
 
-/** Render a template for an event; throws on what only this event can show wrong (a missing label). */
+/**
+ * Render a template for an event; throws on what only this event can show wrong (a missing
+ * label). Through the rules' fast path where the template allows it: the same text.
+ */
 export function renderTemplate(template: Template[], e: HostwatchEvent): string {
-  return String(liquid.renderSync(template, scopeOf(e)));
+  return liquidTemplates.render(template, scopeOf(e));
 }
 
 /**

@@ -5,7 +5,7 @@ import { humanDuration } from '../config/duration.js';
 import type { Change } from '../diff/types.js';
 import type { AlertStatus } from '../events/types.js';
 import type { SiteInfo } from '../sources/types.js';
-import { liquid, type TEMPLATE_VARIABLES } from './parse.js';
+import { liquidTemplates, type TEMPLATE_VARIABLES } from './parse.js';
 import type { CompiledRule } from './types.js';
 
 /** What a rule sees about one record (or one whole snapshot) of a source. */
@@ -469,7 +469,7 @@ export function renderTexts(rule: CompiledRule, input: RuleInput, status: AlertS
 
 function render(template: CompiledRule['summary'], scope: Record<string, unknown>): { text: string | null; error: string | null } {
   try {
-    return { text: String(liquid.renderSync(template, scope)).trim(), error: null };
+    return { text: liquidTemplates.render(template, scope).trim(), error: null };
   } catch (e) {
     return { text: null, error: (e as Error).message };
   }

@@ -6,6 +6,7 @@ import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { compileCel, freeIdentifiers, parseApiTime, parseCel } from '../cel.js';
 import { humanDuration, parseDuration } from '../config/duration.js';
 import { isRecord } from '../is-record.js';
+import { templateRenderer } from './fast-template.js';
 import type { Absence, CompiledRule, RuleError } from './types.js';
 
 const SEVERITIES = ['info', 'warning', 'critical'] as const;
@@ -73,18 +74,28 @@ export const TEMPLATE_VARIABLES = ['event', 'subject', 'site_id', 'domain', 'bef
  * (how long ago), `{{ after.paid_until | days_until: now }}` the whole days left (negative
  * when past). Both take API dates and RFC 3339 times; anything else is shown as it is.
  */
-liquid.registerFilter('age', (value: unknown, now: unknown) => {
+function ageFilter(value: unknown, now: unknown): unknown {
   const t = typeof value === 'string' ? parseApiTime(value) : null;
   const n = typeof now === 'string' ? parseApiTime(now) : null;
   if (t === null || n === null) return value;
   return humanDuration(n - t);
-});
-liquid.registerFilter('days_until', (value: unknown, now: unknown) => {
+}
+function daysUntilFilter(value: unknown, now: unknown): unknown {
   const t = typeof value === 'string' ? parseApiTime(value) : null;
   const n = typeof now === 'string' ? parseApiTime(now) : null;
   if (t === null || n === null) return value;
   return Math.floor((t - n) / 86_400_000);
-});
+}
+liquid.registerFilter('age', ageFilter);
+liquid.registerFilter('days_until', daysUntilFilter);
+
+/**
+ * Render a template of this engine (a rule's summary or description, a channel's template):
+ * `String(liquid.renderSync(template, scope))`, the same text or the same error, through
+ * the compiled fast path when the template is within it (fast-template.ts). Both time
+ * filters read only their arguments, so the fast path may call them itself.
+ */
+export const liquidTemplates = templateRenderer(liquid, [ageFilter, daysUntilFilter]);
 
 /** What the loader needs from the rest of the program. */
 export interface LoadRulesOptions {
