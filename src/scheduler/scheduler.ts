@@ -162,9 +162,11 @@ const ACCOUNT = -1;
  * concurrency: a poll that waits for its commit to be durable frees its fetch slot (see
  * runCycle), so with more polls in flight the fetches go on meanwhile, and the polls that
  * wait commit together (group commit). Fetches stay at `api.max_concurrency` per source.
+ * Eight times: with four, a first cycle's batch took in nearly every poll of the three
+ * sources, and the fetches stopped while its log was synced (docs/benchmarks.md, run 23).
  */
 export function pollWorkers(concurrency: number): number {
-  return concurrency * 4;
+  return concurrency * 8;
 }
 
 /**
