@@ -7,7 +7,6 @@ import { changeEventId } from '../events/envelope.js';
 import { API_SUBJECT, operatorEvent, type OperatorRule } from '../events/operator.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { activeSilences, type Notifier } from '../notify/notifier.js';
-import type { Silence } from '../notify/silences.js';
 import type { CompiledRule } from '../rules/types.js';
 import { EntityTable } from '../sources/entity-table.js';
 import { checkShape, Fetcher } from '../sources/fetch.js';
