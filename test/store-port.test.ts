@@ -280,6 +280,24 @@ describe.each(ENGINES)('transactions on %s', (engine) => {
     expect(repos(s).memo).toBeNull();
   });
 
+  it('reads the active silences once per batch, and again after a unit of the batch adds or expires one', async () => {
+    const silence = (id: string) => ({ id, match: 'true', starts_at: 0, ends_at: 10_000, comment: 'c', created_by: 't', created_at: 0, expired_at: null });
+    await s.transaction((tx) => repos(tx).silences.add(silence('memo-a')));
+    const seen: string[][] = [];
+    const look = (tx: Executor) => repos(tx).silences.active(1_000).then((rows) => void seen.push(rows.map((r) => r.id).filter((id) => id.startsWith('memo-'))));
+    // One batch: a poll reads, the API adds one, a poll reads, the API expires one, a poll reads.
+    const batches = s.stats.batches;
+    await Promise.all([
+      s.transaction(look),
+      s.transaction((tx) => repos(tx).silences.add(silence('memo-b'))),
+      s.transaction(look),
+      s.transaction((tx) => repos(tx).silences.expire('memo-a', 1_000)),
+      s.transaction(look),
+    ]);
+    expect(s.stats.batches - batches).toBe(1);
+    expect(seen).toEqual([['memo-a'], ['memo-a', 'memo-b'], ['memo-b']]);
+  });
+
   it('runs a batch of repeatable units again with savepoints when one fails on a database error: its caller gets the error, the others\' rows are stored once', async () => {
     const before = { ...s.stats };
     const runs: string[] = [];

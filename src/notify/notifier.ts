@@ -19,20 +19,6 @@ export interface NotifierDeps {
 
 const NO_INCIDENTS: ReadonlySet<string> = new Set();
 
-/**
- * The silences active now, read once per batch transaction (Repos.memo): a batch is one
- * moment, and every event of it is matched against the same silences. Silences are added
- * and expired in transactions of their own, never inside a batch of polls.
- */
-export async function activeSilences(r: Repos, now: number): Promise<readonly Silence[]> {
-  const known = r.memo?.get(SILENCES_MEMO) as readonly Silence[] | undefined;
-  if (known) return known;
-  const active = await r.silences.active(now);
-  r.memo?.set(SILENCES_MEMO, active);
-  return active;
-}
-
-const SILENCES_MEMO = 'silences:active';
 
 /**
  * Applies dispatch decisions to the database, inside the caller's transaction: outbox rows
@@ -63,7 +49,7 @@ export class Notifier {
    */
   async releaseHeld(r: Repos, heldBy: string, opts: DecideOptions): Promise<void> {
     const now = this.deps.now();
-    await this.release(r, heldBy, now, await activeSilences(r, now), opts);
+    await this.release(r, heldBy, now, await r.silences.active(now), opts);
   }
 
   /**
@@ -99,7 +85,7 @@ export class Notifier {
     const now = this.deps.now();
     if (!(await r.events.addEvent(toEventRow(e)))) return false;
     // A shadow rule's event (its resolution at start, say) is stored and shown, never delivered.
-    if (e.data['shadow'] !== true) await this.dispatch(r, e, now, await activeSilences(r, now));
+    if (e.data['shadow'] !== true) await this.dispatch(r, e, now, await r.silences.active(now));
     return true;
   }
 

@@ -6,7 +6,7 @@ import { compileDiffOptions, contentHash, type CompiledDiffOptions } from '../di
 import { changeEventId } from '../events/envelope.js';
 import { API_SUBJECT, operatorEvent, type OperatorRule } from '../events/operator.js';
 import type { HostwatchEvent } from '../events/types.js';
-import { activeSilences, type Notifier } from '../notify/notifier.js';
+import type { Notifier } from '../notify/notifier.js';
 import type { CompiledRule } from '../rules/types.js';
 import { EntityTable } from '../sources/entity-table.js';
 import { checkShape, Fetcher } from '../sources/fetch.js';
@@ -175,7 +175,7 @@ export class Poller {
    * process can write to it (Store.soleWriter). Then an entity this poller has not stored
    * since (not in `heads`, no other ingest of it under way) has no snapshot, change-log row
    * or alert state, and its first poll does not look for them: three reads fewer per entity
-   * in a new install's first cycle. Off for good once `heads` forgets anything (removed
+   * in a new install's first cycle (and one per `window` rule). Off for good once `heads` forgets anything (removed
    * sites, a cluster handover) or a commit fails.
    */
   private fresh = false;
@@ -938,7 +938,7 @@ export class Poller {
     const now = this.deps.now();
     // Resolutions are matched like firings (docs/silences.md). Read once per batch, at its
     // first event: a silence added by another process applies to the next commit.
-    await this.deps.notifier.dispatch(u.r, e, now, await activeSilences(u.r, now));
+    await this.deps.notifier.dispatch(u.r, e, now, await u.r.silences.active(now));
     return true;
   }
 

@@ -166,7 +166,9 @@ const ACCOUNT = -1;
  * sources, and the fetches stopped while its log was synced (docs/benchmarks.md, run 23).
  */
 export function pollWorkers(concurrency: number): number {
-  return concurrency * 8;
+  // At most 256 (as four times the largest `api.max_concurrency`, 64, was): each poll waiting
+  // for its commit holds its reply.
+  return Math.min(concurrency * 8, 256);
 }
 
 /**

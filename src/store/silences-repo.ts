@@ -52,11 +52,15 @@ const RECENTLY_SILENCED = statement<{ limit: number }, { event_id: string; silen
  * The silences table and the events it held back (`events.silenced_by`). Read on every
  * event commit, so a silence written by another process (the CLI) applies at once.
  */
+/** Where a batch transaction keeps the active silences (Executor.memo). */
+const ACTIVE_MEMO = 'silences:active';
+
 export class SilencesRepo {
   constructor(private readonly x: Executor) {}
 
   /** Store a new silence. */
   async add(s: Silence): Promise<void> {
+    this.x.memo?.delete(ACTIVE_MEMO);
     await this.x.run(INSERT, s);
   }
 
@@ -67,12 +71,22 @@ export class SilencesRepo {
 
   /** Expire a silence now; false when it was already over (expired or ended). */
   async expire(id: string, at: number): Promise<boolean> {
+    this.x.memo?.delete(ACTIVE_MEMO);
     return (await this.x.run(EXPIRE, { id, at })) > 0;
   }
 
-  /** Silences in force at `now`, oldest first (the order in which they are tried). */
-  active(now: number): Promise<Silence[]> {
-    return this.x.all(ACTIVE, { now });
+  /**
+   * Silences in force at `now`, oldest first (the order in which they are tried). In a batch
+   * transaction they are read once (Executor.memo): a batch is one moment, and each of its
+   * events is matched against the same silences. A silence added or expired by a unit of the
+   * batch (the API's, which shares batches with polls) makes the next unit read them again.
+   */
+  async active(now: number): Promise<readonly Silence[]> {
+    const known = this.x.memo?.get(ACTIVE_MEMO) as readonly Silence[] | undefined;
+    if (known) return known;
+    const rows = await this.x.all(ACTIVE, { now });
+    this.x.memo?.set(ACTIVE_MEMO, rows);
+    return rows;
   }
 
   /** Active and pending silences, and those that ended at or after `since`; newest first. */
