@@ -19,7 +19,6 @@ export interface NotifierDeps {
 
 const NO_INCIDENTS: ReadonlySet<string> = new Set();
 
-
 /**
  * Applies dispatch decisions to the database, inside the caller's transaction: outbox rows
  * for events that go out; a mark on those held back (silence, maintenance, inhibition), so

@@ -48,13 +48,13 @@ const RECENTLY_SILENCED = statement<{ limit: number }, { event_id: string; silen
     .limit(p.limit),
 );
 
+/** Where a batch transaction keeps the active silences (Executor.memo). */
+const ACTIVE_MEMO = 'silences:active';
+
 /**
  * The silences table and the events it held back (`events.silenced_by`). Read on every
  * event commit, so a silence written by another process (the CLI) applies at once.
  */
-/** Where a batch transaction keeps the active silences (Executor.memo). */
-const ACTIVE_MEMO = 'silences:active';
-
 export class SilencesRepo {
   constructor(private readonly x: Executor) {}
 
