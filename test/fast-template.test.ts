@@ -6,6 +6,7 @@ import { compileTemplate as compileChannelTemplate, renderTemplate } from '../sr
 import { packageRoot } from '../src/paths.js';
 import { compileTemplate, GIVE_UP, templateRenderer } from '../src/rules/fast-template.js';
 import { liquid, liquidTemplates, loadRules } from '../src/rules/parse.js';
+import { mulberry32 } from '../src/simulator/random.js';
 import { siteEvent } from './events-fixture.js';
 
 // The fast path (src/rules/fast-template.ts) renders part of Liquid itself and hands the
@@ -39,18 +40,6 @@ function label(v: unknown): string {
   } catch {
     return Object.prototype.toString.call(v);
   }
-}
-
-/** A small seeded generator, so a failure is the same failure the next time. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const TIMES = ['2026-11-20T10:00:00Z', '2026-11-23T12:00:00.000Z', '2026-12-01', '2025-01-01T00:00:00+02:00', 'not a time', ''];
@@ -126,7 +115,7 @@ describe('the Liquid fast path', () => {
     expect(notCompiled).toEqual(['local-profile-changed description']);
     expect(templates.length).toBeGreaterThan(60);
 
-    const rand = prng(20261127);
+    const rand = mulberry32(20261127); // seeded: a failure is the same failure the next time
     let compared = 0;
     let fastTexts = 0;
     const check = (name: string, t: Template[], scope: Record<string, unknown>): void => {
