@@ -106,7 +106,12 @@ describe('while PostgreSQL cannot be reached', () => {
       return { status: res.status, text: await res.text() };
     };
     const sample = (text: string, name: string): string | undefined => text.split('\n').find((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
-    const up = await get('/metrics');
+    // A poll counted before the cut (a counter has no sample until its first poll, which
+    // waits for its batch: on a slow machine not yet when the server answers).
+    let up = await get('/metrics');
+    for (const until = Date.now() + 20_000; sample(up.text, 'hostwatch_polls_total') === undefined && Date.now() < until; up = await get('/metrics')) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
     expect(up.status).toBe(200);
     expect(sample(up.text, 'hostwatch_storage_up')).toMatch(/ 1$/);
     expect(sample(up.text, 'hostwatch_outbox_depth')).toBeDefined();
