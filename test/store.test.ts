@@ -77,6 +77,49 @@ describe('a migration', () => {
       'corrupted migrations: previously applied migration 0001_a.sql is missing from migrations/',
     );
   });
+
+  it('0011 carries every snapshot and evidence row of an existing database into ordinary (rowid) tables, keys and upserts unchanged', async () => {
+    const file = join(tmp.dir, 'h.db');
+    const all = readMigrations(join(packageRoot(), 'migrations'));
+    const v10 = all.filter((m) => m.version <= 10);
+    expect(all.find((m) => m.version === 11)?.name).toBe('0011_rowid_bodies.sql');
+    // A database as hostwatch left it before v11, with rows in both tables.
+    const old = new BetterSqlite3(file);
+    migrate(old, v10, () => 0);
+    const snap = old.prepare('INSERT INTO snapshots (source, entity, site_id, hash, body, version, changed_at) VALUES (?, ?, ?, ?, ?, ?, ?)');
+    const ev = old.prepare('INSERT INTO event_evidence (event_id, at, body) VALUES (?, ?, ?)');
+    for (let i = 0; i < 300; i++) {
+      snap.run('health', `sites/${(i * 7919) % 300}/health`, (i * 7919) % 300, `h${i}`, JSON.stringify({ i, pad: 'x'.repeat(i * 3) }), i + 1, 1_000 + i);
+      ev.run(`ev-${(i * 104729) % 1000}`, 2_000 + i, JSON.stringify({ rule: 'r', i }));
+    }
+    snap.run('sites', '', null, 'hs', '[]', 1, 5);
+    const dump = (db: BetterSqlite3.Database): unknown[] => [
+      db.prepare('SELECT * FROM snapshots ORDER BY source, entity').all(),
+      db.prepare('SELECT * FROM event_evidence ORDER BY event_id').all(),
+    ];
+    const before = dump(old);
+    expect(old.prepare("SELECT sql FROM sqlite_master WHERE name = 'snapshots'").pluck().get()).toContain('WITHOUT ROWID');
+    old.close();
+
+    const store = await openStore({ engine: 'sqlite', path: file }, { now: Date.now });
+    const db = sqliteOf(store);
+    expect(dump(db)).toEqual(before);
+    for (const t of ['snapshots', 'event_evidence']) expect(db.prepare('SELECT sql FROM sqlite_master WHERE name = ?').pluck().get(t)).not.toContain('WITHOUT ROWID');
+    // The keys still refuse a second row, and the by-time index is back.
+    expect(() => db.prepare("INSERT INTO snapshots (source, entity, site_id, hash, body, version, changed_at) VALUES ('sites', '', NULL, 'x', '[]', 2, 6)").run()).toThrow(/UNIQUE constraint failed/);
+    expect(() => db.prepare("INSERT INTO event_evidence (event_id, at, body) VALUES ('ev-0', 1, '{}')").run()).toThrow(/UNIQUE constraint failed/);
+    expect(db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'event_evidence' AND name = 'event_evidence_by_time'").pluck().get()).toBe('event_evidence_by_time');
+    // The repository's upsert, through the store, updates the row in place.
+    const r = repos(store);
+    const row = (before[0] as Array<{ source: string; entity: string }>).find((x) => x.entity === 'sites/5/health')!;
+    const stored = (await r.snapshots.get(row.source, row.entity))!;
+    expect(stored).toEqual(row);
+    await r.snapshots.put({ ...stored, hash: 'h-new', version: stored.version + 1 });
+    expect(await r.snapshots.head(row.source, row.entity)).toEqual({ hash: 'h-new', version: stored.version + 1 });
+    expect(db.prepare('SELECT count(*) FROM snapshots').pluck().get()).toBe(301);
+    expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    await store.close();
+  });
 });
 
 describe('the queries of every event', () => {

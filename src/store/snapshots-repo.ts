@@ -81,13 +81,13 @@ export class SnapshotsRepo {
     return this.x.all(ENTITIES_OF, { source });
   }
 
-  /** The hash and version of the stored snapshot, without reading its body. */
   /** Nothing is stored about any entity: no snapshot, no change-log row, no alert state (a new database). */
   async nothingStored(): Promise<boolean> {
     for (const s of [ANY_SNAPSHOT, ANY_HISTORY, ANY_ALERT] as const) if ((await this.x.get(s as typeof ANY_SNAPSHOT, {})) !== undefined) return false;
     return true;
   }
 
+  /** The hash and version of the stored snapshot, without reading its body. */
   head(source: string, entity: string): Promise<{ hash: string; version: number } | undefined> {
     return this.x.get(HEAD, { source, entity });
   }
