@@ -375,7 +375,15 @@ export function openSqlite(path: string, migrations: Migration[], opts: StoreOpt
 
 /** `PRAGMA quick_check`: every page and index well formed (it reads the whole file once). */
 function checkIntact(sqlite: BetterSqlite3.Database, path: string): void {
-  const found = sqlite.pragma('quick_check(5)', { simple: false }) as Array<{ quick_check: string }>;
+  let found: Array<{ quick_check: string }>;
+  try {
+    found = sqlite.pragma('quick_check(5)', { simple: false }) as Array<{ quick_check: string }>;
+  } catch (e) {
+    // Some damage stops the check itself (a rowid table's garbled root page): SQLite then
+    // throws "database disk image is malformed" instead of listing what it found.
+    if (storageFailure(e) === 'damaged') throw damaged(path, `quick_check: ${e instanceof Error ? e.message : String(e)}`);
+    throw e;
+  }
   const problems = found.map((r) => r.quick_check).filter((p) => p !== 'ok');
   if (problems.length > 0) throw damaged(path, `quick_check: ${problems.join('; ')}`);
 }
