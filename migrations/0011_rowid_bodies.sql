@@ -3,9 +3,9 @@
 -- tables their rows, a few hundred bytes to several KB each, sat in the primary key's own
 -- B-tree: every new row landed in a random leaf of it and split pages full of bodies. Now a
 -- new row is appended, and only its small key goes into the index. On the bench's first poll
--- (1,500 snapshots, 350 evidence rows) this made the statements 12 ms and the commits 5 ms
--- cheaper, and the whole ingest 40–50 ms (docs/benchmarks.md, run 24). SQLite's own advice
--- is the same: WITHOUT ROWID suits rows well under a twentieth of a page.
+-- (1,500 snapshots, 350 evidence rows) this made the statements 11–15 ms and the COMMITs
+-- 3–8 ms cheaper, and the whole ingest 41–53 ms (docs/benchmarks.md, run 24). SQLite's own
+-- advice is the same: WITHOUT ROWID suits rows well under a twentieth of a page.
 -- The copy runs once, in this migration's transaction.
 
 CREATE TABLE snapshots_v11 (
