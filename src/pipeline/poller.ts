@@ -175,8 +175,8 @@ export class Poller {
    * process can write to it (Store.soleWriter). Then an entity this poller has not stored
    * since (not in `heads`, no other ingest of it under way) has no snapshot, change-log row
    * or alert state, and its first poll does not look for them: three reads fewer per entity
-   * in a new install's first cycle (and one per `window` rule). Off for good once `heads` forgets anything (removed
-   * sites, a cluster handover) or a commit fails.
+   * in a new install's first cycle (and one per `window` rule). Off for good once `heads`
+   * forgets anything (removed sites, a cluster handover) or a commit fails.
    */
   private fresh = false;
   /** Ingests under way per entity (stateKey → how many): what they write is not in `heads` yet. */
