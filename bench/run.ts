@@ -2,13 +2,14 @@
  * `npm run bench` = `npm run build && node --expose-gc dist/bench/run.js [part...]`
  *
  * Runs every benchmark (or the parts named: pipeline, engines, memory, latency, diff,
- * reevaluate, freshness, requests, cluster), each against a
+ * reevaluate, freshness, requests, cluster, cli), each against a
  * baseline measured in the same run, prints readable tables, checks the PRODUCT.md targets
  * and writes everything to dist/bench-results.json. docs/benchmarks.md explains the numbers.
  */
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { machine, round, table } from './common.js';
+import { benchCli, type CliResult } from './cli.js';
 import { benchCluster, type ClusterResult } from './cluster.js';
 import { benchDiff } from './diff.js';
 import { benchEngines, type EnginesResult } from './engines.js';
@@ -42,7 +43,7 @@ function targetCell(c: string, ratio: number): string {
   return l === null ? 'measured' : `≤ ${x(l)} ${ratio <= l ? 'met' : 'MISSED'}`;
 }
 
-const PARTS = ['pipeline', 'engines', 'memory', 'latency', 'diff', 'reevaluate', 'freshness', 'requests', 'cluster'] as const;
+const PARTS = ['pipeline', 'engines', 'memory', 'latency', 'diff', 'reevaluate', 'freshness', 'requests', 'cluster', 'cli'] as const;
 type Part = (typeof PARTS)[number];
 
 /**
@@ -96,6 +97,7 @@ const results: {
   freshness?: FreshnessRun[];
   requests?: RequestsResult[];
   cluster?: ClusterResult;
+  cli?: CliResult;
   diff?: DiffRow[];
   reevaluate?: ReevaluateResult;
   targets: Target[];
@@ -430,6 +432,19 @@ if (parts.has('cluster')) {
       result: verdict(l.window.requestsPerSecond <= l.budget),
     });
   }
+}
+
+if (parts.has('cli')) {
+  log('commands as a user runs them: a new node process each, beside a bare node -e 0');
+  const c = await benchCli({ log });
+  results.cli = c;
+  print(`\n10. Command start: each command in a new process, ${c.rounds} rounds, medians; baseline node -e 0 ${fmt(c.bareMs)} ms`);
+  print(table(['command', 'ms', 'vs node -e 0'], c.rows.map((r) => [r.command, fmt(r.medianMs), x(r.ratio, 1)])));
+  results.targets.push({
+    target: 'command start (no target; each command loads only what it uses)',
+    measured: c.rows.map((r) => `${r.command.replace('hostwatch ', '')} ${fmt(r.medianMs, 0)} ms`).join(', '),
+    result: 'measured',
+  });
 }
 
 results.durationS = round((Date.now() - started) / 1000, 0);

@@ -1,44 +1,36 @@
 #!/usr/bin/env node
 // First, before the modules below load: the daemon commands' heap flags (command-heap.ts).
 import { DAEMON_COMMANDS } from './command-heap.js';
-import { SiteLabeler } from './labels.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseDuration } from './config/duration.js';
-import { loadConfig } from './config/load.js';
-import { ConfigErrors } from './config/errors.js';
-import type { Config } from './config/types.js';
-import { CONFIG_SOURCES, createApp, rulesFor, SOURCE_NAMES, type App } from './main.js';
-import type { HostwatchEvent } from './events/types.js';
-import type { CompiledRule } from './rules/types.js';
-import { formatEventLine } from './notify/channels/console.js';
-import { Dispatcher, isHumanChannel } from './notify/dispatch.js';
-import { MaintenanceCalendar } from './notify/maintenance.js';
-import { compileRouter, RouteError } from './notify/routing.js';
-import { unknownEventNames } from './notify/event-names.js';
-import { registerDeliveryCommands } from './notify/cli-commands.js';
-import { RuleErrors } from './rules/parse.js';
-import { resolveTypeFilter, TYPE_SHAPE_MESSAGE, typeShaped } from './events/envelope.js';
-import { knownEventNames } from './events/catalog.js';
-import { closest } from './closest.js';
-import { secretScrubber, secretsOf } from './log.js';
-import type { Logger } from 'pino';
-import { storageExists, storagePathProblem } from './store/storage-path.js';
-import { parseListen } from './server/server.js';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Logger } from 'pino';
+// Only modules that load quickly are imported here; each command imports what it uses when
+// it runs (below, `await import`), so `hostwatch check` does not load the database driver,
+// the HTTP client or the daemon, and `--version` loads almost nothing.
+import { closest } from './closest.js';
+import { clusterStatusLines, readClusterStatus } from './cluster/status.js';
+import { parseDuration } from './config/duration.js';
+import { ConfigErrors } from './config/errors.js';
+import type { Config } from './config/types.js';
+import { knownEventNames } from './events/catalog.js';
+import { resolveTypeFilter, TYPE_SHAPE_MESSAGE, typeShaped } from './events/envelope.js';
+import type { HostwatchEvent } from './events/types.js';
+import type { App } from './main.js';
+import { formatEventLine } from './notify/channels/console.js';
+import type { Router } from './notify/routing.js';
+import { registerDeliveryCommands } from './notify/cli-commands.js';
+import { unknownEventNames } from './notify/event-names.js';
 import { packageRoot, packageVersion } from './paths.js';
-import { runRuleTestFile } from './rules/rule-tests.js';
-import { backtest, formatBacktest } from './rules/backtest.js';
-import { explainEvent, explainWhyNot, unknownRule, type ExplainDeps } from './rules/explain.js';
+import type { ExplainDeps } from './rules/explain.js';
+import type { CompiledRule } from './rules/types.js';
+import { configPlan, describePlan, sitesThatFit, sourcePriorities } from './scheduler/budget-plan.js';
+import { CONFIG_SOURCES, SOURCE_NAMES, sitesSource } from './sources/registry.js';
+import { enabledSources, pathsFor, scopesFor } from './sources/select.js';
 import { describeStorage, openStore, StorageUnreachableError, type Store } from './store/db.js';
 import { SchemaMissingError } from './store/migrate.js';
-import { ClusterRepo } from './store/cluster-repo.js';
-import { clusterStatusLines, readClusterStatus } from './cluster/status.js';
-import { repos } from './store/repos.js';
-import { listOf, siteInfoFromRecord } from './pipeline/plan.js';
-import { sitesSource } from './sources/registry.js';
-import { enabledSources, pathsFor, scopesFor } from './sources/select.js';
-import { configPlan, describePlan, sitesThatFit, sourcePriorities } from './scheduler/budget-plan.js';
+import type { Repos } from './store/repos.js';
+import { storageExists, storagePathProblem } from './store/storage-path.js';
 
 /**
  * Exit codes: 0 ok, 1 runtime failure, 2 bad config, rules or arguments, 3 (`poll --once`)
@@ -86,6 +78,7 @@ function configFile(given: string | undefined): string {
  * neither the API nor a channel, a secret whose variable is unset is no error.
  */
 async function load(file: string | undefined, opts: { secretsOptional?: boolean } = {}): Promise<Config> {
+  const [{ loadConfig }, { secretScrubber, secretsOf }] = await Promise.all([import('./config/load.js'), import('./log.js')]);
   try {
     const config = await loadConfig(configFile(file), process.env, { ...CONFIG_SOURCES, secretsOptional: opts.secretsOptional === true });
     scrubOut = secretScrubber(secretsOf(config));
@@ -98,6 +91,7 @@ async function load(file: string | undefined, opts: { secretsOptional?: boolean 
 
 /** Build the app, mapping bad rules/routes/channels to exit code 2 with their messages. */
 async function build(config: Config): Promise<App> {
+  const [{ createApp }, { RuleErrors }, { RouteError }] = await Promise.all([import('./main.js'), import('./rules/parse.js'), import('./notify/routing.js')]);
   try {
     return await createApp(config);
   } catch (e) {
@@ -211,6 +205,13 @@ program
   .option('--online', 'also call the API (GET only, nothing written): does the key work, and can each enabled source read? exit 1 when not')
   .option('--sites <n>', 'plan the request budget for this many sites (default: the sites list, else the stored site list)', positiveInt)
   .action(async (o: { config?: string; online?: boolean; sites?: number }) => {
+    const [{ loadConfig }, { RuleErrors, rulesFor }, { MaintenanceCalendar }, { Dispatcher }, { RouteError }] = await Promise.all([
+      import('./config/load.js'),
+      import('./rules/parse.js'),
+      import('./notify/maintenance.js'),
+      import('./notify/dispatch.js'),
+      import('./notify/routing.js'),
+    ]);
     const problems: string[] = [];
     let config: Config | null = null;
     try {
@@ -221,7 +222,7 @@ program
       problems.push(e.format());
     }
     let ruleCount = 0;
-    let rules: ReturnType<typeof rulesFor> = [];
+    let rules: CompiledRule[] = [];
     if (config) {
       try {
         rules = rulesFor(config);
@@ -232,7 +233,7 @@ program
       }
       // Only against rules that loaded: with a broken rule file, its events would all look unknown.
       if (problems.length === 0) for (const p of unknownEventNames(config, rules)) problems.push(`${config.file}: ${p}`);
-      let calendar: MaintenanceCalendar | null = null;
+      let calendar: InstanceType<typeof MaintenanceCalendar> | null = null;
       try {
         // Routes, maintenance matches and inhibit targets compile exactly as the daemon's.
         calendar = new MaintenanceCalendar(config.maintenance);
@@ -255,7 +256,7 @@ program
  * `sites`, or stored by a daemon in the SQLite file at storage.path; without any, how many
  * sites fit. (A PostgreSQL database is not connected to: `check` works offline.)
  */
-async function budgetLines(config: Config, rules: ReturnType<typeof rulesFor>, given: number | undefined): Promise<string[]> {
+async function budgetLines(config: Config, rules: CompiledRule[], given: number | undefined): Promise<string[]> {
   const sources = enabledSources(config);
   const priorities = sourcePriorities(sources, rules, config);
   let sites = given ?? (config.sites === 'all' ? null : config.sites.length);
@@ -282,7 +283,8 @@ async function storedSiteCount(storage: Config['storage']): Promise<number | nul
   try {
     // Read-only: check writes nothing, and a daemon may hold the file.
     store = await openStore(storage, { now: Date.now, readonly: true });
-    const row = await repos(store).snapshots.get(sitesSource.name, sitesSource.name);
+    const row = await (await reposOf(store)).snapshots.get(sitesSource.name, sitesSource.name);
+    const { listOf } = await import('./pipeline/plan.js');
     return row ? listOf(sitesSource, JSON.parse(row.body)).length : null;
   } catch {
     return null;
@@ -295,6 +297,7 @@ async function storedSiteCount(storage: Config['storage']): Promise<number | nul
 async function checkOnline(config: Config): Promise<void> {
   const { ApiClient, clientOptionsOf } = await import('./api/client.js');
   const { probeScopes } = await import('./sources/probe.js');
+  const { secretsOf } = await import('./log.js');
   // The daemon's client, one request at a time and without retries (an answer, not a poll).
   const client = new ApiClient({ ...clientOptionsOf(config.api, secretsOf(config)), maxConcurrency: 1, retries: 0 });
   try {
@@ -320,7 +323,7 @@ program
     const config = await load(o.config, { secretsOptional: true });
     const listen = config.server.listen;
     if (listen === null) fail(`hostwatch health: ${config.file} sets no server.listen, so there is no /readyz to ask`, 1);
-    const url = `${readyzBase(listen)}/readyz`;
+    const url = `${await readyzBase(listen)}/readyz`;
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(o.timeout) });
       const body = await res.text();
@@ -332,7 +335,8 @@ program
   });
 
 /** Where a daemon listening on `listen` answers on this machine (a wildcard bind is asked on loopback). */
-function readyzBase(listen: string): string {
+async function readyzBase(listen: string): Promise<string> {
+  const { parseListen } = await import('./server/server.js');
   const { host, port } = parseListen(listen);
   const local = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
   return `http://${local.includes(':') ? `[${local}]` : local}:${port}`;
@@ -364,7 +368,7 @@ program
     try {
       const type = o.type === undefined ? null : await knownTypeOrExit(config, o.type, store);
       const filter = { type, siteId: null, since: o.since === undefined ? null : Date.now() - o.since };
-      const rows = await repos(store).events.latest(filter, o.limit + 1);
+      const rows = await (await reposOf(store)).events.latest(filter, o.limit + 1);
       for (const r of rows.slice(0, o.limit).reverse()) {
         const line = o.json ? r.body : eventLine(JSON.parse(r.body) as HostwatchEvent);
         process.stdout.write(`${line}\n`);
@@ -409,7 +413,8 @@ rulesCmd
   .command('test')
   .description('run rule test files (steps of snapshots and the events expected at each); exit 1 on a failure')
   .argument('<files...>', 'rule test files (YAML), e.g. rules/tests/*.test.yaml')
-  .action((files: string[]) => {
+  .action(async (files: string[]) => {
+    const [{ runRuleTestFile }, { RuleErrors }] = await Promise.all([import('./rules/rule-tests.js'), import('./rules/parse.js')]);
     let failed = 0;
     let passed = 0;
     for (const file of files) {
@@ -439,18 +444,25 @@ rulesCmd
   .option('--rule <name>', 'only this rule (evaluated even if it is disabled, to try it before turning it on)')
   .action(async (o: { config?: string; since: number; rule?: string }) => {
     const config = await load(o.config, { secretsOptional: true });
-    let rules = loadRulesOrExit(config);
+    let rules = await loadRulesOrExit(config);
+    const [{ backtest, formatBacktest }, { unknownRule }, { isHumanChannel }, { SiteLabeler }, { listOf, siteInfoFromRecord }] = await Promise.all([
+      import('./rules/backtest.js'),
+      import('./rules/explain.js'),
+      import('./notify/dispatch.js'),
+      import('./labels.js'),
+      import('./pipeline/plan.js'),
+    ]);
     if (o.rule !== undefined) {
       const one = rules.find((r) => r.name === o.rule);
       if (!one) fail(`hostwatch rules backtest: ${unknownRule(o.rule!, rules)}`, EXIT_CONFIG);
       rules = [{ ...one, enabled: true }];
     }
-    const router = compileRouterOrExit(config);
+    const router = await compileRouterOrExit(config);
     const store = await openDatabase(config);
     try {
       const now = Date.now();
       const since = now - o.since;
-      const r = repos(store);
+      const r = await reposOf(store);
       const sites = await r.snapshots.get(sitesSource.name, sitesSource.name);
       const known = sites ? listOf(sitesSource, JSON.parse(sites.body)).map(siteInfoFromRecord) : [];
       const human = new Set(config.channels.filter((c) => isHumanChannel(c.type)).map((c) => c.name));
@@ -488,10 +500,11 @@ program
       fail(`hostwatch explain: ${given}: give an EVENT_ID, or --subject S and --rule R (not both)`, EXIT_CONFIG);
     }
     const config = await load(o.config, { secretsOptional: true });
-    const rules = loadRulesOrExit(config);
+    const rules = await loadRulesOrExit(config);
+    const { explainEvent, explainWhyNot, unknownRule } = await import('./rules/explain.js');
     const store = await openDatabase(config);
     try {
-      const deps: ExplainDeps = { ...repos(store), rules, now: Date.now(), retentionMs: config.history.retention_ms };
+      const deps: ExplainDeps = { ...(await reposOf(store)), rules, now: Date.now(), retentionMs: config.history.retention_ms };
       if (id !== undefined) {
         const lines = await explainEvent(deps, id);
         if (!lines) fail(`hostwatch explain: no event with id ${id} in ${store.description}`, 1);
@@ -505,7 +518,8 @@ program
     }
   });
 
-function loadRulesOrExit(config: Config): ReturnType<typeof rulesFor> {
+async function loadRulesOrExit(config: Config): Promise<CompiledRule[]> {
+  const { RuleErrors, rulesFor } = await import('./rules/parse.js');
   try {
     return rulesFor(config);
   } catch (e) {
@@ -514,7 +528,8 @@ function loadRulesOrExit(config: Config): ReturnType<typeof rulesFor> {
   }
 }
 
-function compileRouterOrExit(config: Config): ReturnType<typeof compileRouter> {
+async function compileRouterOrExit(config: Config): Promise<Router> {
+  const { compileRouter, RouteError } = await import('./notify/routing.js');
   try {
     return compileRouter(config.routes, config.channels);
   } catch (e) {
@@ -545,6 +560,11 @@ async function openDatabase(config: Config, mustExist = true, readonly = false):
   }
 }
 
+/** The repositories over an open store (loaded with the store, not at start: they bring the query builder). */
+async function reposOf(store: Store): Promise<Repos> {
+  return (await import('./store/repos.js')).repos(store);
+}
+
 registerDeliveryCommands(program, { load, fail, openDatabase, duration, atLeastOne, configHelp: CONFIG_HELP });
 
 program
@@ -564,7 +584,8 @@ program
     }
     const store = await openDatabase(config, true);
     try {
-      const r = repos(store);
+      const r = await reposOf(store);
+      const { ClusterRepo } = await import('./store/cluster-repo.js');
       const status = await readClusterStatus(new ClusterRepo(store), r.events, r.snapshots, Date.now());
       process.stdout.write(o.json ? `${JSON.stringify(status, null, 2)}\n` : `${clusterStatusLines(status).join('\n')}\n`);
     } finally {
@@ -584,11 +605,11 @@ function eventLine(e: HostwatchEvent): string {
 async function knownTypeOrExit(config: Config, text: string, store: Store): Promise<string> {
   let rules: CompiledRule[] = [];
   try {
-    rules = rulesFor(config);
+    rules = (await import('./rules/parse.js')).rulesFor(config);
   } catch {
     // Broken rule files do not stop `events`; the catalog still names the built-in events.
   }
-  const events = repos(store).events;
+  const events = (await reposOf(store)).events;
   const r = await resolveTypeFilter(text, knownEventNames(rules), (type) => events.holdsType(type));
   if (r.ok) return r.type;
   fail(`hostwatch events: --type: ${r.message}`, EXIT_CONFIG);

@@ -28,11 +28,11 @@ import { OutboxWorker } from './notify/outbox-worker.js';
 import { knownEventNames } from './events/catalog.js';
 import { eventId, TYPE_PREFIX } from './events/envelope.js';
 import { operatorEvent } from './events/operator.js';
-import { packageRoot, packageVersion } from './paths.js';
+import { packageVersion } from './paths.js';
 import type { RequestBudget } from './api/budget.js';
 import { Poller, type PollOutcome } from './pipeline/poller.js';
 import { resolveRetiredAlerts } from './pipeline/retired-alerts.js';
-import { loadRules } from './rules/parse.js';
+import { rulesFor } from './rules/parse.js';
 import type { CompiledRule } from './rules/types.js';
 import { Scheduler, type ScheduledSource, type SchedulerDeps } from './scheduler/scheduler.js';
 import { EventEmitter } from 'node:events';
@@ -46,7 +46,7 @@ import { metricsRoutes } from './server/routes/metrics.js';
 import { silencesRoutes } from './server/routes/silences.js';
 import { startServer } from './server/server.js';
 import { Fetcher } from './sources/fetch.js';
-import { isTopLevel, SOURCE_READ_BY, SOURCES } from './sources/registry.js';
+import { isTopLevel } from './sources/registry.js';
 import { enabledSources, pathsFor } from './sources/select.js';
 import { Followups } from './scheduler/followups.js';
 import { configPlan, describePlan, sourcePriorities } from './scheduler/budget-plan.js';
@@ -58,7 +58,8 @@ import { HEARTBEAT_EVERY_MS } from './store/daemon-repo.js';
 import { DEFAULTS } from './config/parse.js';
 import { hostname } from 'node:os';
 import { SiteLabeler } from './labels.js';
-import { alertSeverities, IncidentTracker } from './notify/incidents.js';
+import { alertSeverities } from './notify/incidents.js';
+import { IncidentTracker } from './notify/incident-tracker.js';
 import { Reevaluator } from './pipeline/reevaluate.js';
 import { Timekeeper } from './scheduler/timekeeper.js';
 import { Heartbeat } from './selfwatch/heartbeat.js';
@@ -67,11 +68,9 @@ import { Watchdog } from './selfwatch/watchdog.js';
 import { configFingerprint, joinCluster, type Cluster } from './cluster/cluster.js';
 import { clusterWorkClaims } from './cluster/work-claims.js';
 
-/** Names of every source, for config and rule validation. */
-export const SOURCE_NAMES = SOURCES.map((s) => s.name);
-
-/** What config parsing needs to know of the sources (names; who reads details and views). */
-export const CONFIG_SOURCES = { sourceNames: SOURCE_NAMES, readBy: SOURCE_READ_BY } as const;
+// Where tests, benchmarks and the demo have long found them; the CLI imports them from where they live.
+export { CONFIG_SOURCES, SOURCE_NAMES } from './sources/registry.js';
+export { rulesFor };
 
 /** Injection points for tests, the demo and benchmarks; production uses the defaults. */
 export interface AppOptions {
@@ -156,11 +155,6 @@ export interface App {
    * than `history.retention` (the daemon runs this every `history.prune_every`).
    */
   pruneHistory(): Promise<PruneResult & { deliveries: number }>;
-}
-
-/** Load the built-in rule packs and the user's rule paths for a config. */
-export function rulesFor(config: Config): CompiledRule[] {
-  return loadRules(join(packageRoot(), 'rules'), config.rules, { sourceNames: SOURCE_NAMES, cwd: process.cwd(), configFile: config.file });
 }
 
 /**

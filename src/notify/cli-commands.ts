@@ -1,14 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
-import { daemonRunning } from '../store/daemon-repo.js';
 import type { Command } from 'commander';
 import type { Config } from '../config/types.js';
 import type { Store } from '../store/db.js';
 import type { HeldView } from '../store/delivery-repo.js';
 import type { DeliveryView } from '../store/events-repo.js';
-import { repos } from '../store/repos.js';
-import { RECENTLY_EXPIRED_MS } from '../server/routes/silences.js';
-import { parseSilenceRequest, silenceView, sortSilences, type Silence, type SilenceView } from './silences.js';
+import type { Silence, SilenceView } from './silences.js';
 
 /** What the delivery commands borrow from cli.ts (config loading, exits, argument parsers). */
 export interface CliHelpers {
@@ -25,16 +22,33 @@ export interface CliHelpers {
 
 const EXIT_ARGS = 2;
 
+type Runtime = Awaited<ReturnType<typeof runtime>>;
+
 /**
- * Open the config's database (migrated like the daemon's), run `fn`, close it. The database
+ * What the commands run with. Loaded when one of them runs, not when `hostwatch` starts:
+ * they bring the query builder and the CEL compiler, which `--version` and `check` do without.
+ */
+async function runtime() {
+  const [{ repos }, { daemonRunning }, { RECENTLY_EXPIRED_MS }, { parseSilenceRequest, silenceView, sortSilences }] = await Promise.all([
+    import('../store/repos.js'),
+    import('../store/daemon-repo.js'),
+    import('../server/routes/silences.js'),
+    import('./silences.js'),
+  ]);
+  return { repos, daemonRunning, RECENTLY_EXPIRED_MS, parseSilenceRequest, silenceView, sortSilences };
+}
+
+/**
+ * Open the config's database (migrated like the daemon's), run `fn` with the commands' modules, close it. The database
  * must exist: only `hostwatch run` (or `poll --once`) creates it and its folder. These
  * commands call no API and no channel, so they need none of the config's secrets.
  */
-async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store: Store, config: Config) => Promise<T>): Promise<T> {
+async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store: Store, config: Config, m: Runtime) => Promise<T>): Promise<T> {
   const config = await h.load(file, { secretsOptional: true });
+  const m = await runtime();
   const store = await h.openDatabase(config, true);
   try {
-    return await fn(store, config);
+    return await fn(store, config, m);
   } finally {
     await store.close();
   }
@@ -92,7 +106,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .requiredOption('--comment <text>', 'why, and who is on it')
     .option('--by <name>', 'who adds it', currentUser())
     .action(async (o: { config?: string; match: string; for: string; comment: string; by: string }) => {
-      await withStore(h, o.config, async (store, config) => {
+      await withStore(h, o.config, async (store, config, { repos, parseSilenceRequest, silenceView }) => {
         const now = Date.now();
         const parsed = parseSilenceRequest({ match: o.match, duration: o.for, comment: o.comment, created_by: o.by }, now, {
           createdBy: 'cli',
@@ -117,7 +131,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .option('--expiring <duration>', 'only active silences that end within DURATION (e.g. 1h)', h.duration)
     .option('--json', 'one JSON object per line')
     .action(async (o: { config?: string; expiring?: number; json?: boolean }) => {
-      await withStore(h, o.config, async (store) => {
+      await withStore(h, o.config, async (store, _config, { repos, RECENTLY_EXPIRED_MS, silenceView, sortSilences }) => {
         const repo = repos(store).silences;
         const now = Date.now();
         const recent = sortSilences(await repo.recent(now, now - RECENTLY_EXPIRED_MS), now);
@@ -135,7 +149,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .argument('<id>', 'the silence id (from silence list)')
     .option('-c, --config <file>', h.configHelp)
     .action(async (id: string, o: { config?: string }) => {
-      await withStore(h, o.config, async (store) => {
+      await withStore(h, o.config, async (store, _config, { repos, silenceView }) => {
         const repo = repos(store).silences;
         const now = Date.now();
         if (!(await repo.get(id))) h.fail(`hostwatch silence expire: no silence with id "${id}" (see hostwatch silence list)`, 1);
@@ -154,7 +168,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .option('--limit <n>', 'at most N rows', h.atLeastOne, 100)
     .option('--json', 'one JSON object per line')
     .action(async (o: { config?: string; failed?: boolean; channel?: string; held?: boolean; limit: number; json?: boolean }) => {
-      await withStore(h, o.config, async (store) => {
+      await withStore(h, o.config, async (store, _config, { repos }) => {
         const r = repos(store);
         if (o.held) {
           const held = await r.delivery.recentHeld(o.limit);
@@ -184,7 +198,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
       if ((id === undefined) === (o.dead !== true)) {
         h.fail(`hostwatch redeliver: ${id === undefined ? 'neither was given' : 'both were given'}: give an event id (or #row) or --dead, not both`, EXIT_ARGS);
       }
-      await withStore(h, o.config, async (store) => {
+      await withStore(h, o.config, async (store, _config, { repos, daemonRunning }) => {
         const now = Date.now();
         const enabled: string[] = [];
         const n = await store.transaction(async (tx) => {

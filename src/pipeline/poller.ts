@@ -21,7 +21,7 @@ import type { EvidenceRow } from '../store/history-repo.js';
 import { repos, type Repos } from '../store/repos.js';
 import type { PollStateRow, SnapshotRow } from '../store/snapshots-repo.js';
 import type { SiteLabeler } from '../labels.js';
-import type { IncidentTracker } from '../notify/incidents.js';
+import type { IncidentTracker } from '../notify/incident-tracker.js';
 import { listOf, planEvents, sourceRules, type PlanCall, type PlanOutput, type SourceRules } from './plan.js';
 import { SiteDirectory } from './site-directory.js';
 

@@ -6,6 +6,9 @@ import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { compileCel, freeIdentifiers, parseApiTime, parseCel } from '../cel.js';
 import { humanDuration, parseDuration } from '../config/duration.js';
 import { isRecord } from '../is-record.js';
+import type { Config } from '../config/types.js';
+import { packageRoot } from '../paths.js';
+import { SOURCE_NAMES } from '../sources/registry.js';
 import { templateRenderer } from './fast-template.js';
 import type { Absence, CompiledRule, RuleError } from './types.js';
 
@@ -105,6 +108,11 @@ export interface LoadRulesOptions {
   cwd?: string;
   /** The config file that lists the user's paths: a missing one is named as its `rules[i]`. */
   configFile?: string;
+}
+
+/** Load the built-in rule packs and the user's rule paths for a config. */
+export function rulesFor(config: Config): CompiledRule[] {
+  return loadRules(join(packageRoot(), 'rules'), config.rules, { sourceNames: SOURCE_NAMES, cwd: process.cwd(), configFile: config.file });
 }
 
 /**

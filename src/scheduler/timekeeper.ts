@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { HostwatchEvent } from '../events/types.js';
-import type { IncidentTracker } from '../notify/incidents.js';
+import type { IncidentTracker } from '../notify/incident-tracker.js';
 import type { Reevaluator, ReevaluationPass } from '../pipeline/reevaluate.js';
 import type { StorageWatch } from '../selfwatch/storage-watch.js';
 import type { Watchdog } from '../selfwatch/watchdog.js';

@@ -128,6 +128,12 @@ export const SOURCE_READ_BY: Readonly<Record<string, string>> = Object.fromEntri
   SOURCES.filter((s) => !isTopLevel(s)).map((s) => [s.name, ownerOf(s).name]),
 );
 
+/** Names of every source, for config and rule validation. */
+export const SOURCE_NAMES = SOURCES.map((s) => s.name);
+
+/** What config parsing needs to know of the sources (names; who reads details and views). */
+export const CONFIG_SOURCES = { sourceNames: SOURCE_NAMES, readBy: SOURCE_READ_BY } as const;
+
 /** The top-level source whose cycles read `s` (itself when it is top-level). */
 export function ownerOf(s: SourceDef): SourceDef {
   let cur = s;
