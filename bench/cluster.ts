@@ -29,7 +29,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { stringify } from 'yaml';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { startSimulator, type Simulator } from '../src/simulator/index.js';
 import { BENCH_KEY, BENCH_SECRET, median, relayConnection, round, tempDir, waitExit } from './common.js';
 import { createDatabase, startPostgres } from './postgres-server.js';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { parseConfig } from '../src/config/parse.js';
 import type { Config } from '../src/config/types.js';
-import { CONFIG_SOURCES } from '../src/main.js';
+import { CONFIG_SOURCES } from '../src/sources/registry.js';
 import { BENCH_KEY, BENCH_SECRET, UNLIMITED_RPS } from './common.js';
 
 /**

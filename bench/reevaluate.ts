@@ -6,7 +6,8 @@
  * re-evaluation must do. The pass must make no API request.
  */
 import { performance } from 'node:perf_hooks';
-import { createApp, SOURCE_NAMES, type App } from '../src/main.js';
+import { createApp, type App } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { backupsSource } from '../src/sources/registry.js';
 import { hourlyBackupsSource } from '../src/sources/families/hosting.js';
 import { mapLimit } from '../src/semaphore.js';

@@ -14,7 +14,8 @@
  */
 import { stringify } from 'yaml';
 import { parseConfig } from '../src/config/parse.js';
-import { createApp, SOURCE_NAMES } from '../src/main.js';
+import { createApp } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { SOURCES } from '../src/sources/registry.js';
 import type { SourceDef } from '../src/sources/types.js';
 import { BENCH_KEY, nullStream, round, startSimChild, tempDir, UNLIMITED_RPS } from './common.js';

@@ -6,7 +6,7 @@
  */
 import BetterSqlite3 from 'better-sqlite3';
 import { NOT_FROM_RULES } from '../src/events/catalog.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { startSimulator, type Simulator } from '../src/simulator/index.js';
 import { killAll, writeDaemonConfig, type Child } from '../test/daemon-process.js';
 import { tempDir } from '../test/harness.js';

@@ -68,10 +68,6 @@ import { Watchdog } from './selfwatch/watchdog.js';
 import { configFingerprint, joinCluster, type Cluster } from './cluster/cluster.js';
 import { clusterWorkClaims } from './cluster/work-claims.js';
 
-// Where tests, benchmarks and the demo have long found them; the CLI imports them from where they live.
-export { CONFIG_SOURCES, SOURCE_NAMES } from './sources/registry.js';
-export { rulesFor };
-
 /** Injection points for tests, the demo and benchmarks; production uses the defaults. */
 export interface AppOptions {
   now?: () => number;

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { backtest } from '../src/rules/backtest.js';
 import { loadRules } from '../src/rules/parse.js';
 import type { ChangeLogRow } from '../src/store/history-repo.js';

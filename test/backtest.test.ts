@@ -5,7 +5,7 @@ import { openStore } from '../src/store/db.js';
 import { repos } from '../src/store/repos.js';
 import { tempDir } from './harness.js';
 import { loadRules } from '../src/rules/parse.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 
 /** The built-in rules, in load order (what the CLI lists). */
 function builtInRuleNames(): string[] {

@@ -3,7 +3,7 @@ import { isCelError, type CelResult } from '@bufbuild/cel';
 import { describe, expect, it } from 'vitest';
 import { BAIL, compileFast } from '../src/cel-fast.js';
 import { parseCel, planCel, planCelSlow } from '../src/cel.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { packageRoot } from '../src/paths.js';
 import { bindingsOf, findLatest, type RuleInput } from '../src/rules/evaluate.js';
 import { loadRules } from '../src/rules/parse.js';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/parse.js';
 import { formatConfigError } from '../src/config/errors.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { siteEvent } from './events-fixture.js';
 import { fakeNtfy } from './fakes/ntfy.js';
 import { fakeTelegram } from './fakes/telegram.js';

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { formatConfigError } from '../src/config/errors.js';
 import { parseConfig } from '../src/config/parse.js';
 import type { ChannelConfig } from '../src/config/types.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 
 const HEAD = 'api: { base_url: https://panel.example.com, key: k }\nchannels:\n';
 function parse(channel: string) {

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/parse.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { OPSGENIE_LIMITS, opsgenieAlert } from '../src/notify/channels/opsgenie.js';
 import { siteEvent } from './events-fixture.js';
 import { fakeOpsgenie, type FakeOpsgenie } from './fakes/opsgenie.js';

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/parse.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import type { App } from '../src/main.js';
 import { secretsOf } from '../src/log.js';
 import { siteEvent } from './events-fixture.js';

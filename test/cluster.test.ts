@@ -19,7 +19,7 @@ import { toEventRow } from '../src/store/events-repo.js';
 import { repos } from '../src/store/repos.js';
 import { statement } from '../src/store/sql.js';
 import { parseConfig } from '../src/config/parse.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { siteEvent } from './events-fixture.js';
 import { startWorld } from './harness.js';
 import { freshStorage } from './pg.js';

@@ -8,7 +8,7 @@ import { loadConfig } from '../src/config/load.js';
 import { parseConfig, type ParseResult } from '../src/config/parse.js';
 import type { Config } from '../src/config/types.js';
 import { SOURCES } from '../src/sources/registry.js';
-import { CONFIG_SOURCES } from '../src/main.js';
+import { CONFIG_SOURCES } from '../src/sources/registry.js';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/config/', import.meta.url));
 const REPO = fileURLToPath(new URL('../', import.meta.url));

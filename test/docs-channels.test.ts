@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { formatConfigError } from '../src/config/errors.js';
 import { parseConfig } from '../src/config/parse.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { PAYLOADS } from './docs-payloads.js';
 
 const DOC = readFileSync('docs/channels.md', 'utf8');

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { Liquid, type Template } from 'liquidjs';
 import { describe, expect, it } from 'vitest';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { compileTemplate as compileChannelTemplate, renderTemplate } from '../src/notify/templates.js';
 import { packageRoot } from '../src/paths.js';
 import { compileTemplate, GIVE_UP, templateRenderer } from '../src/rules/fast-template.js';

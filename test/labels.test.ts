@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/parse.js';
 import { formatConfigErrors } from '../src/config/errors.js';
 import { SiteLabeler } from '../src/labels.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { Dispatcher, type DispatchView } from '../src/notify/dispatch.js';
 import { groupKey } from '../src/notify/grouping.js';
 import { MaintenanceCalendar } from '../src/notify/maintenance.js';

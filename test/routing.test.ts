@@ -210,7 +210,7 @@ describe('config of routes, channels, maintenance and inhibition', () => {
     const { readFileSync } = await import('node:fs');
     const { parseConfig } = await import('../src/config/parse.js');
     const { formatConfigErrors } = await import('../src/config/errors.js');
-    const { SOURCE_NAMES } = await import('../src/main.js');
+    const { SOURCE_NAMES } = await import('../src/sources/registry.js');
     const text = readFileSync('test/fixtures/config/bad-delivery-keys.yaml', 'utf8');
     const r = parseConfig(text, 'bad-delivery-keys.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: '/tmp' });
     expect(r.ok).toBe(false);

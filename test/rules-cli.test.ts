@@ -1,7 +1,7 @@
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { tempDir } from './harness.js';
 import { hostwatch } from './run-cli.js';
 

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { compileRouter } from '../src/notify/routing.js';
 import { packageRoot } from '../src/paths.js';
 import { freshAlert, stepAlert } from '../src/rules/evaluate.js';

@@ -4,7 +4,7 @@ import { isCelError, type CelResult } from '@bufbuild/cel';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { celTimestamp, celValue, compileCel } from '../src/cel.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { packageRoot } from '../src/paths.js';
 import { bindingsOf, dedupValue, findLatest, plainValues, type RuleInput } from '../src/rules/evaluate.js';
 import { loadRules } from '../src/rules/parse.js';

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { compileDiffOptions } from '../src/diff/index.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { packageRoot } from '../src/paths.js';
 import { planEvents, sourceRules, type PlanInput } from '../src/pipeline/plan.js';
 import { check, freshAlert, stepAlert } from '../src/rules/evaluate.js';

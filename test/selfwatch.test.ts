@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/parse.js';
 import { formatConfigErrors } from '../src/config/errors.js';
-import { SOURCE_NAMES } from '../src/main.js';
+import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { cycleOutcome, heartbeatHealthy } from '../src/selfwatch/heartbeat.js';
 import { testClock } from './clock.js';
 import { names, startWorld, type World } from './harness.js';

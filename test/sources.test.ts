@@ -273,7 +273,7 @@ describe('the documentation', () => {
     const { readFileSync } = await import('node:fs');
     const { join } = await import('node:path');
     const { packageRoot } = await import('../src/paths.js');
-    const { rulesFor } = await import('../src/main.js');
+    const { rulesFor } = await import('../src/rules/parse.js');
     const conf = readFileSync(join(packageRoot(), 'docs/configuration.md'), 'utf8');
     for (const s of SOURCES) expect(conf, s.name).toContain(`| \`${s.name}\` |`);
     const events = readFileSync(join(packageRoot(), 'docs/events.md'), 'utf8');
@@ -286,7 +286,7 @@ describe('the documentation', () => {
 describe('source options in config', () => {
   const parse = async (yaml: string): Promise<string[]> => {
     const { parseConfig } = await import('../src/config/parse.js');
-    const { SOURCE_NAMES } = await import('../src/main.js');
+    const { SOURCE_NAMES } = await import('../src/sources/registry.js');
     const r = parseConfig(`api: { base_url: https://panel.example.com, key: k }\n${yaml}`, 'c.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: '/tmp' });
     return r.ok ? [] : r.errors.map((e) => `${e.file}:${e.line}: ${e.path}: ${e.message}`);
   };
