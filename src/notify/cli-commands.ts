@@ -39,9 +39,10 @@ async function runtime() {
 }
 
 /**
- * Open the config's database (migrated like the daemon's), run `fn` with the commands' modules, close it. The database
- * must exist: only `hostwatch run` (or `poll --once`) creates it and its folder. These
- * commands call no API and no channel, so they need none of the config's secrets.
+ * Open the config's database (migrated like the daemon's), run `fn` with the commands'
+ * modules, close it. The database must exist: only `hostwatch run` (or `poll --once`) creates
+ * it and its folder. These commands call no API and no channel, so they need none of the
+ * config's secrets.
  */
 async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store: Store, config: Config, m: Runtime) => Promise<T>): Promise<T> {
   const config = await h.load(file, { secretsOptional: true });
