@@ -46,10 +46,10 @@ async function runtime() {
  */
 async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store: Store, config: Config, m: Runtime) => Promise<T>): Promise<T> {
   const config = await h.load(file, { secretsOptional: true });
-  const m = await runtime();
+  // The database first: a missing one ends the command before the modules below load.
   const store = await h.openDatabase(config, true);
   try {
-    return await fn(store, config, m);
+    return await fn(store, config, await runtime());
   } finally {
     await store.close();
   }
