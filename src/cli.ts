@@ -75,12 +75,13 @@ function configFile(given: string | undefined): string {
 
 /**
  * Load the config, exiting 2 with every error. `secretsOptional`: for commands that call
- * neither the API nor a channel, a secret whose variable is unset is no error.
+ * neither the API nor a channel, a secret whose variable is unset is no error;
+ * `serverUnused`: nor is `server.listen`'s, for those that do not ask the daemon either.
  */
-async function load(file: string | undefined, opts: { secretsOptional?: boolean } = {}): Promise<Config> {
+async function load(file: string | undefined, opts: { secretsOptional?: boolean; serverUnused?: boolean } = {}): Promise<Config> {
   const [{ loadConfig }, { secretScrubber, secretsOf }] = await Promise.all([import('./config/load.js'), import('./log.js')]);
   try {
-    const config = await loadConfig(configFile(file), process.env, { ...CONFIG_SOURCES, secretsOptional: opts.secretsOptional === true });
+    const config = await loadConfig(configFile(file), process.env, { ...CONFIG_SOURCES, secretsOptional: opts.secretsOptional === true, serverUnused: opts.serverUnused === true });
     scrubOut = secretScrubber(secretsOf(config));
     return config;
   } catch (e) {
@@ -348,7 +349,7 @@ program
   .option('-c, --config <file>', CONFIG_HELP)
   .option('--why', 'also name the sources that need each scope')
   .action(async (o: { config?: string; why?: boolean }) => {
-    const config = await load(o.config, { secretsOptional: true });
+    const config = await load(o.config, { secretsOptional: true, serverUnused: true });
     const lines = scopesFor(enabledSources(config)).map(({ scope, sources }) => (o.why ? `${scope.padEnd(18)} ${sources.join(', ')}` : scope));
     process.stdout.write(`${lines.join('\n')}\n`);
   });
@@ -362,7 +363,7 @@ program
   .option('--limit <n>', 'at most the newest N events', atLeastOne, 100)
   .option('--json', 'one CloudEvent JSON per line, exactly as stored')
   .action(async (o: { config?: string; since?: number; type?: string; limit: number; json?: boolean }) => {
-    const config = await load(o.config, { secretsOptional: true });
+    const config = await load(o.config, { secretsOptional: true, serverUnused: true });
     // Read-only: it reads beside a running daemon and never writes (no migration, no lock).
     const store = await openDatabase(config, true, true);
     try {
@@ -443,7 +444,7 @@ rulesCmd
   .addOption(new Option('--since <duration>', 'how far back to replay (e.g. 7d, 30d)').argParser(duration).default(30 * 86_400_000, '30d'))
   .option('--rule <name>', 'only this rule (evaluated even if it is disabled, to try it before turning it on)')
   .action(async (o: { config?: string; since: number; rule?: string }) => {
-    const config = await load(o.config, { secretsOptional: true });
+    const config = await load(o.config, { secretsOptional: true, serverUnused: true });
     let rules = await loadRulesOrExit(config);
     const [{ backtest, formatBacktest }, { unknownRule }, { isHumanChannel }, { SiteLabeler }, { listOf, siteInfoFromRecord }] = await Promise.all([
       import('./rules/backtest.js'),
@@ -499,7 +500,7 @@ program
       const given = id !== undefined ? 'an EVENT_ID and --subject/--rule were both given' : o.subject === undefined && o.rule === undefined ? 'nothing to explain was given' : `--${o.subject === undefined ? 'subject' : 'rule'} is missing`;
       fail(`hostwatch explain: ${given}: give an EVENT_ID, or --subject S and --rule R (not both)`, EXIT_CONFIG);
     }
-    const config = await load(o.config, { secretsOptional: true });
+    const config = await load(o.config, { secretsOptional: true, serverUnused: true });
     const rules = await loadRulesOrExit(config);
     const { explainEvent, explainWhyNot, unknownRule } = await import('./rules/explain.js');
     const store = await openDatabase(config);
@@ -575,7 +576,7 @@ program
   .option('-c, --config <file>', `${CONFIG_HELP}; its storage.url is read`)
   .option('--json', 'the status as one JSON document')
   .action(async (o: { config?: string; json?: boolean }) => {
-    const config = await load(o.config, { secretsOptional: true });
+    const config = await load(o.config, { secretsOptional: true, serverUnused: true });
     if (config.storage.engine !== 'postgres') {
       fail(
         `hostwatch cluster status: ${describeStorage(config.storage)} has no cluster: a SQLite file is used by one daemon at a time. A cluster needs PostgreSQL (storage.url; docs/cluster.md)`,

@@ -269,9 +269,12 @@ describe('a daemon on PostgreSQL as a cluster member', () => {
     const beta = await w.app({ cluster: { instance: 'beta', lease: '3s' } });
     expect(beta.cluster?.membership.live()).toBe(true);
     expect(beta.cluster?.ownsTimers()).toBe(false);
+    // The instances' one config as docs/cluster.md writes it: what differs per instance (its
+    // name, its port on a shared host) comes from variables an operator's shell does not have.
     const configPath = join(w.dir, 'status.yaml');
-    writeFileSync(configPath, w.yaml());
-    const out = await hostwatch(['cluster', 'status', '-c', configPath], { env: w.env });
+    writeFileSync(configPath, w.yaml({ server: { listen: '127.0.0.1:${PORT}' }, cluster: { instance: '${HOSTWATCH_INSTANCE}' } }));
+    const unset = ['PORT', 'HOSTWATCH_INSTANCE'];
+    const out = await hostwatch(['cluster', 'status', '-c', configPath], { env: w.env, unset });
     expect(out.code).toBe(0);
     expect(out.stdout).toMatch(/members: 2 live/);
     expect(out.stdout).toMatch(/alpha\s+live .*timers/);
@@ -281,7 +284,7 @@ describe('a daemon on PostgreSQL as a cluster member', () => {
     // Stopped cleanly: it left, and the other member takes the timers at its next heartbeat.
     await beta.cluster!.membership.beat();
     expect(beta.cluster!.ownsTimers()).toBe(true);
-    const json = JSON.parse((await hostwatch(['cluster', 'status', '--json', '-c', configPath], { env: w.env })).stdout) as { members: Array<{ instance: string; state: string }> };
+    const json = JSON.parse((await hostwatch(['cluster', 'status', '--json', '-c', configPath], { env: w.env, unset })).stdout) as { members: Array<{ instance: string; state: string }> };
     expect(json.members.map((m) => [m.instance, m.state])).toEqual([
       ['alpha', 'left'],
       ['beta', 'live'],

@@ -70,6 +70,21 @@ describe('hostwatch events', () => {
     expect(checked.stderr).toContain('api.key: environment variable API_KEY is not set');
   });
 
+  it('needs no listen address of its own: an unset variable in server.listen (127.0.0.1:${PORT}, one per instance) is no error, but health, which asks the daemon there, names it', async () => {
+    const perInstance = join(w.dir, 'per-instance.yaml');
+    writeFileSync(perInstance, w.yaml({ server: { listen: '127.0.0.1:${PORT}' } }));
+    for (const args of [['events'], ['deliveries'], ['silence', 'list'], ['explain', w.events[0]!.id], ['rules', 'backtest', '--since', '1d']]) {
+      const r = await hostwatch([...args, '-c', perInstance], {}, ['PORT']);
+      expect({ args, code: r.code, stderr: r.stderr.replace(/^\((no deliveries|no silences)\)\n$/, '') }).toEqual({ args, code: 0, stderr: '' });
+    }
+    const health = await hostwatch(['health', '-c', perInstance], {}, ['PORT']);
+    expect(health.code).toBe(2);
+    expect(health.stderr).toContain('server.listen: environment variable PORT is not set');
+    const checked = await hostwatch(['check', '-c', perInstance], {}, ['PORT']);
+    expect(checked.code).toBe(2);
+    expect(checked.stderr).toContain('server.listen: environment variable PORT is not set');
+  });
+
   it('stops quietly with exit code 0 when the reader of its output goes away (hostwatch events | head)', async () => {
     for (const args of [['events', '-c', config], ['events', '-c', config, '--json'], ['explain', w.events[0]!.id, '-c', config]]) {
       const r = await hostwatch(args, {}, [], true);

@@ -52,6 +52,12 @@ export interface ParseOptions {
    */
   secretsOptional?: boolean;
   /**
+   * With secretsOptional, for a command that neither serves nor asks the daemon's server
+   * (all of the above; not `health`): an unset variable in `server.listen` gets a
+   * placeholder too.
+   */
+  serverUnused?: boolean;
+  /**
    * Why the SQLite file storage.path names (resolved) could not be opened or created, or null
    * (`check` passes storagePathProblem, which only looks). Its answer is an error at
    * storage.path's line, reported with the file's other errors.
@@ -108,7 +114,7 @@ export const DEFAULTS = {
  * "<demo>" are kept as they are).
  */
 export function parseConfig(text: string, file: string, env: Env, opts: ParseOptions): ParseResult {
-  const tree = readYamlTree(text, file, env, opts.secretsOptional ? { placeholder: unsetPlaceholder } : {});
+  const tree = readYamlTree(text, file, env, opts.secretsOptional ? { placeholder: (path) => unsetPlaceholder(path, { serverUnused: opts.serverUnused }) } : {});
   if (tree.syntaxFailed) return { ok: false, errors: tree.errors };
 
   const data = tree.data ?? {};

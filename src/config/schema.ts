@@ -664,11 +664,14 @@ export const SECRET_HEADER = /auth|token|key|secret|signature|password|cookie/i;
  * What a read-only command puts in place of a value it never uses whose environment variable
  * is unset: a secret (never sent anywhere, since these commands call no API and no channel)
  * or `cluster.instance` (the daemon's own name, set per service: `${HOSTWATCH_INSTANCE}` is
- * not in an operator's shell when they run `cluster status`). A value of the right form;
- * null for any other path.
+ * not in an operator's shell when they run `cluster status`); with `serverUnused` (a command
+ * that neither serves nor asks the daemon's server) also `server.listen`, the other value
+ * that differs per instance (`127.0.0.1:${PORT}` for instances on one host; docs/cluster.md).
+ * A value of the right form; null for any other path.
  */
-export function unsetPlaceholder(path: readonly (string | number)[]): string | null {
+export function unsetPlaceholder(path: readonly (string | number)[], opts: { serverUnused?: boolean } = {}): string | null {
   if (path[0] === 'cluster' && path[1] === 'instance' && path.length === 2) return 'unset-instance';
+  if (opts.serverUnused === true && path[0] === 'server' && path[1] === 'listen' && path.length === 2) return '127.0.0.1:0';
   // The database URL is the one secret these commands use: its variable must be set.
   if (path[0] === 'storage') return null;
   if (!isSecretPath(path, {})) return null;

@@ -10,7 +10,7 @@ import type { Silence, SilenceView } from './silences.js';
 /** What the delivery commands borrow from cli.ts (config loading, exits, argument parsers). */
 export interface CliHelpers {
   /** Load the config (`-c`, else the default file); these commands need no secret. */
-  load(file: string | undefined, opts: { secretsOptional: boolean }): Promise<Config>;
+  load(file: string | undefined, opts: { secretsOptional: boolean; serverUnused: boolean }): Promise<Config>;
   fail(message: string, code: number): never;
   /** Open the config's database (migrating it); exits with a clear message when it cannot, or does not exist yet. */
   openDatabase(config: Config, mustExist: boolean): Promise<Store>;
@@ -45,7 +45,7 @@ async function runtime() {
  * config's secrets.
  */
 async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store: Store, config: Config, m: Runtime) => Promise<T>): Promise<T> {
-  const config = await h.load(file, { secretsOptional: true });
+  const config = await h.load(file, { secretsOptional: true, serverUnused: true });
   // The database first: a missing one ends the command before the modules below load.
   const store = await h.openDatabase(config, true);
   try {
