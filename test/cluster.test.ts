@@ -196,6 +196,19 @@ describe('outbox claims on PostgreSQL', () => {
     expect(lines).toContain('configs differ: the live members run 2 different configs (expected during a rolling change; docs/cluster.md)');
   });
 
+  it('are summed up by cluster status as nothing pending, rows due (and how late the oldest is), or rows that wait (and when the next is due)', async () => {
+    const { store } = await pgStore();
+    const outboxLine = async (now: number): Promise<string | undefined> =>
+      clusterStatusLines(await readClusterStatus(new ClusterRepo(store), repos(store).events, repos(store).snapshots, now)).find((l) => l.startsWith('outbox:'));
+    expect(await outboxLine(1_000)).toBe('outbox: nothing pending');
+    await queue(store, 2);
+    // Both rows are due at 100: before then they wait (a retry's backoff, a group's wait).
+    expect(await outboxLine(50)).toBe('outbox: 2 pending, none due yet (the next in 0.1s)');
+    expect(await outboxLine(5_100)).toBe('outbox: 2 pending, the oldest due 5.0s ago');
+    const status = await readClusterStatus(new ClusterRepo(store), repos(store).events, repos(store).snapshots, 5_100);
+    expect(status.outbox).toEqual({ pending: 2, oldest_due_lag_ms: 5_000, next_due_in_ms: 0 });
+  });
+
   it('hands each due row to one member when two claim at the same moment', async () => {
     const { store } = await pgStore();
     await queue(store, 40);

@@ -37,8 +37,12 @@ export interface MemberStatus {
 export interface ClusterStatus {
   members: MemberStatus[];
   leases: Array<{ name: string; holder: string | null; instance: string | null; token: number; since: string }>;
-  /** Delivery lag: pending rows due now, and how late the oldest of them is (ms). */
-  outbox: { pending: number; oldest_due_lag_ms: number };
+  /**
+   * Delivery lag: the pending rows (due now, or waiting for a retry or a group's wait), how
+   * late the oldest due one is (ms; 0 when none is due), and when the next one is due
+   * (ms from now; 0 when one is due now; null when none is pending).
+   */
+  outbox: { pending: number; oldest_due_lag_ms: number; next_due_in_ms: number | null };
   /** Poll lag: how long ago the stalest source had its last successful cycle (ms; null: none yet). */
   polls: { stalest_source: string | null; lag_ms: number | null };
 }
@@ -58,7 +62,11 @@ export async function readClusterStatus(cluster: ClusterRepo, events: EventsRepo
   return {
     members: members.map((m) => memberStatus(m, dbNow, count(m.id, 'entities'), count(m.id, 'deliveries'), leases.filter((l) => l.holder === m.id).map((l) => l.name))),
     leases: leases.map((l) => ({ name: l.name, holder: l.holder, instance: l.holder ? (instanceOf.get(l.holder) ?? null) : null, token: l.token, since: iso(l.since) })),
-    outbox: { pending: await events.count('pending'), oldest_due_lag_ms: nextDue === null ? 0 : Math.max(0, appNow - nextDue) },
+    outbox: {
+      pending: await events.count('pending'),
+      oldest_due_lag_ms: nextDue === null ? 0 : Math.max(0, appNow - nextDue),
+      next_due_in_ms: nextDue === null ? null : Math.max(0, nextDue - appNow),
+    },
     polls: { stalest_source: stalest?.source ?? null, lag_ms: stalest ? Math.max(0, appNow - stalest.at) : null },
   };
 }
@@ -103,9 +111,16 @@ export function clusterStatusLines(s: ClusterStatus): string[] {
   const configs = new Set(s.members.filter((m) => m.state === 'live' && m.config !== null).map((m) => m.config));
   if (configs.size > 1) lines.push(`configs differ: the live members run ${configs.size} different configs (expected during a rolling change; docs/cluster.md)`);
   for (const l of s.leases) lines.push(`lease ${l.name}: ${l.holder ? `${l.instance ?? 'a member gone'} (token ${l.token}, since ${l.since})` : 'free'}`);
-  lines.push(`outbox: ${s.outbox.pending} pending, the oldest due ${secs(s.outbox.oldest_due_lag_ms)} ago`);
+  lines.push(outboxLine(s.outbox));
   lines.push(s.polls.stalest_source === null ? 'polls: none succeeded yet' : `polls: the stalest source (${s.polls.stalest_source}) last succeeded ${secs(s.polls.lag_ms!)} ago`);
   return lines;
+}
+
+/** The outbox's line: nothing pending, rows due (and how late), or rows that wait (and until when). */
+function outboxLine(o: ClusterStatus['outbox']): string {
+  if (o.pending === 0 || o.next_due_in_ms === null) return 'outbox: nothing pending';
+  if (o.next_due_in_ms > 0) return `outbox: ${o.pending} pending, none due yet (the next in ${secs(o.next_due_in_ms)})`;
+  return `outbox: ${o.pending} pending, the oldest due ${secs(o.oldest_due_lag_ms)} ago`;
 }
 
 function secs(ms: number): string {
