@@ -247,7 +247,7 @@ program
       }
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
-    process.stdout.write(`${config!.file}: OK (${ruleCount} rules, ${config!.channels.length} channels)\n`);
+    process.stdout.write(`${config!.file}: OK (${counted(ruleCount, 'rule')}, ${counted(config!.channels.length, 'channel')})\n`);
     for (const line of await budgetLines(config!, rules, o.sites)) process.stdout.write(`${line}\n`);
     if (o.online) await checkOnline(config!);
   });
@@ -593,6 +593,11 @@ program
       await store.close();
     }
   });
+
+/** `1 channel`, `2 channels`, `0 channels`. */
+function counted(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
 
 /** An event as one terminal line: its time, what the console channel prints, and its id (for explain and redeliver). */
 function eventLine(e: HostwatchEvent): string {

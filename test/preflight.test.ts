@@ -201,6 +201,14 @@ describe('the command line', () => {
     expect(r.stdout).toBe(`${version}\n`);
   });
 
+  it('says what check found in words that agree with the counts: 1 channel, 2 channels', async () => {
+    const hook = (name: string): string => `  - { name: ${name}, type: webhook, url: http://127.0.0.1:9/hook, secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw }\n`;
+    const one = await hostwatch(['check', '-c', write('one.yaml', config(`channels:\n${hook('a')}`))], { env });
+    expect(one.stdout.split('\n')[0]).toMatch(/: OK \(\d+ rules, 1 channel\)$/);
+    const two = await hostwatch(['check', '-c', write('two.yaml', config(`channels:\n${hook('a')}${hook('b')}`))], { env });
+    expect(two.stdout.split('\n')[0]).toMatch(/: OK \(\d+ rules, 2 channels\)$/);
+  });
+
   it('reads $HOSTWATCH_CONFIG, else ./hostwatch.yaml, when -c is left out, and says what to do when neither is there', async () => {
     const named = write('named.yaml', config());
     const fromEnv = await hostwatch(['check'], { env: { ...env, HOSTWATCH_CONFIG: named }, cwd: tmp.dir });
