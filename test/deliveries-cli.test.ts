@@ -97,6 +97,10 @@ describe('hostwatch deliveries and redeliver', () => {
     const unknown = await hostwatch(['redeliver', 'no-such-event', '-c', config], env);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('hostwatch redeliver: nothing to send again for "no-such-event"');
+    // A row number mistyped is named as one, not looked for as an event id.
+    const badRow = await hostwatch(['redeliver', '#4x', '-c', config], env);
+    expect(badRow.code).toBe(2);
+    expect(badRow.stderr).toBe('hostwatch redeliver: #4x is not an outbox row number: give #N as hostwatch deliveries prints it (like #42), or an event id\n');
   }, SLOW);
 
   it('shows a disabled channel, and redeliver --dead --channel enables it again', async () => {

@@ -199,6 +199,10 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
       if ((id === undefined) === (o.dead !== true)) {
         h.fail(`hostwatch redeliver: ${id === undefined ? 'neither was given' : 'both were given'}: give an event id (or #row) or --dead, not both`, EXIT_ARGS);
       }
+      // No event id starts with #: this was meant as a row number.
+      if (id?.startsWith('#') && !/^#\d+$/.test(id)) {
+        h.fail(`hostwatch redeliver: ${id} is not an outbox row number: give #N as hostwatch deliveries prints it (like #42), or an event id`, EXIT_ARGS);
+      }
       await withStore(h, o.config, async (store, _config, { repos, daemonRunning }) => {
         const now = Date.now();
         const enabled: string[] = [];
