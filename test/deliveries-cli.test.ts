@@ -66,7 +66,7 @@ describe('hostwatch deliveries and redeliver', () => {
 
     const none = await hostwatch(['redeliver', '-c', config], env);
     expect(none.code).toBe(2);
-    expect(none.stderr).toContain('hostwatch redeliver: neither was given: give an event id (or #row) or --dead, not both');
+    expect(none.stderr).toContain('hostwatch redeliver: nothing was given: give an event id (or #row), or --dead\n');
     const both = await hostwatch(['redeliver', id, '--dead', '-c', config], env);
     expect(both.code).toBe(2);
     expect(both.stderr).toContain('hostwatch redeliver: both were given: give an event id (or #row) or --dead, not both');
@@ -163,7 +163,13 @@ describe('hostwatch silence', () => {
 
     const expire = await hostwatch(['silence', 'expire', id, '-c', config], env);
     expect(expire.stdout).toMatch(new RegExp(`^expired: ${id}  expired`));
-    expect((await hostwatch(['silence', 'expire', 'nope', '-c', config], env)).stderr).toContain('no silence with id "nope"');
+    // Its line says when it ended, and until when it was meant to hold (not "expired until" a time to come).
+    const after = await hostwatch(['silence', 'list', '-c', config], env);
+    expect(after.stdout).toMatch(new RegExp(`^${id}  expired  ended \\S+Z  \\(expired early; it was until \\S+Z\\)  site_id == 1  — moving to a new server \\(ana; 1 held back\\)\n$`));
+    // An id that names no silence is a bad argument: exit 2, like a bad --match.
+    const unknown = await hostwatch(['silence', 'expire', 'nope', '-c', config], env);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('no silence with id "nope"');
   }, SLOW);
 
   it('takes amtool matchers, says which CEL it read them as, and names $USER as the author', async () => {

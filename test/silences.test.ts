@@ -2,7 +2,8 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import type { App } from '../src/main.js';
-import { compileSilenceMatch, parseSilenceRequest, SilenceMatcher, silenceState, type Silence } from '../src/notify/silences.js';
+import { silenceLine } from '../src/notify/cli-commands.js';
+import { compileSilenceMatch, parseSilenceRequest, SilenceMatcher, silenceState, silenceView, type Silence } from '../src/notify/silences.js';
 import { openStore } from '../src/store/db.js';
 import { SilencesRepo } from '../src/store/silences-repo.js';
 import { startWorld, type World } from './harness.js';
@@ -294,5 +295,36 @@ describe('silence matching (pure)', () => {
       silence: { match: 'site_id == 12', starts_at: 1_000, ends_at: 1_000 + 7_200_000, comment: 'maintenance', created_by: 'cli', created_at: 1_000, expired_at: null },
     });
     expect(() => compileSilenceMatch('labels.exists(k, k == "team") && type(site_id) == int')).not.toThrow();
+  });
+});
+
+describe('a line of silence list', () => {
+  const H = 3_600_000;
+  const now = Date.parse('2026-11-28T10:00:00Z');
+  const silence = (starts: number, ends: number, expired: number | null = null): Silence => ({
+    id: 's1',
+    match: 'site_id == 3',
+    starts_at: starts,
+    ends_at: ends,
+    comment: 'migration',
+    created_by: 'ana',
+    created_at: starts,
+    expired_at: expired,
+  });
+  const line = (s: Silence): string => silenceLine(silenceView(s, now, 2), now);
+
+  it('says until when an active one holds, and the time left', () => {
+    expect(line(silence(now - H, now + 2 * H))).toBe('s1  active   until 2026-11-28T12:00:00.000Z  (ends in 2h)  site_id == 3  — migration (ana; 2 held back)');
+  });
+
+  it('says when a pending one starts and until when it will hold', () => {
+    expect(line(silence(now + 3 * H, now + 5 * H))).toBe('s1  pending  from 2026-11-28T13:00:00.000Z until 2026-11-28T15:00:00.000Z  (starts in 3h)  site_id == 3  — migration (ana; 2 held back)');
+  });
+
+  it('says when an ended one ended: at its end, or when it was expired early, with the end it had', () => {
+    expect(line(silence(now - 5 * H, now - 2 * H))).toBe('s1  expired  ended 2026-11-28T08:00:00.000Z  site_id == 3  — migration (ana; 2 held back)');
+    expect(line(silence(now - 5 * H, now + 2 * H, now - H))).toBe(
+      's1  expired  ended 2026-11-28T09:00:00.000Z  (expired early; it was until 2026-11-28T12:00:00.000Z)  site_id == 3  — migration (ana; 2 held back)',
+    );
   });
 });

@@ -57,11 +57,22 @@ async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store:
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
-/** A silence as one line of `silence list`. */
+/**
+ * A silence as one line of `silence list`: when it holds (an active one: until when, and the
+ * time left; a pending one: from when, and until when; an ended one: when it ended, and, if
+ * it was expired early, until when it was meant to hold).
+ */
 export function silenceLine(v: SilenceView, now: number): string {
   const ends = Date.parse(v.ends_at);
-  const left = v.state === 'active' ? `  (ends in ${humanMs(ends - now)})` : '';
-  return `${v.id}  ${v.state.padEnd(7)}  until ${v.ends_at}${left}  ${v.match}  — ${v.comment} (${v.created_by}; ${v.suppressed} held back)`;
+  const when =
+    v.state === 'active'
+      ? `until ${v.ends_at}  (ends in ${humanMs(ends - now)})`
+      : v.state === 'pending'
+        ? `from ${v.starts_at} until ${v.ends_at}  (starts in ${humanMs(Date.parse(v.starts_at) - now)})`
+        : v.expired_at !== null && Date.parse(v.expired_at) < ends
+          ? `ended ${v.expired_at}  (expired early; it was until ${v.ends_at})`
+          : `ended ${v.ends_at}`;
+  return `${v.id}  ${v.state.padEnd(7)}  ${when}  ${v.match}  — ${v.comment} (${v.created_by}; ${v.suppressed} held back)`;
 }
 
 /** One row of `hostwatch deliveries`. */
@@ -101,7 +112,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
   silence
     .command('add')
     .description('add a silence: hostwatch silence add --match "site_id == 12" --for 2h --comment "moving servers"')
-    .option('-c, --config <file>', `${h.configHelp}; its storage.path is used`)
+    .option('-c, --config <file>', `${h.configHelp}; its storage (path or url) is used`)
     .requiredOption('--match <cel>', 'CEL over type, name, severity, status, subject, site_id, domain, rule, labels; amtool matchers (name="x", site_id=12) work too')
     .requiredOption('--for <duration>', 'how long, like 30m, 2h or 1d')
     .requiredOption('--comment <text>', 'why, and who is on it')
@@ -153,7 +164,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
       await withStore(h, o.config, async (store, _config, { repos, silenceView }) => {
         const repo = repos(store).silences;
         const now = Date.now();
-        if (!(await repo.get(id))) h.fail(`hostwatch silence expire: no silence with id "${id}" (see hostwatch silence list)`, 1);
+        if (!(await repo.get(id))) h.fail(`hostwatch silence expire: no silence with id "${id}" (see hostwatch silence list)`, EXIT_ARGS);
         const changed = await store.transaction((tx) => repos(tx).silences.expire(id, now));
         out(`${changed ? 'expired' : 'already over'}: ${silenceLine(silenceView((await repo.get(id))!, now, await repo.suppressed(id)), now)}`);
       });
@@ -197,7 +208,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .option('--channel <name>', 'only this channel')
     .action(async (id: string | undefined, o: { config?: string; dead?: boolean; channel?: string }) => {
       if ((id === undefined) === (o.dead !== true)) {
-        h.fail(`hostwatch redeliver: ${id === undefined ? 'neither was given' : 'both were given'}: give an event id (or #row) or --dead, not both`, EXIT_ARGS);
+        h.fail(`hostwatch redeliver: ${id === undefined ? 'nothing was given: give an event id (or #row), or --dead' : 'both were given: give an event id (or #row) or --dead, not both'}`, EXIT_ARGS);
       }
       // No event id starts with #: this was meant as a row number.
       if (id?.startsWith('#') && !/^#\d+$/.test(id)) {
