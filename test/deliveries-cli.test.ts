@@ -75,6 +75,10 @@ describe('hostwatch deliveries and redeliver', () => {
     expect(again.code).toBe(0);
     expect(again.stdout).toContain('1 delivery queued again');
     expect(rows(w, "SELECT state, attempts FROM outbox WHERE channel = 'picky'")).toEqual([{ state: 'pending', attempts: 0 }]);
+    // --pending: the rows still to send (here the one queued again), the drain check of a move.
+    const pending = await hostwatch(['deliveries', '--pending', '-c', config], env);
+    expect(lines(pending.stdout)).toHaveLength(1);
+    expect(pending.stdout).toMatch(/pending\s+picky\s+attempts 0 /);
 
     refuse = false;
     const back = await w.app(overrides);
@@ -96,7 +100,22 @@ describe('hostwatch deliveries and redeliver', () => {
     expect(hooks['ok']!.accepted().map((r) => r.id)).toEqual([id, id]);
     const unknown = await hostwatch(['redeliver', 'no-such-event', '-c', config], env);
     expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toContain('hostwatch redeliver: nothing to send again for "no-such-event"');
+    expect(unknown.stderr).toBe('hostwatch redeliver: no event with id "no-such-event" (hostwatch events lists them, each with its whole id)\n');
+    const noRow = await hostwatch(['redeliver', '#99', '-c', config], env);
+    expect(noRow.code).toBe(1);
+    expect(noRow.stderr).toBe('hostwatch redeliver: no outbox row #99 (see hostwatch deliveries)\n');
+    // Nothing left to send: --pending says so (on stderr, as every empty list does).
+    const drained = await hostwatch(['deliveries', '--pending', '-c', config], env);
+    expect({ out: drained.stdout, err: drained.stderr }).toEqual({ out: '', err: '(no deliveries)\n' });
+    // A mistyped channel is an error that names the channels, not an empty answer or "nothing to send".
+    for (const args of [['deliveries', '--channel', 'okk'], ['redeliver', id, '--channel', 'okk']]) {
+      const typo = await hostwatch([...args, '-c', config], env);
+      expect({ args, code: typo.code, stderr: typo.stderr }).toEqual({ args, code: 2, stderr: `hostwatch ${args[0]}: --channel: no channel named "okk" in ${config} or the outbox (its channels: ok, picky)\n` });
+    }
+    // --held lists held events, which have no outbox rows: a row filter given with it is refused, not ignored.
+    const heldFiltered = await hostwatch(['deliveries', '--held', '--channel', 'ok', '-c', config], env);
+    expect(heldFiltered.code).toBe(2);
+    expect(heldFiltered.stderr).toBe('hostwatch deliveries: --held lists the held events of every channel, which have no outbox rows: --channel cannot filter it\n');
     // A row number mistyped is named as one, not looked for as an event id.
     const badRow = await hostwatch(['redeliver', '#4x', '-c', config], env);
     expect(badRow.code).toBe(2);
@@ -153,6 +172,11 @@ describe('hostwatch silence', () => {
       { site_id: 1, silenced_by: id },
       { site_id: 2, silenced_by: null },
     ]);
+    // redeliver says why a silenced event has nothing to send again.
+    const held = w.events.find((e) => e.data.name === 'site.offline' && e.data.site_id === 1)!;
+    const re = await hostwatch(['redeliver', held.id, '-c', config], env);
+    expect(re.code).toBe(1);
+    expect(re.stderr).toBe(`hostwatch redeliver: event ${held.id} was stored but never queued for delivery: it was silenced (by ${id}); hostwatch explain ${held.id} says more\n`);
 
     const list = await hostwatch(['silence', 'list', '-c', config], env);
     expect(lines(list.stdout)).toHaveLength(1);

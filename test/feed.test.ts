@@ -261,7 +261,7 @@ describe('GET /api/events', () => {
     const w = await world();
     const srv = await serve(await w.app());
     const cases: Array<[string, string]> = [
-      ['/api/deliveries?failed=true&chanel=hooks', 'chanel: unknown parameter; /api/deliveries takes limit, failed, channel'],
+      ['/api/deliveries?failed=true&chanel=hooks', 'chanel: unknown parameter; /api/deliveries takes limit, failed, pending, channel'],
       ['/api/silences?status=active', 'status: unknown parameter; /api/silences takes state'],
       ['/api/silenced-events?limit=5&since=1h', 'since: unknown parameter; /api/silenced-events takes limit'],
       ['/api/sources?verbose=1', 'verbose: unknown parameter; /api/sources takes none'],
@@ -592,6 +592,12 @@ describe('GET /api/deliveries', () => {
 
     expect((await getJson(`${srv.url}/api/deliveries?failed=true`)).body).toEqual({ data: [dead] });
     expect((await getJson<{ data: unknown[] }>(`${srv.url}/api/deliveries?channel=ok&limit=5`)).body.data).toHaveLength(1);
+    // pending=true: the rows still to send. None now; the dead one once it is queued again.
+    expect((await getJson(`${srv.url}/api/deliveries?pending=true`)).body).toEqual({ data: [] });
+    const db = new BetterSqlite3(w.dbPath);
+    db.prepare(`UPDATE outbox SET state = 'pending', next_attempt_at = 0 WHERE channel = 'gone'`).run();
+    db.close();
+    expect((await getJson<{ data: Array<Record<string, unknown>> }>(`${srv.url}/api/deliveries?pending=true`)).body.data.map((d) => [d['channel'], d['state']])).toEqual([['gone', 'pending']]);
     expect(await getJson(`${srv.url}/api/deliveries?failed=yes`)).toEqual({
       status: 400,
       body: { error: { code: 'bad_request', message: 'failed: expected true or false (got "yes")' } },

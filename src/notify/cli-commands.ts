@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import type { Config } from '../config/types.js';
 import type { Store } from '../store/db.js';
 import type { HeldView } from '../store/delivery-repo.js';
+import type { Repos } from '../store/repos.js';
 import type { DeliveryView } from '../store/events-repo.js';
 import type { Silence, SilenceView } from './silences.js';
 
@@ -87,6 +88,35 @@ export function deliveryLine(d: DeliveryView): string {
 export function heldLine(h: HeldView): string {
   const why = h.silenced_by ? `silenced by ${h.silenced_by}` : `${h.held_by} (${h.held_outcome ?? 'held'})`;
   return `${new Date(h.time).toISOString()}  ${h.type} ${h.subject}  ${h.id}  ${why}`;
+}
+
+/** Why `redeliver` found nothing to send again: no such row or event, or an event that has no delivery (to that channel). */
+async function nothingToSend(r: Repos, id: string | undefined, channel: string | undefined): Promise<string> {
+  const to = channel === undefined ? '' : ` to channel ${channel}`;
+  if (id === undefined) return `nothing dead-lettered${to} to send again (see hostwatch deliveries --failed)`;
+  if (/^#?\d+$/.test(id)) return `no outbox row ${id.replace(/^#?/, '#')}${to} (see hostwatch deliveries)`;
+  const event = await r.history.event(id);
+  if (event === undefined) return `no event with id "${id}" (hostwatch events lists them, each with its whole id)`;
+  const rows = await r.events.outboxFor(id);
+  if (rows.length > 0) return `event ${id} has no delivery${to}; its deliveries are to ${[...new Set(rows.map((x) => x.channel))].join(', ')}`;
+  const why = event.silenced_by
+    ? `it was silenced (by ${event.silenced_by})`
+    : event.held_by
+      ? `it was held back (${event.held_by}${event.held_outcome ? `, ${event.held_outcome}` : ''})`
+      : 'no route sent it to a channel';
+  return `event ${id} was stored but never queued for delivery: ${why}; hostwatch explain ${id} says more`;
+}
+
+/**
+ * A `--channel` must name a channel of the config, or one that rows were queued for (a
+ * channel removed since keeps its history): a mistyped name is an error that lists the
+ * channels, not an empty answer.
+ */
+async function knownChannel(h: CliHelpers, command: string, config: Config, r: Repos, name: string): Promise<void> {
+  if (config.channels.some((c) => c.name === name)) return;
+  if ((await r.events.deliveries({ failed: false, channel: name }, 1)).length > 0) return;
+  const names = config.channels.map((c) => c.name);
+  h.fail(`hostwatch ${command}: --channel: no channel named "${name}" in ${config.file} or the outbox (${names.length > 0 ? `its channels: ${names.join(', ')}` : 'it has no channels'})`, EXIT_ARGS);
 }
 
 /** Who runs this command, for a silence's author: $USER, else the login name. */
@@ -175,20 +205,26 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .description('what was sent where: state, attempts, last answer (newest first)')
     .option('-c, --config <file>', h.configHelp)
     .option('--failed', 'only dead-lettered rows and rows waiting to retry')
+    .option('--pending', 'only rows still to send (due now, waiting to retry, or in a group wait)')
     .option('--channel <name>', 'only this channel')
     .option('--held', 'instead: events stored but held back (silence, maintenance window, inhibition) and what became of them')
     .option('--limit <n>', 'at most N rows', h.atLeastOne, 100)
     .option('--json', 'one JSON object per line')
-    .action(async (o: { config?: string; failed?: boolean; channel?: string; held?: boolean; limit: number; json?: boolean }) => {
-      await withStore(h, o.config, async (store, _config, { repos }) => {
+    .action(async (o: { config?: string; failed?: boolean; pending?: boolean; channel?: string; held?: boolean; limit: number; json?: boolean }) => {
+      if (o.held && (o.failed || o.pending || o.channel !== undefined)) {
+        const given = [o.failed && '--failed', o.pending && '--pending', o.channel !== undefined && '--channel'].filter(Boolean).join(', ');
+        h.fail(`hostwatch deliveries: --held lists the held events of every channel, which have no outbox rows: ${given} cannot filter it`, EXIT_ARGS);
+      }
+      await withStore(h, o.config, async (store, config, { repos }) => {
         const r = repos(store);
+        if (o.channel !== undefined) await knownChannel(h, 'deliveries', config, r, o.channel);
         if (o.held) {
           const held = await r.delivery.recentHeld(o.limit);
           for (const r of held) out(o.json ? JSON.stringify(r) : heldLine(r));
           if (held.length === 0 && !o.json) process.stderr.write('(no held events)\n');
           return;
         }
-        const rows = await r.events.deliveries({ failed: o.failed === true, channel: o.channel ?? null }, o.limit);
+        const rows = await r.events.deliveries({ failed: o.failed === true, pending: o.pending === true, channel: o.channel ?? null }, o.limit);
         for (const row of rows) out(o.json ? JSON.stringify(row) : deliveryLine(row));
         for (const c of await r.delivery.disabledChannels()) {
           if (o.channel === undefined || o.channel === c.channel) {
@@ -214,7 +250,8 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
       if (id?.startsWith('#') && !/^#\d+$/.test(id)) {
         h.fail(`hostwatch redeliver: ${id} is not an outbox row number: give #N as hostwatch deliveries prints it (like #42), or an event id`, EXIT_ARGS);
       }
-      await withStore(h, o.config, async (store, _config, { repos, daemonRunning }) => {
+      await withStore(h, o.config, async (store, config, { repos, daemonRunning }) => {
+        if (o.channel !== undefined) await knownChannel(h, 'redeliver', config, repos(store), o.channel);
         const now = Date.now();
         const enabled: string[] = [];
         const n = await store.transaction(async (tx) => {
@@ -233,7 +270,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
           return events.redeliver(row === null ? { eventId: id! } : { outboxId: row }, o.channel ?? null, now);
         });
         for (const c of enabled) out(`channel ${c} enabled again`);
-        if (n === 0) h.fail(`hostwatch redeliver: nothing to send again${id ? ` for "${id}"` : ''} (see hostwatch deliveries)`, 1);
+        if (n === 0) h.fail(`hostwatch redeliver: ${await nothingToSend(repos(store), id, o.channel)}`, 1);
         const them = n === 1 ? 'it' : 'them';
         const beat = await repos(store).daemon.latest();
         const who = daemonRunning(beat, now)

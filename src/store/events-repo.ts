@@ -142,7 +142,7 @@ const LOG = variants<LogParams, LogFlags, LoggedEvent>((qb, f, p) =>
     .orderBy('seq', f.newest ? 'desc' : 'asc')
     .limit(p.limit),
 );
-const DELIVERIES = variants<DeliveryParams, { failed: boolean; channel: boolean }, DeliveryView>((qb, f, p) =>
+const DELIVERIES = variants<DeliveryParams, { failed: boolean; pending: boolean; channel: boolean }, DeliveryView>((qb, f, p) =>
   qb
     .selectFrom('outbox')
     .innerJoin('events', 'events.id', 'outbox.event_id')
@@ -161,6 +161,8 @@ const DELIVERIES = variants<DeliveryParams, { failed: boolean; channel: boolean 
     .$if(f.failed, (q) =>
       q.where((eb) => eb.or([eb('outbox.state', '=', 'dead'), eb.and([eb('outbox.state', '=', 'pending'), eb('outbox.attempts', '>=', 1)])])),
     )
+    // Pending: still to send (due now, waiting to retry, or in a group's wait).
+    .$if(f.pending, (q) => q.where('outbox.state', '=', 'pending'))
     .$if(f.channel, (q) => q.where('outbox.channel', '=', p.channel))
     .orderBy('outbox.id', 'desc')
     .limit(p.limit),
@@ -271,9 +273,9 @@ export class EventsRepo {
     return (await this.latest({ type, siteId: null, since: null }, 1)).length > 0;
   }
 
-  /** Recent outbox rows, newest first; `failed` keeps dead rows and rows waiting to retry. */
-  deliveries(filter: { failed: boolean; channel: string | null }, limit: number): Promise<DeliveryView[]> {
-    return this.x.all(DELIVERIES({ failed: filter.failed, channel: filter.channel !== null }), { channel: filter.channel ?? '', limit });
+  /** Recent outbox rows, newest first; `failed` keeps dead rows and rows waiting to retry, `pending` the rows still to send. */
+  deliveries(filter: { failed: boolean; pending?: boolean; channel: string | null }, limit: number): Promise<DeliveryView[]> {
+    return this.x.all(DELIVERIES({ failed: filter.failed, pending: filter.pending === true, channel: filter.channel !== null }), { channel: filter.channel ?? '', limit });
   }
 
   /** The outbox rows of one event. */

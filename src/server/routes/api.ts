@@ -36,9 +36,9 @@ export function apiRoutes(ctx: ServerContext): Route[] {
       path: '/api/deliveries',
       handler: async (req, res) => {
         const q = req.url.searchParams;
-        onlyParams(q, '/api/deliveries', ['limit', 'failed', 'channel']);
+        onlyParams(q, '/api/deliveries', ['limit', 'failed', 'pending', 'channel']);
         const limit = intParam(q, 'limit', { min: 1, max: DELIVERIES_MAX, expected: `a whole number from 1 to ${DELIVERIES_MAX}` });
-        const filter = { failed: boolParam(q, 'failed'), channel: q.get('channel') || null };
+        const filter = { failed: boolParam(q, 'failed'), pending: boolParam(q, 'pending'), channel: q.get('channel') || null };
         json(res, 200, { data: (await ctx.events.deliveries(filter, limit ?? DELIVERIES_DEFAULT)).map(deliveryView) });
       },
     },
