@@ -61,7 +61,8 @@ describe('hostwatch deliveries and redeliver', () => {
     expect(lines(failed.stdout)).toEqual([picky]);
     const onlyOk = await hostwatch(['deliveries', '--channel', 'ok', '--json', '-c', config], env);
     expect(lines(onlyOk.stdout).map((l) => JSON.parse(l) as Record<string, unknown>)).toEqual([
-      expect.objectContaining({ event_id: id, channel: 'ok', state: 'delivered', attempts: 1, last_status: 200 }),
+      // As GET /api/deliveries shows a row: ISO times, and no next attempt once delivered.
+      expect.objectContaining({ event_id: id, channel: 'ok', state: 'delivered', attempts: 1, last_status: 200, next_attempt_at: null, updated_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/) }),
     ]);
 
     const none = await hostwatch(['redeliver', '-c', config], env);
@@ -171,6 +172,10 @@ describe('hostwatch silence', () => {
     expect(rows(w, "SELECT site_id, silenced_by FROM events WHERE type = 'hostwatch.site.offline' ORDER BY site_id")).toEqual([
       { site_id: 1, silenced_by: id },
       { site_id: 2, silenced_by: null },
+    ]);
+    const heldJson = await hostwatch(['deliveries', '--held', '--json', '-c', config], env);
+    expect(lines(heldJson.stdout).map((l) => JSON.parse(l) as unknown)).toEqual([
+      expect.objectContaining({ type: 'hostwatch.site.offline', subject: 'sites/1/health', silenced_by: id, time: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/) }),
     ]);
     // redeliver says why a silenced event has nothing to send again.
     const held = w.events.find((e) => e.data.name === 'site.offline' && e.data.site_id === 1)!;

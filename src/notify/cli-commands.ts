@@ -6,6 +6,7 @@ import type { Store } from '../store/db.js';
 import type { HeldView } from '../store/delivery-repo.js';
 import type { Repos } from '../store/repos.js';
 import type { DeliveryView } from '../store/events-repo.js';
+import { deliveryJson, heldJson } from './delivery-json.js';
 import type { Silence, SilenceView } from './silences.js';
 
 /** What the delivery commands borrow from cli.ts (config loading, exits, argument parsers). */
@@ -220,12 +221,12 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
         if (o.channel !== undefined) await knownChannel(h, 'deliveries', config, r, o.channel);
         if (o.held) {
           const held = await r.delivery.recentHeld(o.limit);
-          for (const r of held) out(o.json ? JSON.stringify(r) : heldLine(r));
+          for (const r of held) out(o.json ? JSON.stringify(heldJson(r)) : heldLine(r));
           if (held.length === 0 && !o.json) process.stderr.write('(no held events)\n');
           return;
         }
         const rows = await r.events.deliveries({ failed: o.failed === true, pending: o.pending === true, channel: o.channel ?? null }, o.limit);
-        for (const row of rows) out(o.json ? JSON.stringify(row) : deliveryLine(row));
+        for (const row of rows) out(o.json ? JSON.stringify(deliveryJson(row)) : deliveryLine(row));
         for (const c of await r.delivery.disabledChannels()) {
           if (o.channel === undefined || o.channel === c.channel) {
             process.stderr.write(`channel ${c.channel} is DISABLED since ${new Date(c.disabled_at!).toISOString()}: ${c.disabled_reason} (hostwatch redeliver --dead --channel ${c.channel} enables it)\n`);

@@ -1,5 +1,5 @@
 import { SOURCE_READ_BY, SOURCES } from '../../sources/registry.js';
-import type { DeliveryView } from '../../store/events-repo.js';
+import { deliveryJson } from '../../notify/delivery-json.js';
 import type { FiringAlert } from '../../store/alerts-repo.js';
 import type { ServerContext } from '../context.js';
 import { badRequest, intParam, json, onlyParams, shown, type Route } from '../http.js';
@@ -39,7 +39,7 @@ export function apiRoutes(ctx: ServerContext): Route[] {
         onlyParams(q, '/api/deliveries', ['limit', 'failed', 'pending', 'channel']);
         const limit = intParam(q, 'limit', { min: 1, max: DELIVERIES_MAX, expected: `a whole number from 1 to ${DELIVERIES_MAX}` });
         const filter = { failed: boolParam(q, 'failed'), pending: boolParam(q, 'pending'), channel: q.get('channel') || null };
-        json(res, 200, { data: (await ctx.events.deliveries(filter, limit ?? DELIVERIES_DEFAULT)).map(deliveryView) });
+        json(res, 200, { data: (await ctx.events.deliveries(filter, limit ?? DELIVERIES_DEFAULT)).map(deliveryJson) });
       },
     },
   ];
@@ -117,15 +117,6 @@ function alertView(a: FiringAlert): unknown {
     since: iso(a.since),
     seq: a.seq,
     event: a.body === null ? null : (JSON.parse(a.body) as unknown),
-  };
-}
-
-function deliveryView(d: DeliveryView): unknown {
-  return {
-    ...d,
-    // Only a pending row has a next attempt; the column keeps a stale value otherwise.
-    next_attempt_at: d.state === 'pending' ? iso(d.next_attempt_at) : null,
-    updated_at: iso(d.updated_at),
   };
 }
 
