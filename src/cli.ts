@@ -505,7 +505,14 @@ program
     const { explainEvent, explainWhyNot, unknownRule } = await import('./rules/explain.js');
     const store = await openDatabase(config);
     try {
-      const deps: ExplainDeps = { ...(await reposOf(store)), rules, now: Date.now(), retentionMs: config.history.retention_ms };
+      const { unroutedBecause } = await import('./notify/routing.js');
+      const deps: ExplainDeps = {
+        ...(await reposOf(store)),
+        rules,
+        now: Date.now(),
+        retentionMs: config.history.retention_ms,
+        unrouted: (e) => unroutedBecause(config.routes, config.channels, e),
+      };
       if (id !== undefined) {
         const lines = await explainEvent(deps, id);
         if (!lines) fail(`hostwatch explain: no event with id ${id} in ${store.description}`, 1);

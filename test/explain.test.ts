@@ -199,3 +199,32 @@ describe('hostwatch explain --subject S --rule R says why an event did not arriv
     ]);
   });
 });
+
+describe('hostwatch explain EVENT_ID of an event that no route sent', () => {
+  it('names the route that matched but takes no resolutions (send_resolved: false), not "no route matched"', async () => {
+    const w = await startWorld({ sim: { sites: 2 } });
+    try {
+      const overrides = {
+        channels: [{ name: 'screen', type: 'console' }],
+        routes: [{ match: "severity == 'critical'", channels: ['screen'], send_resolved: false }],
+      };
+      const path = join(w.dir, 'routes.yaml');
+      writeFileSync(path, w.yaml(overrides));
+      const a = await w.app(overrides, { consoleWrite: () => {} });
+      await a.runOnce();
+      for (const status of ['offline', 'online']) {
+        w.sim.world.setHealth(1, { status });
+        await a.runOnce();
+      }
+      await a.stop();
+      const resolved = w.events.find((e) => e.data.name === 'site.offline' && e.data.status === 'resolved')!;
+      const r = await hostwatch(['explain', resolved.id, '-c', path], { env: { SIM_URL: w.sim.url, API_KEY: TEST_KEY, DB: w.dbPath } });
+      expect(r.code).toBe(0);
+      expect(r.stdout.trimEnd().split('\n').at(-1)).toBe(
+        'delivery: none (routes[0] matched it but has send_resolved: false, and no route after took this resolution; judged by the routes of the config now)',
+      );
+    } finally {
+      await w.close();
+    }
+  });
+});

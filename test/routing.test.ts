@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ChannelConfig, RouteConfig } from '../src/config/types.js';
 import { groupDueAt, groupKey, nextDigestAt } from '../src/notify/grouping.js';
 import { MaintenanceCalendar } from '../src/notify/maintenance.js';
-import { compileRoutes, compileRouter, RouteError } from '../src/notify/routing.js';
+import { compileRoutes, compileRouter, RouteError, unroutedBecause } from '../src/notify/routing.js';
 import { testClock } from './clock.js';
 import { siteEvent } from './events-fixture.js';
 import { startWorld, type World } from './harness.js';
@@ -82,6 +82,19 @@ describe('routes', () => {
   it('an invalid match is a RouteError naming the route', () => {
     expect(() => compileRouter([route({ match: 'severity ==', channels: ['ops'] })], channels)).toThrow(RouteError);
     expect(() => compileRouter([route({ match: 'severity ==', channels: ['ops'] })], channels)).toThrow(/^routes\[0\]\.match: CEL error: /);
+  });
+
+  it('say why they send an event nowhere (for explain): send_resolved: false, a route with no channel, no match, no channel at all', () => {
+    const resolved = siteEvent('r', 3, { name: 'site.offline', severity: 'critical', status: 'resolved' });
+    const critical = route({ match: "severity == 'critical'", channels: ['oncall'], send_resolved: false });
+    expect(unroutedBecause([critical], channels, resolved)).toBe('routes[0] matched it but has send_resolved: false, and no route after took this resolution');
+    // The firing one is sent, and a later route that takes resolutions takes this one.
+    expect(unroutedBecause([critical], channels, siteEvent('f', 3, { name: 'site.offline', severity: 'critical', status: 'firing' }))).toBeNull();
+    expect(unroutedBecause([critical, route({ channels: ['ops'] })], channels, resolved)).toBeNull();
+    expect(unroutedBecause([route({ match: 'site_id == 3', channels: [] })], channels, resolved)).toBe('routes[0] matched it, and names no channel');
+    expect(unroutedBecause([route({ match: 'site_id == 9', channels: ['ops'] }), route({ match: 'site_id == 8', channels: ['ops'] })], channels, resolved)).toBe('no route matched it (2 routes)');
+    expect(unroutedBecause([], [], resolved)).toBe('the config has no channels');
+    expect(unroutedBecause([], channels, resolved)).toBeNull();
   });
 });
 

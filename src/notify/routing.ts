@@ -89,6 +89,29 @@ export function compileRoutes(routes: readonly RouteConfig[], channels: readonly
   };
 }
 
+/**
+ * Why the routes send an event to no channel, for `explain` (null when they send it to
+ * one): no channel at all, routes that matched but take no resolutions (`send_resolved:
+ * false`), a matching route that names no channel, or no route matching. Judged by the
+ * routes given (the config's now, which may differ from when the event was stored).
+ */
+export function unroutedBecause(routes: readonly RouteConfig[], channels: readonly ChannelConfig[], event: HostwatchEvent): string | null {
+  if (channels.length === 0) return 'the config has no channels';
+  if (compileRoutes(routes, channels)(event).length > 0) return null;
+  const bindings = routeBindings(event);
+  const noResolutions: string[] = [];
+  for (const [i, r] of routes.entries()) {
+    if (!matches(compileMatch(`routes[${i}].match`, r.match), bindings)) continue;
+    if (event.data.status === 'resolved' && !r.send_resolved) {
+      noResolutions.push(`routes[${i}]`);
+      continue;
+    }
+    if (r.channels.length === 0 && !r.continue) return `routes[${i}] matched it, and names no channel`;
+  }
+  if (noResolutions.length > 0) return `${noResolutions.join(' and ')} matched it but ${noResolutions.length === 1 ? 'has' : 'have'} send_resolved: false, and no route after took this resolution`;
+  return `no route matched it (${routes.length} route${routes.length === 1 ? '' : 's'})`;
+}
+
 /** The channel names an event is routed to (see compileRoutes). */
 export function compileRouter(routes: readonly RouteConfig[], channels: readonly ChannelConfig[]): Router {
   const route = compileRoutes(routes, channels);

@@ -41,6 +41,8 @@ export interface ExplainDeps {
   now: number;
   /** history.retention: older deliveries that succeeded are pruned, so their absence says nothing. */
   retentionMs?: number;
+  /** Why the config's routes send an event to no channel (notify/routing.ts unroutedBecause); null: they send it somewhere. */
+  unrouted?: (e: HostwatchEvent) => string | null;
 }
 
 /** Whether an event is older than history.retention: a missing outbox row may have been pruned. */
@@ -138,8 +140,19 @@ async function deliveryLines(deps: ExplainDeps, row: StoredEvent, e: HostwatchEv
   const out = await deps.events.outboxFor(e.id);
   if (hold?.reason === 'incident') return [`delivery: ${hold.text}:`, ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`)];
   if (hold) return [`delivery: none (${hold.text})`];
-  if (out.length === 0) return [`delivery: ${pastRetention(deps, e) ? PRUNED_DELIVERY : 'none (no route matched, or it was a duplicate of a stored event)'}`];
+  if (out.length === 0) return [`delivery: ${pastRetention(deps, e) ? PRUNED_DELIVERY : `none (${unroutedReason(deps, e)})`}`];
   return ['delivery:', ...out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)${o.last_error ? ` (last error: ${o.last_error})` : ''}`)];
+}
+
+/** Why a stored event that was not held got no outbox row, as the config's routes say now. */
+function unroutedReason(deps: ExplainDeps, e: HostwatchEvent): string {
+  let why: string | null = null;
+  try {
+    why = deps.unrouted?.(e) ?? null;
+  } catch {
+    // A route that does not compile is `check`'s to report; the generic reason stands.
+  }
+  return why === null ? 'no route matched it, or it was a duplicate of a stored event' : `${why}; judged by the routes of the config now`;
 }
 
 /** The answer to "why did I not get R about S?": a reason code and the lines that explain it. */
