@@ -505,9 +505,18 @@ program
     const { explainEvent, explainWhyNot, unknownRule } = await import('./rules/explain.js');
     const store = await openDatabase(config);
     try {
-      const { unroutedBecause } = await import('./notify/routing.js');
+      const [{ unroutedBecause }, { SiteDirectory }, { SiteLabeler }] = await Promise.all([
+        import('./notify/routing.js'),
+        import('./pipeline/site-directory.js'),
+        import('./labels.js'),
+      ]);
+      const r = await reposOf(store);
+      // The sites as the daemon's rules see them: the stored site list, with the config's labels.
+      const directory = new SiteDirectory(new SiteLabeler(config.site_labels));
+      await directory.load(r.snapshots);
       const deps: ExplainDeps = {
-        ...(await reposOf(store)),
+        ...r,
+        site: (siteId) => directory.get(siteId),
         rules,
         now: Date.now(),
         retentionMs: config.history.retention_ms,

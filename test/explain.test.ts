@@ -228,3 +228,41 @@ describe('hostwatch explain EVENT_ID of an event that no route sent', () => {
     }
   });
 });
+
+describe('hostwatch explain --subject --rule of a rule that reads site', () => {
+  it('evaluates it with the site the daemon gave it (id, domain, the labels of site_labels), not with no site', async () => {
+    const w = await startWorld({ sim: { sites: 2 } });
+    try {
+      const rules = join(w.dir, 'site-rules.yaml');
+      writeFileSync(
+        rules,
+        `rules:
+  - name: beta-offline
+    event: site.beta_offline
+    kind: change
+    source: health
+    when: "after.online.status == 'offline' && site.labels.client == 'beta'"
+`,
+      );
+      const overrides = {
+        rules: [rules],
+        channels: [{ name: 'screen', type: 'console' }],
+        site_labels: [{ match: 'id == 1', labels: { client: 'acme' } }],
+      };
+      const path = join(w.dir, 'site.yaml');
+      writeFileSync(path, w.yaml(overrides));
+      const a = await w.app(overrides, { consoleWrite: () => {} });
+      await a.runOnce();
+      w.sim.world.setHealth(1, { status: 'offline' });
+      await a.runOnce();
+      await a.stop();
+      const r = await hostwatch(['explain', '--subject', 'sites/1/health', '--rule', 'beta-offline', '-c', path], { env: { SIM_URL: w.sim.url, API_KEY: TEST_KEY, DB: w.dbPath } });
+      expect(r.stderr).toBe('');
+      const lines = r.stdout.trimEnd().split('\n');
+      expect(lines[1]).toBe('why: condition_false');
+      expect(lines).toContain('  site.labels.client = "acme"');
+    } finally {
+      await w.close();
+    }
+  });
+});

@@ -220,10 +220,7 @@ export class Poller {
   static async open(deps: PollerDeps): Promise<Poller> {
     const p = new Poller(deps);
     p.fresh = deps.store.soleWriter && (await p.r.snapshots.nothingStored());
-    const clients = await p.r.snapshots.get(REPORT_CLIENTS, entityOf(reportClientsSource, null).entity);
-    if (clients) p.directory.setClients(JSON.parse(clients.body));
-    const row = await p.r.snapshots.get(sitesSource.name, sitesSource.name);
-    if (row) p.directory.setSites(JSON.parse(row.body));
+    await p.directory.load(p.r.snapshots);
     for (const s of await p.r.snapshots.allFailing()) p.failing.add(`${s.source}\u0000${s.entity}`);
     for (const a of await p.r.alerts.firing()) {
       if (a.rule === 'source-scope-missing') p.scopeMissing.add(a.subject);

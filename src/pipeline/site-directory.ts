@@ -1,6 +1,8 @@
 import { clientsByDomain, SiteLabeler } from '../labels.js';
-import { sitesSource } from '../sources/registry.js';
+import { reportClientsSource } from '../sources/families/visibility.js';
+import { entityOf, sitesSource } from '../sources/registry.js';
 import type { SiteInfo } from '../sources/types.js';
+import type { SnapshotsRepo } from '../store/snapshots-repo.js';
 import { listOf, siteInfoFromRecord } from './plan.js';
 
 /**
@@ -26,6 +28,16 @@ export class SiteDirectory {
     if (!this.labeler.usesClients) return;
     this.byDomain = clientsByDomain(Array.isArray(value) ? value : []);
     this.rebuild();
+  }
+
+  /** Take what a store holds: its client list (read only when a label uses it) and its site list. */
+  async load(snapshots: Pick<SnapshotsRepo, 'get'>): Promise<void> {
+    if (this.labeler.usesClients) {
+      const clients = await snapshots.get(reportClientsSource.name, entityOf(reportClientsSource, null).entity);
+      if (clients) this.setClients(JSON.parse(clients.body));
+    }
+    const row = await snapshots.get(sitesSource.name, sitesSource.name);
+    if (row) this.setSites(JSON.parse(row.body));
   }
 
   /** One site, or undefined. */

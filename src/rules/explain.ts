@@ -1,7 +1,7 @@
 import type { HostwatchEvent } from '../events/types.js';
 import { absenceText, listOf, planEvents, sourceRules, type Evidence } from '../pipeline/plan.js';
 import { sourceByName } from '../sources/registry.js';
-import type { SourceDef } from '../sources/types.js';
+import type { SiteInfo, SourceDef } from '../sources/types.js';
 import type { AlertsRepo } from '../store/alerts-repo.js';
 import type { EventsRepo } from '../store/events-repo.js';
 import type { HistoryRepo, StoredEvent } from '../store/history-repo.js';
@@ -41,6 +41,11 @@ export interface ExplainDeps {
   now: number;
   /** history.retention: older deliveries that succeeded are pruned, so their absence says nothing. */
   retentionMs?: number;
+  /**
+   * A site as the daemon's rules see it (`site`: id, domain and the labels of config
+   * `site_labels`), from the stored site list; undefined when unknown.
+   */
+  site?: (id: number) => SiteInfo | undefined;
   /** Why the config's routes send an event to no channel (notify/routing.ts unroutedBecause); null: they send it somewhere. */
   unrouted?: (e: HostwatchEvent) => string | null;
 }
@@ -178,7 +183,7 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
     // Clock rules are judged at the time of the question, as the re-evaluator would.
     const input: RuleInput = {
       subject,
-      site: null,
+      site: siteOfFound(deps, source, found, found.record),
       before: found.record,
       after: found.record,
       changes: [],
@@ -219,8 +224,8 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
     instance: 'explain',
     source,
     entity: found.entity,
-    entitySite: cur.site_id === null ? null : { id: cur.site_id, domain: `site-${cur.site_id}` },
-    siteLookup: () => null,
+    entitySite: cur.site_id === null ? null : siteById(deps, cur.site_id),
+    siteLookup: (id) => deps.site?.(id) ?? null,
     before: JSON.parse(prev.body),
     after: JSON.parse(cur.body),
     baseline: false,
@@ -235,7 +240,7 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
   });
   const made = plan.events.find((e) => e.subject === subject);
   if (!made) {
-    const input: RuleInput = { subject, site: null, before: found.prevRecord(prev.body), after: found.record, changes: [], now: cur.at };
+    const input: RuleInput = { subject, site: siteOfFound(deps, source, found, found.record), before: found.prevRecord(prev.body), after: found.record, changes: [], now: cur.at };
     const seen = Object.entries(seenValues(rule, input)).map(([k, v]) => `  ${k} = ${json(v)}`);
     const v = check(rule, input);
     return done(
@@ -276,8 +281,27 @@ async function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: 
 
 interface FoundRecord {
   entity: string;
+  /** The site of the entity's snapshot (null: account-wide). */
+  siteId: number | null;
   record: unknown;
   prevRecord: (body: string) => unknown;
+}
+
+/** A site as the rules see it, from the stored site list (id and a stand-in name when it is not there). */
+function siteById(deps: ExplainDeps, id: number): SiteInfo {
+  return deps.site?.(id) ?? { id, domain: `site-${id}` };
+}
+
+/**
+ * The `site` a rule saw for a record, as the planner picks it: the record's own site field
+ * where its source has one (a site of the site list), else the entity's site.
+ */
+function siteOfFound(deps: ExplainDeps, source: SourceDef, found: FoundRecord, record: unknown): SiteInfo | null {
+  if (source.siteField !== undefined) {
+    const id = record !== null && typeof record === 'object' ? (record as Record<string, unknown>)[source.siteField] : undefined;
+    return typeof id === 'number' ? siteById(deps, id) : null;
+  }
+  return found.siteId === null ? null : siteById(deps, found.siteId);
 }
 
 /**
@@ -287,7 +311,7 @@ interface FoundRecord {
 async function recordOf(deps: ExplainDeps, source: SourceDef, subject: string, wholeEntity: boolean): Promise<FoundRecord | null> {
   const whole = await deps.snapshots.get(source.name, subject);
   if (whole && (source.key === undefined || wholeEntity)) {
-    return { entity: subject, record: JSON.parse(whole.body), prevRecord: (b) => JSON.parse(b) };
+    return { entity: subject, siteId: whole.site_id, record: JSON.parse(whole.body), prevRecord: (b) => JSON.parse(b) };
   }
   const cut = subject.lastIndexOf('/');
   if (cut < 0 || source.key === undefined) return null;
@@ -297,5 +321,5 @@ async function recordOf(deps: ExplainDeps, source: SourceDef, subject: string, w
   if (!snap) return null;
   const key = source.key;
   const pick = (body: string): unknown => listOf(source, JSON.parse(body)).find((r) => String(r[key]) === k) ?? null;
-  return { entity, record: pick(snap.body), prevRecord: pick };
+  return { entity, siteId: snap.site_id, record: pick(snap.body), prevRecord: pick };
 }
