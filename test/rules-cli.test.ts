@@ -84,4 +84,40 @@ tests:
       cleanup();
     }
   });
+
+  it('makes a dedup_key event once, as the daemon stores it once: the same key again makes nothing', async () => {
+    const { dir, cleanup } = tempDir();
+    try {
+      writeFileSync(
+        join(dir, 'once.yaml'),
+        'rules:\n  - name: went-offline\n    event: site.went_offline\n    kind: change\n    source: health\n    when: "after.online.status == \'offline\'"\n    dedup_key: "after.online.label"\n',
+      );
+      writeFileSync(
+        join(dir, 'once.test.yaml'),
+        `rule_files: [once.yaml]
+tests:
+  - name: the same outage reason is reported once, a new one again
+    source: health
+    site: { id: 3, domain: c.example }
+    steps:
+      - snapshot: { site_id: 3, online: { status: online, label: Online }, integrity: { problems: 0 } }
+      - patch: { online: { status: offline, label: Timeout } }
+        expect: [{ event: site.went_offline }, { event: site.offline, status: firing }]
+      - patch: { online: { status: online, label: Online } }
+        expect: [{ event: site.offline, status: resolved }]
+      - patch: { online: { status: offline, label: Timeout } }
+        expect: [{ event: site.offline, status: firing }]
+      - patch: { online: { status: online, label: Online } }
+        expect: [{ event: site.offline, status: resolved }]
+      - patch: { online: { status: offline, label: Refused } }
+        expect: [{ event: site.went_offline }, { event: site.offline, status: firing }]
+`,
+      );
+      const r = await hostwatch(['rules', 'test', 'once.test.yaml'], { cwd: dir });
+      expect(r.stdout).toBe('ok   once.test.yaml: the same outage reason is reported once, a new one again\n1 passed, 0 failed\n');
+      expect(r.code).toBe(0);
+    } finally {
+      cleanup();
+    }
+  });
 });

@@ -45,6 +45,11 @@ export class Replay {
   private readonly directory: SiteDirectory;
   /** Sites given by knowSites (rule tests): they stand even without a site list. */
   private readonly known = new Map<number, SiteInfo>();
+  /**
+   * The ids of the events made so far: an event whose id was made before is not made again,
+   * as the daemon stores each id once (a `dedup_key` event's id is its rule, subject and key).
+   */
+  private readonly made = new Set<string>();
   /** The longest `window` of any rule: older versions are dropped (a long backtest stays small). */
   private readonly maxWindow: number;
 
@@ -161,6 +166,12 @@ export class Replay {
       now: new Date(at),
     });
     for (const a of plan.alerts) this.alerts.set(`${a.rule}\u0000${a.subject}`, a);
+    if (plan.events.some((e) => this.made.has(e.id))) {
+      plan.events = plan.events.filter((e) => !this.made.has(e.id));
+      const kept = new Set(plan.events.map((e) => e.id));
+      plan.evidence = plan.evidence.filter((x) => kept.has(x.event_id));
+    }
+    for (const e of plan.events) this.made.add(e.id);
     return plan;
   }
 
