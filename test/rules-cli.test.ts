@@ -5,6 +5,17 @@ import { SOURCE_NAMES } from '../src/sources/registry.js';
 import { tempDir } from './harness.js';
 import { hostwatch } from './run-cli.js';
 
+/** `hostwatch rules test TEST` in a fresh folder holding `files` (name → text), as a user runs it there. */
+async function ruleTestIn(files: Record<string, string>, test: string): Promise<{ code: number | null; stdout: string }> {
+  const { dir, cleanup } = tempDir();
+  try {
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    return await hostwatch(['rules', 'test', test], { cwd: dir });
+  } finally {
+    cleanup();
+  }
+}
+
 describe('hostwatch rules test', () => {
   it('passes every test of the built-in rule packs (this is how CI runs them)', async () => {
     const files = readdirSync('rules/tests').filter((f) => f.endsWith('.test.yaml')).map((f) => join('rules/tests', f));
@@ -57,15 +68,10 @@ describe('hostwatch rules test', () => {
   });
 
   it('uses the rule files a test file names, relative to it', async () => {
-    const { dir, cleanup } = tempDir();
-    try {
-      writeFileSync(
-        join(dir, 'mine.yaml'),
-        'rules:\n  - name: slow-long\n    event: site.slow_long\n    kind: alert\n    source: health\n    for: 2m\n    when: "after.online.status == \'slow\'"\n    summary: "{{ domain }} slow for a while"\n',
-      );
-      writeFileSync(
-        join(dir, 'mine.test.yaml'),
-        `rule_files: [mine.yaml]
+    const r = await ruleTestIn(
+      {
+        'mine.yaml': 'rules:\n  - name: slow-long\n    event: site.slow_long\n    kind: alert\n    source: health\n    for: 2m\n    when: "after.online.status == \'slow\'"\n    summary: "{{ domain }} slow for a while"\n',
+        'mine.test.yaml': `rule_files: [mine.yaml]
 tests:
   - name: slow-long waits two minutes
     source: health
@@ -76,25 +82,18 @@ tests:
       - {}
       - expect: [{ event: site.slow_long, status: firing, summary: g.example slow for a while }]
 `,
-      );
-      const r = await hostwatch(['rules', 'test', 'mine.test.yaml'], { cwd: dir });
-      expect(r.stdout).toBe('ok   mine.test.yaml: slow-long waits two minutes\n1 passed, 0 failed\n');
-      expect(r.code).toBe(0);
-    } finally {
-      cleanup();
-    }
+      },
+      'mine.test.yaml',
+    );
+    expect(r.stdout).toBe('ok   mine.test.yaml: slow-long waits two minutes\n1 passed, 0 failed\n');
+    expect(r.code).toBe(0);
   });
 
   it('makes a dedup_key event once, as the daemon stores it once: the same key again makes nothing', async () => {
-    const { dir, cleanup } = tempDir();
-    try {
-      writeFileSync(
-        join(dir, 'once.yaml'),
-        'rules:\n  - name: went-offline\n    event: site.went_offline\n    kind: change\n    source: health\n    when: "after.online.status == \'offline\'"\n    dedup_key: "after.online.label"\n',
-      );
-      writeFileSync(
-        join(dir, 'once.test.yaml'),
-        `rule_files: [once.yaml]
+    const r = await ruleTestIn(
+      {
+        'once.yaml': 'rules:\n  - name: went-offline\n    event: site.went_offline\n    kind: change\n    source: health\n    when: "after.online.status == \'offline\'"\n    dedup_key: "after.online.label"\n',
+        'once.test.yaml': `rule_files: [once.yaml]
 tests:
   - name: the same outage reason is reported once, a new one again
     source: health
@@ -112,12 +111,10 @@ tests:
       - patch: { online: { status: offline, label: Refused } }
         expect: [{ event: site.went_offline }, { event: site.offline, status: firing }]
 `,
-      );
-      const r = await hostwatch(['rules', 'test', 'once.test.yaml'], { cwd: dir });
-      expect(r.stdout).toBe('ok   once.test.yaml: the same outage reason is reported once, a new one again\n1 passed, 0 failed\n');
-      expect(r.code).toBe(0);
-    } finally {
-      cleanup();
-    }
+      },
+      'once.test.yaml',
+    );
+    expect(r.stdout).toBe('ok   once.test.yaml: the same outage reason is reported once, a new one again\n1 passed, 0 failed\n');
+    expect(r.code).toBe(0);
   });
 });
