@@ -52,6 +52,13 @@ describe('a rule file with an error is refused with file, line and reason', () =
     ['bad-kind.yaml', ['test/fixtures/rules/bad-kind.yaml:4: rules[0].kind: must be one of change, alert (got "level")']],
     ['bad-template.yaml', ['test/fixtures/rules/bad-template.yaml:7: rules[0].summary: template error: undefined filter: nosuchfilter, line:1, col:1']],
     ['duplicate-name.yaml', ['test/fixtures/rules/duplicate-name.yaml:2: rules[0].name: duplicate rule name; "site-offline" is already defined at rules/health.yaml:7']],
+    [
+      // Not a whole rule: an override that tries to change what an override cannot (not a "duplicate").
+      'override-summary.yaml',
+      [
+        'test/fixtures/rules/override-summary.yaml:3: rules[0].summary: an override of site-offline (defined at rules/health.yaml:7) cannot change summary; it may set params, enabled, mode, labels, for, keep_firing_for, repeat, every. For another summary, write a rule of your own under a new name and switch this one off (enabled: false)',
+      ],
+    ],
     ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent']],
     [
       'bad-override.yaml',

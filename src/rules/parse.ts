@@ -212,7 +212,19 @@ export function parseRuleFile(
       applyOverride(existing, raw, p, err);
       return;
     }
-    if (existing) return err(p('name'), `duplicate rule name; "${name}" is already defined at ${existing.origin}`);
+    if (existing) {
+      // A whole rule under a taken name is a duplicate; a few keys under it are an override
+      // that tries to change what an override cannot.
+      const whole = ['event', 'kind', 'source'].every((k) => k in raw) && ('when' in raw || 'absent' in raw);
+      if (whole) return err(p('name'), `duplicate rule name; "${name}" is already defined at ${existing.origin}`);
+      for (const k of keys.filter((k) => !OVERRIDE_KEYS.includes(k))) {
+        err(
+          p(k),
+          `an override of ${name} (defined at ${existing.origin}) cannot change ${k}; it may set ${OVERRIDE_KEYS.filter((o) => o !== 'name').join(', ')}. For another ${k}, write a rule of your own under a new name and switch this one off (enabled: false)`,
+        );
+      }
+      return;
+    }
     // Only what changes a rule (enabled, params, …) under a name no rule has: a misspelt
     // override, not a new rule without its event, kind, source and when.
     if (named && keys.every((k) => OVERRIDE_KEYS.includes(k))) {
