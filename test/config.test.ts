@@ -440,7 +440,7 @@ describe('invalid configs: every error names file, line, column, key path, value
   it('reports all three errors of a config with three problems at once, in file order', () => {
     expect(errorLinesOf('three-errors.yaml')).toEqual([
       'three-errors.yaml:2:13: api.base_url: must be an http(s) URL like https://panel.example.com (got "panel.example.com")',
-      'three-errors.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got 30)',
+      'three-errors.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m; a number needs a unit: 30s or 30m, not 30 (got 30)',
       'three-errors.yaml:6:20: sources.health.every: must be a duration of at least 10s, like 10s or 1m (got "5s")',
     ]);
   });
@@ -468,6 +468,11 @@ describe('durations', () => {
     expect(r.ok && [r.config.routes[0]!.group_wait_ms, r.config.delivery.drain_timeout_ms]).toEqual([0, 0]);
     const zero = parseText(MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: 0'));
     expect(zero.ok ? '' : formatConfigErrors(zero.errors)).toBe('inline.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got 0)');
+  });
+
+  it('say that a bare number needs a unit, written as a number or given by a variable', () => {
+    const bare = parseText(MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: ${T}'), { T: '45' });
+    expect(bare.ok ? '' : formatConfigErrors(bare.errors)).toBe('inline.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m; a number needs a unit: 45s or 45m, not 45 (got "45")');
   });
 });
 

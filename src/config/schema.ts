@@ -158,7 +158,13 @@ export function duration(minMs = 0) {
         ? 'must be a duration greater than 0, like 10s, 1m'
         : `must be a duration of at least ${formatDuration(minMs)}, like ${formatDuration(minMs)} or ${formatDuration(minMs * 6)}`;
   // `0` alone needs no unit; YAML reads it as a number.
-  return z.preprocess((value) => (value === 0 ? '0' : value), z.string(message)).transform((value, ctx) => {
+  return z.preprocess((value) => (value === 0 ? '0' : value), z.union([z.string(message), z.number(message)], message)).transform((value, ctx) => {
+    // A bare number (`timeout: 30`): seconds or minutes? Say what is missing.
+    if (typeof value === 'number' || (/^\s*\d+(\.\d+)?\s*$/.test(value) && Number(value) !== 0)) {
+      const n = String(value).trim();
+      ctx.addIssue({ code: 'custom', message: `${message}; a number needs a unit: ${n}s or ${n}m, not ${n}` });
+      return z.NEVER;
+    }
     const ms = parseDuration(value.trim());
     if (ms === null || ms < minMs) {
       ctx.addIssue({ code: 'custom', message });
