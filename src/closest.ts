@@ -17,6 +17,12 @@ export function closest(word: string, allowed: readonly string[]): string | null
   return best !== null && bestDistance <= Math.max(1, Math.floor(best.length / 3)) ? best : null;
 }
 
+/** `unknown key (did you mean every?); allowed: a, b, c`: a key not among those allowed, with its near miss. */
+export function unknownKeyMessage(key: string, allowed: readonly string[], what = 'key'): string {
+  const near = closest(key, allowed);
+  return `unknown ${what}${near ? ` (did you mean ${near}?)` : ''}; allowed: ${allowed.join(', ') || '(none)'}`;
+}
+
 function editDistance(a: string, b: string): number {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {

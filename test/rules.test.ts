@@ -59,12 +59,12 @@ describe('a rule file with an error is refused with file, line and reason', () =
         'test/fixtures/rules/override-summary.yaml:3: rules[0].summary: an override of site-offline (defined at rules/health.yaml:7) cannot change summary; it may set params, enabled, mode, labels, for, keep_firing_for, repeat, every. For another summary, write a rule of your own under a new name and switch this one off (enabled: false)',
       ],
     ],
-    ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent']],
+    ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key (did you mean severity?); allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent']],
     [
       'bad-override.yaml',
       [
         'test/fixtures/rules/bad-override.yaml:4: rules[0].params.threshold: must be a number like the default (90)',
-        'test/fixtures/rules/bad-override.yaml:5: rules[0].params.treshold: unknown parameter of rule usage-disk-high; allowed: threshold, resolve_below',
+        'test/fixtures/rules/bad-override.yaml:5: rules[0].params.treshold: unknown parameter of rule usage-disk-high (did you mean threshold?); allowed: threshold, resolve_below',
       ],
     ],
     ['bad-severity.yaml', ['test/fixtures/rules/bad-severity.yaml:6: rules[0].severity: must be one of info, warning, critical (got "urgent")']],
@@ -87,7 +87,7 @@ describe('a rule file with an error is refused with file, line and reason', () =
       'bad-name-and-more.yaml',
       [
         'test/fixtures/rules/bad-name-and-more.yaml:2: rules[0].name: must be lower-case letters, digits and dashes (got "R_Five")',
-        'test/fixtures/rules/bad-name-and-more.yaml:7: rules[0].whenn: unknown key; allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent',
+        'test/fixtures/rules/bad-name-and-more.yaml:7: rules[0].whenn: unknown key (did you mean when?); allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent',
         'test/fixtures/rules/bad-name-and-more.yaml:4: rules[0].kind: must be one of change, alert (got "sometimes")',
         'test/fixtures/rules/bad-name-and-more.yaml:6: rules[0].severity: must be one of info, warning, critical (got "urgent")',
         'test/fixtures/rules/bad-name-and-more.yaml:2: rules[0].when: must be a CEL expression (a non-empty string)',

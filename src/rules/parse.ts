@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { Liquid } from 'liquidjs';
-import { closest } from '../closest.js';
+import { closest, unknownKeyMessage } from '../closest.js';
 import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { compileCel, freeIdentifiers, parseApiTime, parseCel } from '../cel.js';
 import { humanDuration, parseDuration } from '../config/duration.js';
@@ -231,7 +231,7 @@ export function parseRuleFile(
       const near = closest(name, [...into.keys()]);
       return err(p('name'), `no rule is named ${name}${near ? ` (did you mean ${near}?)` : ''}: an entry with only ${keys.filter((k) => k !== 'name').join(', ') || 'a name'} changes an existing rule; a new rule needs event, kind, source and when`);
     }
-    for (const k of keys) if (!RULE_KEYS.includes(k)) err(p(k), `unknown key; allowed: ${RULE_KEYS.join(', ')}`);
+    for (const k of keys) if (!RULE_KEYS.includes(k)) err(p(k), unknownKeyMessage(k, RULE_KEYS));
 
     const event = raw['event'];
     const kind = raw['kind'];
@@ -365,7 +365,7 @@ function absenceOf(value: unknown, bad: Bad): Absence | null {
     ok = false;
     bad(`absent.${key}`, message);
   };
-  for (const k of Object.keys(value)) if (!ABSENT_KEYS.includes(k)) fail(k, `unknown key; allowed: ${ABSENT_KEYS.join(', ')}`);
+  for (const k of Object.keys(value)) if (!ABSENT_KEYS.includes(k)) fail(k, unknownKeyMessage(k, ABSENT_KEYS));
   const cel = (key: string, required: boolean): { program: CompiledRule['condition']; source: string } | null => {
     const v = value[key];
     if (v === undefined) {
@@ -479,7 +479,7 @@ function applyOverride(
     if (!isRecord(params)) return err(p('params'), 'must be a map of parameter names to values');
     for (const [k, v] of Object.entries(params)) {
       if (!(k in rule.params)) {
-        err([...p('params'), k], `unknown parameter of rule ${rule.name}; allowed: ${Object.keys(rule.params).join(', ') || '(none)'}`);
+        err([...p('params'), k], unknownKeyMessage(k, Object.keys(rule.params), `parameter of rule ${rule.name}`));
       } else if (typeof v !== typeof rule.params[k]) {
         err([...p('params'), k], `must be a ${typeof rule.params[k]} like the default (${JSON.stringify(rule.params[k])})`);
       } else {

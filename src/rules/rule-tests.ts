@@ -7,6 +7,7 @@ import type { HostwatchEvent } from '../events/types.js';
 import { isRecord } from '../is-record.js';
 import { entityOf, sourceByName } from '../sources/registry.js';
 import type { SiteInfo } from '../sources/types.js';
+import { unknownKeyMessage } from '../closest.js';
 import { lineAt, loadRules, parseRuleFile, pathText, RuleErrors, type LoadRulesOptions } from './parse.js';
 import { eventLine, Replay } from './replay.js';
 import type { CompiledRule, RuleError } from './types.js';
@@ -188,7 +189,7 @@ function parseTestFile(text: string, file: string, dir: string, opts: LoadRulesO
   root['tests'].forEach((raw: unknown, i: number) => {
     const p = (...k: (string | number)[]): (string | number)[] => ['tests', i, ...k];
     if (!isRecord(raw)) return err(p(), 'each test is a map');
-    for (const k of Object.keys(raw)) if (!TEST_KEYS.includes(k)) err(p(k), `unknown key; allowed: ${TEST_KEYS.join(', ')}`);
+    for (const k of Object.keys(raw)) if (!TEST_KEYS.includes(k)) err(p(k), unknownKeyMessage(k, TEST_KEYS));
     const name = typeof raw['name'] === 'string' ? raw['name'] : `test ${i + 1}`;
     const source = sourceByName(String(raw['source']));
     if (!source || !opts.sourceNames.includes(source.name)) {
@@ -235,7 +236,7 @@ function parseTestFile(text: string, file: string, dir: string, opts: LoadRulesO
     raw['steps'].forEach((st: unknown, j: number) => {
       const sp = (...k: (string | number)[]): (string | number)[] => p('steps', j, ...k);
       if (!isRecord(st)) return err(sp(), 'each step is a map');
-      for (const k of Object.keys(st)) if (!STEP_KEYS.includes(k)) err(sp(k), `unknown key; allowed: ${STEP_KEYS.join(', ')}`);
+      for (const k of Object.keys(st)) if (!STEP_KEYS.includes(k)) err(sp(k), unknownKeyMessage(k, STEP_KEYS));
       if (st['now'] !== undefined) {
         const t = typeof st['now'] === 'string' ? parseApiTime(st['now']) : st['now'] instanceof Date ? st['now'].getTime() : null;
         if (t === null) return err(sp('now'), `must be an RFC 3339 time like 2026-11-21T10:00:00Z (got ${JSON.stringify(st['now'])})`);
@@ -264,7 +265,7 @@ function parseTestFile(text: string, file: string, dir: string, opts: LoadRulesO
       const exps: Array<Record<string, unknown>> = [];
       expect.forEach((e: unknown, k: number) => {
         if (!isRecord(e)) return err(sp('expect', k), 'each expected event is a map');
-        for (const key of Object.keys(e)) if (!EXPECT_KEYS.includes(key as never)) err(sp('expect', k, key), `unknown key; allowed: ${EXPECT_KEYS.join(', ')}`);
+        for (const key of Object.keys(e)) if (!EXPECT_KEYS.includes(key as never)) err(sp('expect', k, key), unknownKeyMessage(key, EXPECT_KEYS));
         exps.push(e);
       });
       steps.push({ line: lineAt(doc, lc, sp()), at, time: (start ?? 0) + at, value: structuredClone(value), expect: exps });
