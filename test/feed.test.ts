@@ -598,6 +598,11 @@ describe('GET /api/deliveries', () => {
     db.prepare(`UPDATE outbox SET state = 'pending', next_attempt_at = 0 WHERE channel = 'gone'`).run();
     db.close();
     expect((await getJson<{ data: Array<Record<string, unknown>> }>(`${srv.url}/api/deliveries?pending=true`)).body.data.map((d) => [d['channel'], d['state']])).toEqual([['gone', 'pending']]);
+    // A mistyped channel is a 400 that names the channels, not an empty list.
+    expect(await getJson(`${srv.url}/api/deliveries?channel=okk`)).toEqual({
+      status: 400,
+      body: { error: { code: 'bad_request', message: 'channel: no channel named "okk" in the config or the outbox (its channels: gone, ok)' } },
+    });
     expect(await getJson(`${srv.url}/api/deliveries?failed=yes`)).toEqual({
       status: 400,
       body: { error: { code: 'bad_request', message: 'failed: expected true or false (got "yes")' } },
