@@ -148,7 +148,7 @@ describe('hostwatch explain --subject S --rule R says why an event did not arriv
   it('pending for part of its `for`, and when it will fire', async () => {
     const w = (await explainWhyNot(deps(), 'sites/3/health', 'slow-long'));
     expect(w.reason).toBe('pending');
-    expect(w.lines).toContain("when: after.online.status == 'slow' is true; pending since 2026-11-21T10:00:00.000Z (240s of for: 600s)");
+    expect(w.lines).toContain("when: after.online.status == 'slow' is true; pending since 2026-11-21T10:00:00.000Z (4m of for: 10m)");
     expect(w.lines).toContain('it fires at the first poll after 2026-11-21T10:10:00.000Z if it still holds');
   });
 

@@ -1,3 +1,4 @@
+import { formatDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { absenceText, listOf, planEvents, sourceRules, type Evidence } from '../pipeline/plan.js';
 import { sourceByName } from '../sources/registry.js';
@@ -89,7 +90,8 @@ export function unknownRule(name: string, rules: readonly CompiledRule[]): strin
 
 const iso = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString());
 const json = (v: unknown): string => JSON.stringify(v);
-const seconds = (ms: number): string => `${Math.round(ms / 1000)}s`;
+/** A duration as the config and the rules write it (`26h`, `4m30s`). */
+const seconds = (ms: number): string => formatDuration(Math.round(ms / 1000) * 1000);
 
 /** Why an event exists: its rule, the values its condition saw, the snapshots and diff paths, its deliveries. Null when unknown. */
 export async function explainEvent(deps: ExplainDeps, id: string): Promise<string[] | null> {
