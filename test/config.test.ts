@@ -473,6 +473,9 @@ describe('durations', () => {
   it('say that a bare number needs a unit, written as a number or given by a variable', () => {
     const bare = parseText(MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: ${T}'), { T: '45' });
     expect(bare.ok ? '' : formatConfigErrors(bare.errors)).toBe('inline.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m; a number needs a unit: 45s or 45m, not 45 (got "45")');
+    // A negative number gets no unit advice: no unit makes it a duration.
+    const negative = parseText(MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: -5'));
+    expect(negative.ok ? '' : formatConfigErrors(negative.errors)).toBe('inline.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got -5)');
   });
 });
 

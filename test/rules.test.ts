@@ -59,6 +59,10 @@ describe('a rule file with an error is refused with file, line and reason', () =
         'test/fixtures/rules/override-summary.yaml:3: rules[0].summary: an override of site-offline (defined at rules/health.yaml:7) cannot change summary; it may set params, enabled, mode, labels, for, keep_firing_for, repeat, every. For another summary, write a rule of your own under a new name and switch this one off (enabled: false)',
       ],
     ],
+    [
+      'override-typo.yaml',
+      ['test/fixtures/rules/override-typo.yaml:3: rules[0].paramz: unknown key of an override of site-offline (did you mean params?); allowed: params, enabled, mode, labels, for, keep_firing_for, repeat, every'],
+    ],
     ['unknown-key.yaml', ['test/fixtures/rules/unknown-key.yaml:7: rules[0].severty: unknown key (did you mean severity?); allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent']],
     [
       'bad-override.yaml',

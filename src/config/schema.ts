@@ -160,12 +160,12 @@ export function duration(minMs = 0) {
   // `0` alone needs no unit; YAML reads it as a number.
   return z.preprocess((value) => (value === 0 ? '0' : value), z.union([z.string(message), z.number(message)], message)).transform((value, ctx) => {
     // A bare number (`timeout: 30`): seconds or minutes? Say what is missing.
-    if (typeof value === 'number' || (/^\s*\d+(\.\d+)?\s*$/.test(value) && Number(value) !== 0)) {
+    if ((typeof value === 'number' || /^\s*\d+(\.\d+)?\s*$/.test(value)) && Number(value) > 0) {
       const n = String(value).trim();
       ctx.addIssue({ code: 'custom', message: `${message}; a number needs a unit: ${n}s or ${n}m, not ${n}` });
       return z.NEVER;
     }
-    const ms = parseDuration(value.trim());
+    const ms = typeof value === 'string' ? parseDuration(value.trim()) : null;
     if (ms === null || ms < minMs) {
       ctx.addIssue({ code: 'custom', message });
       return z.NEVER;

@@ -6,7 +6,7 @@ import type { Store } from '../store/db.js';
 import type { HeldView } from '../store/delivery-repo.js';
 import type { Repos } from '../store/repos.js';
 import type { DeliveryView } from '../store/events-repo.js';
-import { deliveryJson, heldJson } from './delivery-json.js';
+import { deliveryJson, heldJson, unknownChannel } from './delivery-views.js';
 import type { Silence, SilenceView } from './silences.js';
 
 /** What the delivery commands borrow from cli.ts (config loading, exits, argument parsers). */
@@ -108,16 +108,10 @@ async function nothingToSend(r: Repos, id: string | undefined, channel: string |
   return `event ${id} was stored but never queued for delivery: ${why}; hostwatch explain ${id} says more`;
 }
 
-/**
- * A `--channel` must name a channel of the config, or one that rows were queued for (a
- * channel removed since keeps its history): a mistyped name is an error that lists the
- * channels, not an empty answer.
- */
+/** A `--channel` must name a channel (see unknownChannel): exit 2 with the channels otherwise. */
 async function knownChannel(h: CliHelpers, command: string, config: Config, r: Repos, name: string): Promise<void> {
-  if (config.channels.some((c) => c.name === name)) return;
-  if ((await r.events.deliveries({ failed: false, channel: name }, 1)).length > 0) return;
-  const names = config.channels.map((c) => c.name);
-  h.fail(`hostwatch ${command}: --channel: no channel named "${name}" in ${config.file} or the outbox (${names.length > 0 ? `its channels: ${names.join(', ')}` : 'it has no channels'})`, EXIT_ARGS);
+  const problem = await unknownChannel(config.channels, r.events, name);
+  if (problem !== null) h.fail(`hostwatch ${command}: --channel: ${problem}`, EXIT_ARGS);
 }
 
 /** Who runs this command, for a silence's author: $USER, else the login name. */

@@ -217,11 +217,13 @@ export function parseRuleFile(
       // that tries to change what an override cannot.
       const whole = ['event', 'kind', 'source'].every((k) => k in raw) && ('when' in raw || 'absent' in raw);
       if (whole) return err(p('name'), `duplicate rule name; "${name}" is already defined at ${existing.origin}`);
+      const may = OVERRIDE_KEYS.filter((o) => o !== 'name');
       for (const k of keys.filter((k) => !OVERRIDE_KEYS.includes(k))) {
-        err(
-          p(k),
-          `an override of ${name} (defined at ${existing.origin}) cannot change ${k}; it may set ${OVERRIDE_KEYS.filter((o) => o !== 'name').join(', ')}. For another ${k}, write a rule of your own under a new name and switch this one off (enabled: false)`,
-        );
+        // A rule's key that overrides cannot change, or no rule key at all (a typo of one it can).
+        const message = RULE_KEYS.includes(k)
+          ? `an override of ${name} (defined at ${existing.origin}) cannot change ${k}; it may set ${may.join(', ')}. For another ${k}, write a rule of your own under a new name and switch this one off (enabled: false)`
+          : unknownKeyMessage(k, may, `key of an override of ${name}`);
+        err(p(k), message);
       }
       return;
     }

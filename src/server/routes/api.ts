@@ -1,5 +1,5 @@
 import { SOURCE_READ_BY, SOURCES } from '../../sources/registry.js';
-import { deliveryJson } from '../../notify/delivery-json.js';
+import { deliveryJson, unknownChannel } from '../../notify/delivery-views.js';
 import type { FiringAlert } from '../../store/alerts-repo.js';
 import type { ServerContext } from '../context.js';
 import { badRequest, intParam, json, onlyParams, shown, type Route } from '../http.js';
@@ -39,13 +39,8 @@ export function apiRoutes(ctx: ServerContext): Route[] {
         onlyParams(q, '/api/deliveries', ['limit', 'failed', 'pending', 'channel']);
         const limit = intParam(q, 'limit', { min: 1, max: DELIVERIES_MAX, expected: `a whole number from 1 to ${DELIVERIES_MAX}` });
         const filter = { failed: boolParam(q, 'failed'), pending: boolParam(q, 'pending'), channel: q.get('channel') || null };
-        // A channel of the config, or one that rows were queued for (removed since): a typo is a 400, not an empty list.
-        if (filter.channel !== null && !ctx.config.channels.some((c) => c.name === filter.channel)) {
-          if ((await ctx.events.deliveries({ failed: false, channel: filter.channel }, 1)).length === 0) {
-            const names = ctx.config.channels.map((c) => c.name);
-            throw badRequest(`channel: no channel named ${shown(filter.channel)} in the config or the outbox (${names.length > 0 ? `its channels: ${names.join(', ')}` : 'it has no channels'})`);
-          }
-        }
+        const unknown = filter.channel === null ? null : await unknownChannel(ctx.config.channels, ctx.events, filter.channel);
+        if (unknown !== null) throw badRequest(`channel: ${unknown}`);
         json(res, 200, { data: (await ctx.events.deliveries(filter, limit ?? DELIVERIES_DEFAULT)).map(deliveryJson) });
       },
     },
