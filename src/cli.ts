@@ -92,12 +92,14 @@ async function load(file: string | undefined, opts: { secretsOptional?: boolean;
 
 /** Build the app, mapping bad rules/routes/channels to exit code 2 with their messages. */
 async function build(config: Config): Promise<App> {
-  const [{ createApp }, { RuleErrors }, { RouteError }] = await Promise.all([import('./main.js'), import('./rules/parse.js'), import('./notify/routing.js')]);
+  const [{ createApp, UnknownEventNamesError }, { RuleErrors }, { RouteError }] = await Promise.all([import('./main.js'), import('./rules/parse.js'), import('./notify/routing.js')]);
   try {
     return await createApp(config);
   } catch (e) {
     if (e instanceof RuleErrors) fail(e.message, EXIT_CONFIG);
     // Named with its file, as `check` and `rules backtest` name it (invariant 8).
+    // Named at their lines, as `check` names them.
+    if (e instanceof UnknownEventNamesError) fail(await atTheirLines(config.file, e.problems), EXIT_CONFIG);
     if (e instanceof RouteError) fail(`${config.file}: ${e.message}`, EXIT_CONFIG);
     fail(`hostwatch: cannot start: ${(e as Error).message}`, 1);
   }
@@ -233,7 +235,10 @@ program
         problems.push(e.message);
       }
       // Only against rules that loaded: with a broken rule file, its events would all look unknown.
-      if (problems.length === 0) for (const p of unknownEventNames(config, rules)) problems.push(`${config.file}: ${p}`);
+      if (problems.length === 0) {
+        const unknown = unknownEventNames(config, rules);
+        if (unknown.length > 0) problems.push(await atTheirLines(configFile(o.config), unknown));
+      }
       let calendar: InstanceType<typeof MaintenanceCalendar> | null = null;
       try {
         // Routes, maintenance matches and inhibit targets compile exactly as the daemon's.
@@ -609,6 +614,19 @@ program
       await store.close();
     }
   });
+
+/**
+ * Problems found after the config loaded (they need its rules), as its own errors are
+ * written: FILE:LINE:COLUMN: PATH: MESSAGE, in file order.
+ */
+async function atTheirLines(file: string, problems: ReadonlyArray<{ path: Array<string | number>; message: string }>): Promise<string> {
+  const [{ readFileSync }, { readYamlTree }, { formatConfigErrors, formatPath }] = await Promise.all([import('node:fs'), import('./config/yaml-tree.js'), import('./config/errors.js')]);
+  // Only the positions are read: variables stand as they are written.
+  const tree = readYamlTree(readFileSync(file, 'utf8'), file, {}, { placeholder: () => '' });
+  const errors = problems.map((p) => ({ file, ...tree.valueAt(p.path), path: formatPath(p.path), message: p.message }));
+  errors.sort((a, b) => a.line - b.line || a.column - b.column);
+  return formatConfigErrors(errors);
+}
 
 /** `1 channel`, `2 channels`, `0 channels`. */
 function counted(n: number, noun: string): string {

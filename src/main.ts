@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ApiClient, clientOptionsOf } from './api/client.js';
+import { formatPath } from './config/errors.js';
 import type { ChannelConfig, Config } from './config/types.js';
 import type { HostwatchEvent } from './events/types.js';
 import { createLogger, secretScrubber, secretsOf } from './log.js';
@@ -157,6 +158,16 @@ export interface App {
  * Build every part from a validated config. Throws RuleErrors / MigrationError on bad input,
  * DatabaseInUseError when another daemon runs on the same database.
  */
+/** The config names events no rule sends (`inhibit:`, `incidents.alerts`): `run` refuses to start, as `check` reports them. */
+export class UnknownEventNamesError extends RouteError {
+  constructor(
+    file: string,
+    readonly problems: ReturnType<typeof unknownEventNames>,
+  ) {
+    super(problems.map((u) => `${formatPath(u.path)}: ${u.message}`).join(`\n${file}: `));
+  }
+}
+
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const now = opts.now ?? Date.now;
   const random = opts.random ?? Math.random;
@@ -164,7 +175,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const log = createLogger({ level: config.log.level, pretty: config.log.pretty, scrub, destination: opts.logDestination });
   const rules = rulesFor(config);
   const unknownEvents = unknownEventNames(config, rules);
-  if (unknownEvents.length > 0) throw new RouteError(unknownEvents.join(`\n${config.file}: `));
+  if (unknownEvents.length > 0) throw new UnknownEventNamesError(config.file, unknownEvents);
   const maintenance = new MaintenanceCalendar(config.maintenance);
   const dispatcher = new Dispatcher(config, maintenance, alertSeverities(rules));
   const store = await openStore(config.storage, {

@@ -90,12 +90,13 @@ describe('hostwatch check reports what run would refuse', () => {
   });
 
   it('an inhibit source or an incident alert that no rule sends, with the near miss; run refuses it too', async () => {
-    const file = write('config.yaml', config('inhibit: [{ source: site.ofline }]\nincidents: { alerts: [site.offline, backup.stal] }\n'));
+    // incidents before inhibit in the file: the errors come in file order, each at its line and column.
+    const file = write('config.yaml', config('incidents: { alerts: [site.offline, backup.stal] }\ninhibit: [{ source: site.ofline }]\n'));
     const r = await hostwatch(['check', '-c', file], { env });
     expect(r.code).toBe(2);
     const tail = '; the events are those of docs/events.md and the event: of your rules';
     expect(r.stderr).toBe(
-      `${file}: inhibit[0].source: no rule sends the event site.ofline (did you mean site.offline?)${tail}\n${file}: incidents.alerts[1]: no rule sends the event backup.stal (did you mean backup.stale?)${tail}\n`,
+      `${file}:9:37: incidents.alerts[1]: no rule sends the event backup.stal (did you mean backup.stale?)${tail}\n${file}:10:21: inhibit[0].source: no rule sends the event site.ofline (did you mean site.offline?)${tail}\n`,
     );
     const run = await hostwatch(['poll', '--once', '-c', file], { env });
     expect(run.code).toBe(2);

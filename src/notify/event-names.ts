@@ -11,15 +11,15 @@ import type { CompiledRule } from '../rules/types.js';
  * named by its key path, with the near miss. Checked by `hostwatch check`, and `run` refuses
  * to start on one (createApp).
  */
-export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents'>, rules: readonly CompiledRule[]): string[] {
+export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents'>, rules: readonly CompiledRule[]): Array<{ path: Array<string | number>; message: string }> {
   const known = knownEventNames(rules);
-  const problem = (path: string, name: string): string | null => {
+  const problem = (path: Array<string | number>, name: string): { path: Array<string | number>; message: string } | null => {
     if (known.includes(name)) return null;
     const near = closest(name, known);
-    return `${path}: no rule sends the event ${name}${near ? ` (did you mean ${near}?)` : ''}; the events are those of docs/events.md and the event: of your rules`;
+    return { path, message: `no rule sends the event ${name}${near ? ` (did you mean ${near}?)` : ''}; the events are those of docs/events.md and the event: of your rules` };
   };
   return [
-    ...config.inhibit.map((i, n) => problem(`inhibit[${n}].source`, i.source)),
-    ...config.incidents.alerts.map((name, n) => problem(`incidents.alerts[${n}]`, name)),
-  ].filter((p): p is string => p !== null);
+    ...config.inhibit.map((i, n) => problem(['inhibit', n, 'source'], i.source)),
+    ...config.incidents.alerts.map((name, n) => problem(['incidents', 'alerts', n], name)),
+  ].filter((p) => p !== null);
 }
