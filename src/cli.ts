@@ -97,9 +97,9 @@ async function build(config: Config): Promise<App> {
     return await createApp(config);
   } catch (e) {
     if (e instanceof RuleErrors) fail(e.message, EXIT_CONFIG);
-    // Named with its file, as `check` and `rules backtest` name it (invariant 8).
     // Named at their lines, as `check` names them.
     if (e instanceof UnknownEventNamesError) fail(await atTheirLines(config.file, e.problems), EXIT_CONFIG);
+    // Named with its file, as `check` and `rules backtest` name it (invariant 8).
     if (e instanceof RouteError) fail(`${config.file}: ${e.message}`, EXIT_CONFIG);
     fail(`hostwatch: cannot start: ${(e as Error).message}`, 1);
   }
@@ -621,8 +621,15 @@ program
  */
 async function atTheirLines(file: string, problems: ReadonlyArray<{ path: Array<string | number>; message: string }>): Promise<string> {
   const [{ readFileSync }, { readYamlTree }, { formatConfigErrors, formatPath }] = await Promise.all([import('node:fs'), import('./config/yaml-tree.js'), import('./config/errors.js')]);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    // Not a file (a config built in code): the problems without positions.
+    return problems.map((p) => `${file}: ${formatPath(p.path)}: ${p.message}`).join('\n');
+  }
   // Only the positions are read: variables stand as they are written.
-  const tree = readYamlTree(readFileSync(file, 'utf8'), file, {}, { placeholder: () => '' });
+  const tree = readYamlTree(text, file, {}, { placeholder: () => '' });
   const errors = problems.map((p) => ({ file, ...tree.valueAt(p.path), path: formatPath(p.path), message: p.message }));
   errors.sort((a, b) => a.line - b.line || a.column - b.column);
   return formatConfigErrors(errors);

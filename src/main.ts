@@ -154,10 +154,6 @@ export interface App {
   pruneHistory(): Promise<PruneResult & { deliveries: number }>;
 }
 
-/**
- * Build every part from a validated config. Throws RuleErrors / MigrationError on bad input,
- * DatabaseInUseError when another daemon runs on the same database.
- */
 /** The config names events no rule sends (`inhibit:`, `incidents.alerts`): `run` refuses to start, as `check` reports them. */
 export class UnknownEventNamesError extends RouteError {
   constructor(
@@ -168,6 +164,10 @@ export class UnknownEventNamesError extends RouteError {
   }
 }
 
+/**
+ * Build every part from a validated config. Throws RuleErrors / MigrationError on bad input,
+ * DatabaseInUseError when another daemon runs on the same database.
+ */
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const now = opts.now ?? Date.now;
   const random = opts.random ?? Math.random;
