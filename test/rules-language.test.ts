@@ -115,8 +115,7 @@ describe('rate of change', () => {
 });
 
 describe('one-shot events with a dedup_key', () => {
-  it('are made once per key value: the same value again gets the same id, which the replay (like the event store) keeps once', () => {
-    const r = replayOf('went-offline', `rules:
+  const WENT_OFFLINE = `rules:
   - name: went-offline
     event: site.went_offline
     kind: change
@@ -124,7 +123,10 @@ describe('one-shot events with a dedup_key', () => {
     when: "before != null && after.online.status == 'offline' && before.online.status != 'offline'"
     dedup_key: "after.online.label"
     summary: "{{ domain }} went offline: {{ after.online.label }}"
-`);
+`;
+
+  it('are made once per key value: the same value again gets the same id, which the replay (like the event store) keeps once', () => {
+    const r = replayOf('went-offline', WENT_OFFLINE);
     const ids = (['online', 'offline:Timeout', 'online', 'offline:DNS', 'online', 'offline:Timeout'] as const).map((s, i) => {
       const [status, label] = s.split(':');
       return r.observe(healthSource, 'sites/1/health', 1, i * MIN, health(status!, label ?? status)).events.map((e) => e.id);
@@ -135,14 +137,7 @@ describe('one-shot events with a dedup_key', () => {
     // Timeout again: the same id as step 1's, which the event store keeps once, so it is sent once.
     expect(ids[5]).toEqual([]);
     // A replay that has not made step 1's event makes it with that same id.
-    const fresh = replayOf('went-offline', `rules:
-  - name: went-offline
-    event: site.went_offline
-    kind: change
-    source: health
-    when: "before != null && after.online.status == 'offline' && before.online.status != 'offline'"
-    dedup_key: "after.online.label"
-`);
+    const fresh = replayOf('went-offline', WENT_OFFLINE);
     fresh.observe(healthSource, 'sites/1/health', 1, 0, health('online', 'online'));
     expect(fresh.observe(healthSource, 'sites/1/health', 1, MIN, health('offline', 'Timeout')).events.map((e) => e.id)).toEqual(ids[1]);
   });
