@@ -20,7 +20,7 @@ import type { App } from './main.js';
 import { formatEventLine } from './notify/channels/console.js';
 import type { Router } from './notify/routing.js';
 import { registerDeliveryCommands } from './notify/cli-commands.js';
-import { unknownEventNames } from './notify/event-names.js';
+import { unknownEventNames, type UnknownEventName } from './notify/event-names.js';
 import { packageRoot, packageVersion } from './paths.js';
 import type { ExplainDeps } from './rules/explain.js';
 import type { CompiledRule } from './rules/types.js';
@@ -619,7 +619,7 @@ program
  * Problems found after the config loaded (they need its rules), as its own errors are
  * written: FILE:LINE:COLUMN: PATH: MESSAGE, in file order.
  */
-async function atTheirLines(file: string, problems: ReadonlyArray<{ path: Array<string | number>; message: string }>): Promise<string> {
+async function atTheirLines(file: string, problems: readonly UnknownEventName[]): Promise<string> {
   const [{ readFileSync }, { readYamlTree }, { formatConfigErrors, formatPath }] = await Promise.all([import('node:fs'), import('./config/yaml-tree.js'), import('./config/errors.js')]);
   let text: string;
   try {

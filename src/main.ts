@@ -20,7 +20,7 @@ import { teamsProvider } from './notify/channels/teams.js';
 import { telegramProvider } from './notify/channels/telegram.js';
 import { compileTemplate, templateText } from './notify/templates.js';
 import { Dispatcher } from './notify/dispatch.js';
-import { unknownEventNames } from './notify/event-names.js';
+import { unknownEventNames, type UnknownEventName } from './notify/event-names.js';
 import { RouteError } from './notify/routing.js';
 import { DIGEST_GROUP } from './notify/grouping.js';
 import { MaintenanceCalendar } from './notify/maintenance.js';
@@ -158,7 +158,7 @@ export interface App {
 export class UnknownEventNamesError extends RouteError {
   constructor(
     file: string,
-    readonly problems: ReturnType<typeof unknownEventNames>,
+    readonly problems: UnknownEventName[],
   ) {
     super(problems.map((u) => `${formatPath(u.path)}: ${u.message}`).join(`\n${file}: `));
   }

@@ -91,11 +91,17 @@ export function heldLine(h: HeldView): string {
   return `${new Date(h.time).toISOString()}  ${h.type} ${h.subject}  ${h.id}  ${why}`;
 }
 
+/** An outbox row number as `deliveries` prints it (`#42`, or `42`); null for anything else (an event id). */
+function rowNumber(id: string): number | null {
+  return /^#?\d+$/.test(id) ? Number(id.replace('#', '')) : null;
+}
+
 /** Why `redeliver` found nothing to send again: no such row or event, or an event that has no delivery (to that channel). */
 async function nothingToSend(r: Repos, id: string | undefined, channel: string | undefined): Promise<string> {
   const to = channel === undefined ? '' : ` to channel ${channel}`;
   if (id === undefined) return `nothing dead-lettered${to} to send again (see hostwatch deliveries --failed)`;
-  if (/^#?\d+$/.test(id)) return `no outbox row ${id.replace(/^#?/, '#')}${to} (see hostwatch deliveries)`;
+  const row = rowNumber(id);
+  if (row !== null) return `no outbox row #${row}${to} (see hostwatch deliveries)`;
   const event = await r.history.event(id);
   if (event === undefined) return `no event with id "${id}" (hostwatch events lists them, each with its whole id)`;
   const rows = await r.events.outboxFor(id);
@@ -242,7 +248,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
         h.fail(`hostwatch redeliver: ${id === undefined ? 'nothing was given: give an event id (or #row), or --dead' : 'both were given: give an event id (or #row) or --dead, not both'}`, EXIT_ARGS);
       }
       // No event id starts with #: this was meant as a row number.
-      if (id?.startsWith('#') && !/^#\d+$/.test(id)) {
+      if (id?.startsWith('#') && rowNumber(id) === null) {
         h.fail(`hostwatch redeliver: ${id} is not an outbox row number: give #N as hostwatch deliveries prints it (like #42), or an event id`, EXIT_ARGS);
       }
       await withStore(h, o.config, async (store, config, { repos, daemonRunning }) => {
@@ -261,7 +267,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
             }
             return events.redeliver({ dead: true }, o.channel ?? null, now);
           }
-          const row = /^#?\d+$/.test(id!) ? Number(id!.replace('#', '')) : null;
+          const row = rowNumber(id!);
           return events.redeliver(row === null ? { eventId: id! } : { outboxId: row }, o.channel ?? null, now);
         });
         for (const c of enabled) out(`channel ${c} enabled again`);

@@ -11,9 +11,15 @@ import type { CompiledRule } from '../rules/types.js';
  * named by its key path, with the near miss. Checked by `hostwatch check`, and `run` refuses
  * to start on one (createApp).
  */
-export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents'>, rules: readonly CompiledRule[]): Array<{ path: Array<string | number>; message: string }> {
+/** A config key (its path, as `['inhibit', 0, 'source']`) that names an event no rule sends. */
+export interface UnknownEventName {
+  path: Array<string | number>;
+  message: string;
+}
+
+export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents'>, rules: readonly CompiledRule[]): UnknownEventName[] {
   const known = knownEventNames(rules);
-  const problem = (path: Array<string | number>, name: string): { path: Array<string | number>; message: string } | null => {
+  const problem = (path: Array<string | number>, name: string): UnknownEventName | null => {
     if (known.includes(name)) return null;
     const near = closest(name, known);
     return { path, message: `no rule sends the event ${name}${near ? ` (did you mean ${near}?)` : ''}; the events are those of docs/events.md and the event: of your rules` };

@@ -91,7 +91,7 @@ export function unknownRule(name: string, rules: readonly CompiledRule[]): strin
 const iso = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString());
 const json = (v: unknown): string => JSON.stringify(v);
 /** A duration as the config and the rules write it (`26h`, `4m30s`). */
-const seconds = (ms: number): string => formatDuration(Math.round(ms / 1000) * 1000);
+const duration = (ms: number): string => formatDuration(Math.round(ms / 1000) * 1000);
 
 /** Why an event exists: its rule, the values its condition saw, the snapshots and diff paths, its deliveries. Null when unknown. */
 export async function explainEvent(deps: ExplainDeps, id: string): Promise<string[] | null> {
@@ -125,7 +125,7 @@ export async function explainEvent(deps: ExplainDeps, id: string): Promise<strin
     const timers = x['timers'] as Record<string, number | null> | undefined;
     if (timers && (timers['for_ms'] || timers['keep_firing_for_ms'] || timers['repeat_ms'])) {
       lines.push(
-        `  timers: for ${seconds(timers['for_ms'] ?? 0)}, keep_firing_for ${seconds(timers['keep_firing_for_ms'] ?? 0)}, repeat ${timers['repeat_ms'] ? seconds(timers['repeat_ms']) : 'never'}; pending since ${iso(timers['pending_since'] ?? null)}, false since ${iso(timers['clear_since'] ?? null)}`,
+        `  timers: for ${duration(timers['for_ms'] ?? 0)}, keep_firing_for ${duration(timers['keep_firing_for_ms'] ?? 0)}, repeat ${timers['repeat_ms'] ? duration(timers['repeat_ms']) : 'never'}; pending since ${iso(timers['pending_since'] ?? null)}, false since ${iso(timers['clear_since'] ?? null)}`,
       );
     }
     lines.push(
@@ -208,13 +208,13 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
       const wait = rule.absence && h.absence?.last === null ? 'no record ever matched: the span counts from the first evaluation that found none; ' : '';
       return done(
         'pending',
-        `${cond} is true; pending since ${iso(state.pending_since)} (${seconds(held)} of for: ${seconds(h.forMs)})`,
+        `${cond} is true; pending since ${iso(state.pending_since)} (${duration(held)} of for: ${duration(h.forMs)})`,
         `${wait}it fires at the first ${rule.clock ? 'evaluation' : 'poll'} after ${iso(state.pending_since + h.forMs)} if it still holds`,
         ...seen,
       );
     }
     const next = rule.clock
-      ? `the re-evaluator evaluates it on the stored snapshot within ${seconds(rule.everyMs)} (every), without a poll`
+      ? `the re-evaluator evaluates it on the stored snapshot within ${duration(rule.everyMs)} (every), without a poll`
       : 'the next poll evaluates it';
     return done('not_yet_evaluated', `${cond} is true on the stored snapshot; ${next}`, ...seen);
   }
