@@ -6,16 +6,27 @@
  * the receiver once. Real faults: SQLite's max_page_count (a real SQLITE_FULL), and on
  * PostgreSQL a constraint that refuses new attempt rows (a real failed INSERT).
  */
+import { Writable } from 'node:stream';
 import pg from 'pg';
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { App } from '../src/main.js';
-import { storeBackoffMs } from '../src/notify/outbox-worker.js';
+import type { Channel } from '../src/notify/channel.js';
+import { OutboxWorker, storeBackoffMs } from '../src/notify/outbox-worker.js';
+import { openStore } from '../src/store/db.js';
+import { toEventRow } from '../src/store/events-repo.js';
+import { repos } from '../src/store/repos.js';
+import { siteEvent } from './events-fixture.js';
 import { sqliteOf, type World } from './harness.js';
 import { closeHookedWorlds, hookedWorld } from './hooked-world.js';
-import { ENGINES, type Engine } from './pg.js';
+import { ENGINES, freshStorage, relayTo, type Engine } from './pg.js';
 import { waitFor } from './receiver.js';
 
-afterEach(closeHookedWorlds);
+const cleanups: Array<() => Promise<unknown> | unknown> = [];
+afterEach(async () => {
+  await closeHookedWorlds();
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
 
 const SITES = 5;
 
@@ -114,4 +125,59 @@ describe('the store backoff', () => {
   it('doubles from 1 s to a minute', () => {
     expect([1, 2, 3, 4, 5, 6, 7, 8, 20].map(storeBackoffMs)).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000]);
   });
+
+  it('spaces the worker\'s tries of a database it cannot reach at all 1 s, 2 s, 4 s apart (not every second, each with its log line), and sends what is due as soon as a commit shows the database is back', async () => {
+    const fresh = await freshStorage('postgres');
+    cleanups.push(fresh.cleanup);
+    const url = (fresh.storage as { url: string }).url;
+    const relay = await relayTo(url);
+    cleanups.push(relay.cleanup);
+    const through = new URL(url);
+    through.port = String(relay.port);
+    const store = await openStore({ engine: 'postgres', url: through.toString() }, { now: Date.now });
+    cleanups.push(() => store.close());
+    const lines: Array<{ msg: string; retry_in_ms?: number }> = [];
+    const log = pino({ level: 'info' }, new Writable({ write: (chunk: Buffer, _e, done) => void (lines.push(JSON.parse(chunk.toString())), done()) }));
+    const sent: string[] = [];
+    const hooks: Channel = { name: 'hooks', type: 'webhook', send: async (e) => (sent.push(e.id), { ok: true, statusCode: 200 }) };
+    const worker = new OutboxWorker({
+      store,
+      disableAfterMs: 86_400_000,
+      channels: new Map([['hooks', hooks]]),
+      retryScheduleMs: [1_000],
+      concurrency: 2,
+      now: Date.now,
+      random: Math.random,
+      log,
+      scrub: (t) => t,
+    });
+    worker.start();
+    cleanups.push(() => worker.stop());
+
+    await relay.cut();
+    const failed = (): Array<{ retry_in_ms?: number }> => lines.filter((l) => l.msg === 'outbox worker pass failed');
+    await waitFor(() => failed().length >= 3, 'three failed passes', 10_000, 50);
+    // 1 s, then 2 s, then 4 s: the third try came about 3 s after the first, not 2.
+    const waits = failed().slice(0, 3).map((l) => Math.round((l.retry_in_ms ?? 0) / 100) * 100);
+    expect(waits).toEqual([1_000, 2_000, 4_000]);
+
+    // Queued meanwhile by another connection (another member, a CLI command), due now.
+    const e = siteEvent('backoff', 1);
+    const direct = await openStore(fresh.storage, { now: Date.now });
+    await direct.transaction(async (tx) => {
+      const r = repos(tx);
+      await r.events.addEvent(toEventRow(e));
+      await r.events.enqueue({ event_id: e.id, channel: 'hooks', state: 'pending', attempts: 0, next_attempt_at: Date.now(), last_error: null, created_at: Date.now(), updated_at: Date.now() });
+    });
+    await direct.close();
+    await relay.restore();
+    // What the daemon does when it commits new events: the commit shows the database is
+    // back, so the worker looks now instead of after the rest of its 4 s backoff.
+    const back = Date.now();
+    worker.kick();
+    await waitFor(() => sent.length > 0, 'the queued event sent after the database came back', 15_000, 20);
+    expect(Date.now() - back).toBeLessThan(2_000);
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(sent).toEqual([e.id]);
+  }, 40_000);
 });

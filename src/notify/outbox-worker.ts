@@ -153,6 +153,14 @@ export class OutboxWorker {
   private readonly unrecorded = new Map<number, Unrecorded>();
   /** Store failures in a row (a pass or a record): while any, no new send starts. */
   private storeFailures = 0;
+  /**
+   * The same, but cleared only by a store operation that worked (a pass that read the outbox,
+   * a held record written): the backoff's count. `storeFailures` is cleared before the pass
+   * that tests the store, so on its own the backoff would start again at 1 s after each
+   * failed pass, and a database that stays out of reach would be tried (and logged) every
+   * second instead of doubling up to a minute.
+   */
+  private failStreak = 0;
   private storeRetryAt = 0;
 
   private readonly claims: DeliveryClaims;
@@ -179,11 +187,18 @@ export class OutboxWorker {
   }
 
   /**
-   * Look at the outbox now (new events were committed). Not during a backoff: a store that
-   * fails is not asked again sooner because more work arrived.
+   * Look at the outbox now (new events were committed). During a backoff only when no
+   * record is held: the commit just made shows the store answers again (a database back
+   * after an outage), and a pass is only a read, so what is due goes out now rather than
+   * after the rest of a backoff of up to a minute. With records held, the backoff stands: a
+   * store that refuses them is not asked again sooner because more work arrived.
    */
   kick(): void {
-    if (this.storeFailures === 0) this.wakeUp();
+    if (this.storeFailures > 0) {
+      if (this.unrecorded.size > 0) return;
+      this.storeRetryAt = Math.min(this.storeRetryAt, this.deps.now());
+    }
+    this.wakeUp();
   }
 
   /** Look again now: ends the loop's sleep, or skips its next one when it is not asleep (in a pass). */
@@ -221,6 +236,7 @@ export class OutboxWorker {
       }
       await this.deliverDue();
       const next = await this.r.events.nextDue();
+      this.failStreak = 0;
       if (next === null) return 0;
       const now = this.deps.now();
       if (next > deadline || now >= deadline) return this.r.events.count('pending');
@@ -308,6 +324,8 @@ export class OutboxWorker {
           const pass = await this.startDue();
           if (!this.running) break;
           const next = await this.r.events.nextDue();
+          // The store answered the whole pass: the next failure starts the backoff afresh.
+          this.failStreak = 0;
           const now = this.deps.now();
           // The retries recorded here that are still to come (those passed were due for the read above).
           this.retries = this.retries.filter((t) => t > now);
@@ -336,7 +354,8 @@ export class OutboxWorker {
 
   private storeFailed(): void {
     this.storeFailures++;
-    this.storeRetryAt = this.deps.now() + storeBackoffMs(this.storeFailures);
+    this.failStreak++;
+    this.storeRetryAt = this.deps.now() + storeBackoffMs(this.failStreak);
   }
 
   /**
@@ -379,6 +398,7 @@ export class OutboxWorker {
       return false;
     }
     for (const id of u.ids) this.unrecorded.delete(id);
+    this.failStreak = 0;
     if (u.failures > 0) this.deps.log.info({ outbox_ids: u.ids, tries: u.failures + 1 }, 'delivery attempt recorded after the store recovered');
     await u.after();
     return true;
