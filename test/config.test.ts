@@ -79,7 +79,7 @@ describe('valid configs', () => {
           type: 'email',
           to: ['ops@example.net', 'Night Desk <night@example.net>'],
           from: 'hostwatch@example.net',
-          smtp: { host: 'smtp.example.net', port: 465, user: 'hostwatch', pass: 'smtp-pass-from-env', secure: true },
+          smtp: { host: 'smtp.example.net', port: 465, user: 'hostwatch', pass: 'smtp-pass-from-env', secure: true, require_tls: true },
           timeout_ms: 10_000,
           digest: null,
         },
@@ -174,6 +174,22 @@ describe('valid configs', () => {
       result.ok && result.config.channels[0]?.type === 'email' ? result.config.channels[0].smtp.secure : 'invalid';
     expect(secureOf(parseText(channel(465)))).toBe(true);
     expect(secureOf(parseText(channel(587)))).toBe(false);
+  });
+
+  it('requires STARTTLS by default only where a password would leave this machine: a login to another host; not on loopback, not without a login; smtp.require_tls decides when it is set', () => {
+    const requireTlsOf = (smtp: string): boolean | string => {
+      const result = parseText(`${MINIMAL}channels:\n  - { name: mail, type: email, to: a@example.net, from: b@example.net, smtp: ${smtp} }\n`);
+      if (!result.ok) return result.errors.map((e) => `${e.path}: ${e.message}`).join('; ');
+      const c = result.config.channels[0];
+      return c?.type === 'email' ? c.smtp.require_tls : 'not email';
+    };
+    expect(requireTlsOf('{ host: smtp.example.net, user: u, pass: p }')).toBe(true);
+    expect(requireTlsOf('{ host: smtp.example.net }')).toBe(false);
+    expect(requireTlsOf('{ host: 127.0.0.1, user: u, pass: p }')).toBe(false);
+    expect(requireTlsOf('{ host: localhost, user: u, pass: p }')).toBe(false);
+    expect(requireTlsOf('{ host: smtp.example.net, user: u, pass: p, require_tls: false }')).toBe(false);
+    expect(requireTlsOf('{ host: 127.0.0.1, require_tls: true }')).toBe(true);
+    expect(requireTlsOf('{ host: smtp.example.net, require_tls: "yes" }')).toBe('channels[0].smtp.require_tls: must be true or false (got "yes")');
   });
 
   it('keeps ":memory:" as the storage path instead of resolving it', () => {

@@ -57,6 +57,26 @@ describe('the e-mail channel', () => {
     expect(html).not.toContain('<b>bold');
   });
 
+  it('sends neither the password nor the message to a server that offers no STARTTLS when smtp.require_tls is on (the default for a login to another machine), and says why', async () => {
+    const smtp = await startSmtp({ login: { user: 'hostwatch', pass: 'smtp-pass-0123' } });
+    const w = await startWorld();
+    cleanups.push(() => w.close(), () => smtp.close());
+    const app = await w.app({
+      channels: [{ name: 'oncall', type: 'email', to: ['ops@example.net'], from: 'hostwatch@example.net', smtp: { host: '127.0.0.1', port: smtp.port, user: 'hostwatch', pass: 'smtp-pass-0123', require_tls: true }, timeout: '5s' }],
+      routes: [{ channels: ['oncall'], group_wait: '0s' }],
+    });
+    await app.notifier.publish(siteEvent('tls', 1));
+    await app.worker.deliverDue();
+    expect(smtp.logins).toEqual([]);
+    expect(smtp.attempts).toBe(0);
+    const [row] = rows<{ state: string; last_error: string }>(w, 'SELECT state, last_error FROM outbox');
+    expect(row).toEqual({
+      state: 'pending',
+      last_error:
+        'SMTP connection not encrypted (STARTTLS failed: 500 Error: command not recognized); smtp.require_tls keeps the password and the message from going in clear text (set it to false for a server without TLS)',
+    });
+  });
+
   it('dead-letters a message the server answers 550 at once, with the server\'s reason, and never tries it again', async () => {
     const { w, app, smtp, clock } = await setup({ answer: () => ({ code: 550, message: '5.1.1 <ops@example.net>: mailbox unavailable' }) });
     await app.notifier.publish(siteEvent('a', 1));

@@ -616,6 +616,10 @@ function normalizeChannel(channel: NonNullable<CheckedConfig['channels']>[number
           pass: channel.smtp.pass ?? null,
           // Port 465 speaks TLS from the first byte; 587 and 25 upgrade with STARTTLS.
           secure: channel.smtp.secure ?? port === 465,
+          // A password that would leave this machine goes only over an encrypted connection:
+          // a server (or anyone in the path) that does not offer STARTTLS would get it in
+          // clear text. A relay on loopback, or one with no login, may stay unencrypted.
+          require_tls: channel.smtp.require_tls ?? (channel.smtp.pass !== undefined && !isLoopback(channel.smtp.host)),
         },
         timeout_ms: channel.timeout ?? DEFAULTS.channelTimeoutMs,
         digest: channel.digest ? parseDigest(channel.digest) : null,

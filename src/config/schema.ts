@@ -405,6 +405,7 @@ const smtpSection = section({
   user: text().optional(),
   pass: text().optional(),
   secure: bool().optional(),
+  require_tls: bool().optional(),
 }).superRefine((smtp, ctx) => {
   // A login needs both halves; one alone is a config slip, not a choice.
   if (smtp.user !== undefined && smtp.pass === undefined) {

@@ -237,7 +237,15 @@ export interface EmailChannelConfig {
   type: 'email';
   to: string[];
   from: string;
-  smtp: { host: string; port: number; user: string | null; pass: string | null; secure: boolean };
+  smtp: {
+    host: string;
+    port: number;
+    user: string | null;
+    pass: string | null;
+    secure: boolean;
+    /** Refuse to send over a connection STARTTLS did not encrypt (only where `secure` is false). */
+    require_tls: boolean;
+  };
   timeout_ms: number;
   digest: DigestConfig | null;
 }

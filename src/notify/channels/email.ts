@@ -44,6 +44,17 @@ export function resultFromSmtpError(e: unknown): SendResult {
   const err = e as { responseCode?: number; response?: string; code?: string; message?: string };
   const status = typeof err.responseCode === 'number' ? err.responseCode : null;
   const answer = (err.response ?? err.message ?? String(e)).slice(0, 300);
+  if (err.code === 'ETLS') {
+    // smtp.require_tls and no encryption: nothing was sent. Tried again like a connection
+    // that failed (STARTTLS stripped in the path is a passing fault; a server without it is
+    // not, and the channel is disabled in the end).
+    return {
+      ok: false,
+      retryable: true,
+      statusCode: status,
+      error: `SMTP connection not encrypted (STARTTLS failed: ${answer}); smtp.require_tls keeps the password and the message from going in clear text (set it to false for a server without TLS)`,
+    };
+  }
   if (status !== null && status >= 500) {
     return { ok: false, retryable: false, statusCode: status, error: `SMTP ${answer}`, disable: AUTH_FAILED.has(status) || err.code === 'EAUTH' };
   }
@@ -68,6 +79,8 @@ export class EmailChannel implements Channel {
       host: cfg.smtp.host,
       port: cfg.smtp.port,
       secure: cfg.smtp.secure,
+      // STARTTLS or nothing: without it the message (and the password) is not sent.
+      requireTLS: cfg.smtp.require_tls && !cfg.smtp.secure,
       auth: cfg.smtp.user && cfg.smtp.pass ? { user: cfg.smtp.user, pass: cfg.smtp.pass } : undefined,
       connectionTimeout: cfg.timeout_ms,
       greetingTimeout: cfg.timeout_ms,
