@@ -183,13 +183,16 @@ describe('valid configs', () => {
       const c = result.config.channels[0];
       return c?.type === 'email' ? c.smtp.require_tls : 'not email';
     };
-    expect(requireTlsOf('{ host: smtp.example.net, user: u, pass: p }')).toBe(true);
-    expect(requireTlsOf('{ host: smtp.example.net }')).toBe(false);
-    expect(requireTlsOf('{ host: 127.0.0.1, user: u, pass: p }')).toBe(false);
-    expect(requireTlsOf('{ host: localhost, user: u, pass: p }')).toBe(false);
-    expect(requireTlsOf('{ host: smtp.example.net, user: u, pass: p, require_tls: false }')).toBe(false);
-    expect(requireTlsOf('{ host: 127.0.0.1, require_tls: true }')).toBe(true);
-    expect(requireTlsOf('{ host: smtp.example.net, require_tls: "yes" }')).toBe('channels[0].smtp.require_tls: must be true or false (got "yes")');
+    const cases: Array<[string, boolean | string]> = [
+      ['{ host: smtp.example.net, user: u, pass: p }', true],
+      ['{ host: smtp.example.net }', false],
+      ['{ host: 127.0.0.1, user: u, pass: p }', false],
+      ['{ host: localhost, user: u, pass: p }', false],
+      ['{ host: smtp.example.net, user: u, pass: p, require_tls: false }', false],
+      ['{ host: 127.0.0.1, require_tls: true }', true],
+      ['{ host: smtp.example.net, require_tls: "yes" }', 'channels[0].smtp.require_tls: must be true or false (got "yes")'],
+    ];
+    expect(cases.map(([smtp]) => [smtp, requireTlsOf(smtp)])).toEqual(cases);
   });
 
   it('keeps ":memory:" as the storage path instead of resolving it', () => {
