@@ -195,6 +195,22 @@ describe('valid configs', () => {
     expect(cases.map(([smtp]) => [smtp, requireTlsOf(smtp)])).toEqual(cases);
   });
 
+  it('names a route\'s key written on a channel (group_wait, send_resolved, ...) as a route\'s, instead of only listing a channel\'s keys', () => {
+    const result = parseText(`${MINIMAL}channels:\n  - { name: ops, type: slack, url: "https://hooks.slack.com/services/T0/B0/x", group_wait: 1m }\n`);
+    expect(result.ok ? [] : formatConfigErrors(result.errors).split('\n')).toEqual([
+      'inline.yaml:5:80: channels[0].group_wait: unknown key (group_wait is a route\'s key: set it in routes, on the route that names this channel; docs/routing.md); allowed: name, type, url, timeout, digest, template',
+    ]);
+  });
+
+  it('names a webhook template header the transport owns (Host) or that is no header name, with what a name may be, and takes the rest', () => {
+    const result = parseText(`${MINIMAL}channels:\n  - { name: h, type: webhook, url: "https://example.net/x", template: { body: "{}", headers: { Host: x, "Bad Name": y, X-Ok: "{{ type }}" } } }\n`);
+    const rule = "must be an HTTP header name (letters, digits and !#$%&'*+.^_`|~-), not Host, Content-Length or Transfer-Encoding";
+    expect(result.ok ? [] : result.errors.map((e) => `${e.path}: ${e.message}`)).toEqual([
+      `channels[0].template.headers.Host: ${rule} (got "x")`,
+      `channels[0].template.headers["Bad Name"]: ${rule} (got "y")`,
+    ]);
+  });
+
   it('keeps ":memory:" as the storage path instead of resolving it', () => {
     const result = parseText(`${MINIMAL}storage: { path: ":memory:" }\n`);
     expect(result.ok && result.config.storage).toEqual({ engine: 'sqlite', path: ':memory:' });
@@ -256,6 +272,43 @@ describe('config.example.yaml', () => {
     expect(result.ok ? [] : formatConfigErrors(result.errors)).toEqual([]);
     const types = result.ok ? result.config.channels.map((c) => c.type) : [];
     expect(new Set(types)).toEqual(new Set(['teams', 'discord', 'pagerduty', 'opsgenie', 'telegram', 'ntfy', 'webhook']));
+  });
+
+  it('turns on, copied as it is, none of the features that are off by default: no file watch, maintenance window, site label, heartbeat or watchdog, and no source switched off', () => {
+    const result = parseConfig(example, 'config.example.yaml', ENV, { sourceNames: SOURCES.map((x) => x.name), baseDir: REPO });
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    const c = result.config;
+    expect({ maintenance: c.maintenance, site_labels: c.site_labels, heartbeat: c.heartbeat, watchdog: c.watchdog }).toEqual({ maintenance: [], site_labels: [], heartbeat: null, watchdog: null });
+    expect(Object.entries(c.sources).filter(([, o]) => !o.enabled || o.paths !== undefined)).toEqual([]);
+  });
+
+  it('shows each feature that is off by default as a commented block that hostwatch accepts once its "# " is removed', () => {
+    // A block: "# key:" (at the top, or "  # key:" inside sources) and the commented lines under it.
+    const head = /^( *)# (maintenance|site_labels|heartbeat|watchdog|jobs|files):/;
+    const out: string[] = [];
+    let prefix: string | null = null;
+    for (const line of example.split('\n')) {
+      const m = head.exec(line);
+      if (m) prefix = m[1]!;
+      else if (prefix === null || !line.startsWith(`${prefix}#   `)) prefix = null;
+      if (prefix !== null) out.push(prefix + line.slice(prefix.length + 2));
+      // The active "key: []" that the block stands in for.
+      else if (!/^(maintenance|site_labels): \[\]/.test(line)) out.push(line);
+    }
+    const env = { ...ENV, HEARTBEAT_URL: 'https://hc-ping.com/0f4c3e2a-1b2c-4d5e-8f90-123456789abc' };
+    const result = parseConfig(out.join('\n'), 'config.example.yaml (uncommented)', env, { sourceNames: SOURCES.map((x) => x.name), baseDir: REPO });
+    expect(result.ok ? [] : formatConfigErrors(result.errors)).toEqual([]);
+    if (!result.ok) return;
+    const c = result.config;
+    expect({
+      maintenance: c.maintenance.map((w) => w.name),
+      site_labels: c.site_labels.length,
+      heartbeat: c.heartbeat?.url,
+      watchdog: c.watchdog,
+      jobs: c.sources['jobs']?.enabled,
+      files: c.sources['files']?.paths,
+    }).toEqual({ maintenance: ['sunday-updates'], site_labels: 2, heartbeat: env.HEARTBEAT_URL, watchdog: { every_ms: 3_600_000 }, jobs: false, files: ['.htaccess', 'wp-config.php'] });
   });
 
   it('shows a PostgreSQL storage.url that hostwatch accepts once it replaces path', () => {
