@@ -16,7 +16,7 @@ import { compileWebhookTemplate, templateRequest } from '../src/notify/channels/
 
 const FIRING_ID = alertEventId('site-offline', 'sites/12/health', 1, 'firing');
 
-/** The PRODUCT.md example: example.com goes offline, then comes back. */
+/** The PRODUCT.md example: example.com goes offline, then comes back (as the built-in site-offline rule writes it). */
 export function exampleEvent(status: 'firing' | 'resolved' = 'firing'): HostwatchEvent {
   const at = new Date(status === 'firing' ? '2026-11-21T14:00:00Z' : '2026-11-21T14:25:00Z');
   return envelope({
@@ -32,9 +32,18 @@ export function exampleEvent(status: 'firing' | 'resolved' = 'firing'): Hostwatc
       summary: status === 'firing' ? 'example.com is offline' : 'example.com is back online',
       site_id: 12,
       domain: 'example.com',
-      changes: [{ path: 'online.status', before: status === 'firing' ? 'online' : 'offline', after: status === 'firing' ? 'offline' : 'online' }],
+      changes: [
+        { path: 'online.status', before: status === 'firing' ? 'online' : 'offline', after: status === 'firing' ? 'offline' : 'online' },
+        { path: 'online.label', before: status === 'firing' ? 'Online' : 'Offline', after: status === 'firing' ? 'Offline' : 'Online' },
+      ],
       rule: 'site-offline',
       observed_at: at.toISOString(),
+      // As the built-in rule writes them (its labels and description).
+      labels: { category: 'availability' },
+      description:
+        status === 'firing'
+          ? 'The health check of example.com (site 12) reports it offline (Offline). Visitors cannot reach the site.'
+          : 'The health check of example.com (site 12) reports it online again.',
     },
   });
 }

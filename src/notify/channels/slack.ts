@@ -63,7 +63,10 @@ type Block = { type: 'section'; text: { type: 'mrkdwn'; text: string } } | { typ
  * section, one section per event (each within 3000 characters), and when there are more
  * events than 50 blocks hold, a last line saying how many were left out.
  */
-export function slackMessage(events: readonly HostwatchEvent[], say: ItemText = summaryText): { text: string; blocks: Block[] } {
+export function slackMessage(
+  events: readonly HostwatchEvent[],
+  say: ItemText = summaryText,
+): { text: string; blocks: Block[]; unfurl_links: false; unfurl_media: false } {
   const heading = subjectOf(events, say).replace(/^\[hostwatch\] /, '');
   const items = events.map((e) => renderItem(e, say));
   const room = SLACK_MAX_BLOCKS - 2; // the heading, and a possible "more" line
@@ -78,7 +81,7 @@ export function slackMessage(events: readonly HostwatchEvent[], say: ItemText = 
     blocks.push({ type: 'context', elements: [{ type: 'mrkdwn', text: moreLine(items.length - shown.length) }] });
   }
   const text = escapedText(`hostwatch: ${heading}`, SLACK_SECTION_MAX);
-  return { text, blocks };
+  return { text, blocks, unfurl_links: false, unfurl_media: false };
 }
 
 export interface SlackOptions {
@@ -139,10 +142,11 @@ export class SlackChannel implements Channel {
   }
 
   private async post(events: readonly HostwatchEvent[]): Promise<SendResult> {
-    const { text, blocks } = slackMessage(events, this.say);
+    const message = slackMessage(events, this.say);
     this.lastRetryAfter = null;
     try {
-      await this.hook.send({ text, blocks, unfurl_links: false, unfurl_media: false });
+      // No previews of links an event carries (a domain, a URL from the API).
+      await this.hook.send(message);
       return { ok: true, statusCode: 200 };
     } catch (e) {
       if (e instanceof IncomingWebhookHTTPError) {
