@@ -505,7 +505,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
         { sources: scheduled.map((s) => `${s.def.name}/${s.everyMs / 1000}s${priorities.has(s.def.name) ? `/${priorities.get(s.def.name)}` : ''}`), channels: [...channels.keys()], rules: rules.length },
         'hostwatch started',
       );
-      if (server) log.info({ url: server.url }, 'server listening: /livez /readyz /metrics /api/events');
+      if (server) log.info({ url: server.url }, 'server listening: the dashboard at /, and /livez /readyz /metrics /api/events');
       worker.start();
       scheduler.start();
       // Any member's commit of events wakes this instance's live feed (LISTEN/NOTIFY).

@@ -203,13 +203,21 @@ function valueError(path: KeyPath, message: string, data: unknown, tree: YamlTre
   return { ...base, value: shown, message: `${message} (got ${showValue(shown)})` };
 }
 
+/** A route's keys, which a channel does not take: written on a channel, they are named as a route's. */
+const ROUTE_KEYS = new Set(['match', 'continue', 'group_by', 'group_wait', 'group_interval', 'send_resolved']);
+
 function unknownKeyError(message: string, path: KeyPath, tree: YamlTree, file: string): ConfigError {
   const key = String(path[path.length - 1]);
   const allowedText = message.slice(message.indexOf('allowed: ') + 'allowed: '.length);
   const allowed = allowedText === '(none)' ? [] : allowedText.split(', ');
   const suggestion = closest(key, allowed);
   const kind = message.startsWith(UNKNOWN_SOURCE) ? UNKNOWN_SOURCE : UNKNOWN_KEY;
-  const hint = suggestion === null ? '' : ` (did you mean ${suggestion}?)`;
+  const onChannel = path.length === 3 && path[0] === 'channels' && ROUTE_KEYS.has(key);
+  const hint = onChannel
+    ? ` (${key} is a route's key: set it in routes, on the route that names this channel; docs/routing.md)`
+    : suggestion === null
+      ? ''
+      : ` (did you mean ${suggestion}?)`;
   const position = tree.keyAt(path);
   return { file, line: position.line, column: position.column, path: formatPath(path), message: `${kind}${hint}; allowed: ${allowedText}` };
 }

@@ -352,14 +352,19 @@ const webhookSecret = z.string(M.secret).refine(isWebhookSecret, M.secret);
 
 /** Header names a template may set: an HTTP token, and none that the transport owns. */
 const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection']);
-const headerName = z
-  .string(M.headerName)
-  .refine((n) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(n) && !RESERVED_HEADERS.has(n.toLowerCase()), M.headerName);
+const isHeaderName = (n: string): boolean => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(n) && !RESERVED_HEADERS.has(n.toLowerCase());
 
 const webhookTemplate = section(
   {
     body: text(M.template),
-    headers: z.record(headerName, text(M.template), 'must be a map of header names to templates, like { X-Kind: "{{ type }}" }').optional(),
+    // Each name is checked here rather than as the record's key, so a bad one (Host) is named
+    // with what is wrong with it, not as a bad map.
+    headers: z
+      .record(z.string(), text(M.template), 'must be a map of header names to templates, like { X-Kind: "{{ type }}" }')
+      .superRefine((headers, ctx) => {
+        for (const name of Object.keys(headers)) if (!isHeaderName(name)) ctx.addIssue({ code: 'custom', path: [name], message: M.headerName });
+      })
+      .optional(),
     content_type: text().optional(),
   },
   { notAMap: M.webhookTemplate },
