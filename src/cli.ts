@@ -253,20 +253,23 @@ program
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
     process.stdout.write(`${config!.file}: OK (${counted(ruleCount, 'rule')}, ${counted(config!.channels.length, 'channel')})\n`);
-    for (const line of await budgetLines(config!, rules, o.sites)) process.stdout.write(`${line}\n`);
-    if (o.online) await checkOnline(config!);
+    // Online, the API is asked first: the number of sites it answers is the one to plan for.
+    const online = o.online ? await probeOnline(config!) : null;
+    for (const line of await budgetLines(config!, rules, o.sites, online?.sites)) process.stdout.write(`${line}\n`);
+    online?.report();
   });
 
 /**
  * What `check` says about the request budget: for the number of sites given, listed in
- * `sites`, or stored by a daemon in the SQLite file at storage.path; without any, how many
- * sites fit. (A PostgreSQL database is not connected to: `check` works offline.)
+ * `sites`, answered by the API (`--online`, `answered`), or stored by a daemon in the SQLite
+ * file at storage.path; without any, how many sites fit. (A PostgreSQL database is not
+ * connected to: `check` works offline.)
  */
-async function budgetLines(config: Config, rules: CompiledRule[], given: number | undefined): Promise<string[]> {
+async function budgetLines(config: Config, rules: CompiledRule[], given: number | undefined, answered: number | undefined): Promise<string[]> {
   const sources = enabledSources(config);
   const priorities = sourcePriorities(sources, rules, config);
-  let sites = given ?? (config.sites === 'all' ? null : config.sites.length);
-  let note = given !== undefined ? ' (--sites)' : config.sites === 'all' ? '' : ' (the sites list)';
+  let sites = given ?? (config.sites === 'all' ? (answered ?? null) : config.sites.length);
+  let note = given !== undefined ? ' (--sites)' : config.sites !== 'all' ? ' (the sites list)' : answered !== undefined ? ' (GET /sites, just now)' : '';
   const storage = config.storage;
   if (sites === null && storage.engine === 'sqlite' && storage.path !== ':memory:' && existsSync(storage.path)) {
     const stored = await storedSiteCount(storage);
@@ -299,8 +302,12 @@ async function storedSiteCount(storage: Config['storage']): Promise<number | nul
   }
 }
 
-/** `check --online`: the key and each enabled source's scope, against the real API. */
-async function checkOnline(config: Config): Promise<void> {
+/**
+ * `check --online`: the key and each enabled source's scope, against the real API. Returns
+ * the number of sites the API listed, and `report`, which prints what was found (and exits 1
+ * when the key or a scope does not work).
+ */
+async function probeOnline(config: Config): Promise<{ sites: number | undefined; report: () => void }> {
   const { ApiClient, clientOptionsOf } = await import('./api/client.js');
   const { probeScopes } = await import('./sources/probe.js');
   const { secretsOf } = await import('./log.js');
@@ -308,13 +315,18 @@ async function checkOnline(config: Config): Promise<void> {
   const client = new ApiClient({ ...clientOptionsOf(config.api, secretsOf(config)), maxConcurrency: 1, retries: 0 });
   try {
     const r = await probeScopes(client, enabledSources(config), (name, siteId) => ({ paths: pathsFor(config, name, siteId) }));
-    if (r.fatal !== null) fail(`online: ${config.api.base_url}: ${r.fatal}`, 1);
-    process.stdout.write(`online: ${config.api.base_url}: the key works; GET /sites: ${r.sites} sites\n`);
-    for (const l of r.lines) process.stdout.write(scrubOut(`  ${l.source.padEnd(24)} ${l.scope.padEnd(18)} ${l.status === 'ok' ? 'ok' : l.status === 'scope_missing' ? 'SCOPE MISSING' : 'ERROR'}  ${l.detail}`) + '\n');
-    const bad = r.lines.filter((l) => l.status !== 'ok');
-    if (bad.length > 0) {
-      fail(`online: ${bad.length} of ${r.lines.length} enabled sources cannot read; add the scopes to the key (hostwatch scopes lists them) or set enabled: false for those sources`, 1);
-    }
+    return {
+      sites: r.fatal === null ? (r.sites ?? undefined) : undefined,
+      report: () => {
+        if (r.fatal !== null) fail(`online: ${config.api.base_url}: ${r.fatal}`, 1);
+        process.stdout.write(`online: ${config.api.base_url}: the key works; GET /sites: ${r.sites} sites\n`);
+        for (const l of r.lines) process.stdout.write(scrubOut(`  ${l.source.padEnd(24)} ${l.scope.padEnd(18)} ${l.status === 'ok' ? 'ok' : l.status === 'scope_missing' ? 'SCOPE MISSING' : 'ERROR'}  ${l.detail}`) + '\n');
+        const bad = r.lines.filter((l) => l.status !== 'ok');
+        if (bad.length > 0) {
+          fail(`online: ${bad.length} of ${r.lines.length} enabled sources cannot read; add the scopes to the key (hostwatch scopes lists them) or set enabled: false for those sources`, 1);
+        }
+      },
+    };
   } finally {
     await client.close();
   }

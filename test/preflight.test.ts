@@ -164,6 +164,9 @@ describe('hostwatch check --online', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`online: ${sim.url}: the key works; GET /sites: 2 sites`);
+    // The budget is planned for the sites the API just listed, not "not known yet".
+    expect(r.stdout).toMatch(/^request budget: 2 sites \(GET \/sites, just now\) × /m);
+    expect(r.stdout).not.toContain('not known yet');
     expect(r.stdout).toMatch(/^ {2}sites +sites:read +ok {2}GET \/sites: ok$/m);
     expect(r.stdout).toMatch(/^ {2}health +sites:read +ok {2}GET \/sites: ok \(same scope\)$/m);
     expect(r.stdout).toMatch(/^ {2}backups +backups:read +ok {2}GET \/sites\/1\/backups: ok$/m);
