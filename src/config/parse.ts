@@ -22,6 +22,7 @@ import {
   isSecretPath,
   parseDigest,
   isLoopback,
+  ROUTE_KEYS,
   listenHost,
   REQUIRED,
   unsetPlaceholder,
@@ -202,9 +203,6 @@ function valueError(path: KeyPath, message: string, data: unknown, tree: YamlTre
   const shown = secret ? REDACTED : value;
   return { ...base, value: shown, message: `${message} (got ${showValue(shown)})` };
 }
-
-/** A route's keys, which a channel does not take: written on a channel, they are named as a route's. */
-const ROUTE_KEYS = new Set(['match', 'continue', 'group_by', 'group_wait', 'group_interval', 'send_resolved']);
 
 function unknownKeyError(message: string, path: KeyPath, tree: YamlTree, file: string): ConfigError {
   const key = String(path[path.length - 1]);

@@ -519,6 +519,9 @@ const route = section({
   send_resolved: bool().optional(),
 });
 
+/** A route's keys that a channel does not take (written on a channel, they are named as a route's). */
+export const ROUTE_KEYS: ReadonlySet<string> = new Set(Object.keys(route.shape).filter((k) => k !== 'channels'));
+
 const timezone = z.string(M.timezone).refine(isTimeZone, M.timezone);
 
 const maintenanceWindow = section({
