@@ -95,6 +95,8 @@ export interface AppOptions {
   stopTimeoutMs?: number;
   /** How long the store must fail before storage.failing fires (default STORAGE_ALERT_AFTER_MS). */
   storageAlertAfterMs?: number;
+  /** How often the daemon writes its liveness row (default HEARTBEAT_EVERY_MS; tests shorten it). */
+  daemonBeatEveryMs?: number;
   /**
    * Open the store as a daemon (default true): on SQLite take the one-daemon lock of the
    * file (a second daemon refuses to start); on PostgreSQL join the database's cluster.
@@ -512,12 +514,22 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       await cluster?.onEventsCommitted(() => bus.emit('events', []));
       // A sign of life in the database, for commands on it (`redeliver` says whether anyone sends now).
       const startedAt = now();
+      // While the store fails this would fail every few seconds: said once, and once more when
+      // it works again (the store's own failure is reported by /readyz and storage.failing).
+      let beatFailing = false;
       const beat = (): Promise<void> =>
-        store
-          .transaction((tx) => repos(tx).daemon.beat({ instance: daemonName, pid: process.pid, host: hostname(), started_at: startedAt, seen_at: now(), stopped_at: null }))
-          .catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'heartbeat write failed'));
+        store.transaction((tx) => repos(tx).daemon.beat({ instance: daemonName, pid: process.pid, host: hostname(), started_at: startedAt, seen_at: now(), stopped_at: null })).then(
+          () => {
+            if (beatFailing) log.info('the daemon liveness record is written again');
+            beatFailing = false;
+          },
+          (e: unknown) => {
+            log[beatFailing ? 'debug' : 'error']({ err: scrub(String(e)) }, 'could not write the daemon liveness record (daemon_heartbeat, which redeliver and cluster status read); said once until it works again');
+            beatFailing = true;
+          },
+        );
       await beat();
-      heartbeatTimer = setInterval(() => void beat(), HEARTBEAT_EVERY_MS);
+      heartbeatTimer = setInterval(() => void beat(), opts.daemonBeatEveryMs ?? HEARTBEAT_EVERY_MS);
       heartbeatTimer.unref();
       heartbeat?.start();
       // History is pruned at start and then on a schedule, so the database stays bounded.
@@ -535,7 +547,7 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       if (pruneTimer) clearInterval(pruneTimer);
       if (heartbeatTimer) {
         clearInterval(heartbeatTimer);
-        await store.transaction((tx) => repos(tx).daemon.stopped(daemonName, now())).catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'heartbeat write failed'));
+        await store.transaction((tx) => repos(tx).daemon.stopped(daemonName, now())).catch((e: unknown) => log.error({ err: scrub(String(e)) }, 'could not record in the daemon liveness record that this daemon stopped'));
       }
       heartbeat?.stop();
       // Both at once: no new poll and no new send starts from here; what is in flight may

@@ -10,6 +10,7 @@ import { Metrics, TALLIED } from '../src/metrics.js';
 import type { PollOutcome } from '../src/pipeline/poller.js';
 import { startWorld } from './harness.js';
 import { relayTo } from './pg.js';
+import { waitFor } from './receiver.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -90,7 +91,7 @@ describe('metrics counted on every poll', () => {
 });
 
 describe('while PostgreSQL cannot be reached', () => {
-  it('/metrics answers 200 with hostwatch_storage_up 0 and without the gauges read from the database, the API answers 503 storage_unavailable, and both recover with it', async () => {
+  it('/metrics answers 200 with hostwatch_storage_up 0 and without the gauges read from the database, the API answers 503 storage_unavailable, and both recover with it; the liveness record\'s failure is logged once, not at every beat', async () => {
     const w = await startWorld({ engine: 'postgres', config: { server: { listen: '127.0.0.1:0' } } });
     cleanups.push(() => w.close());
     const url = (w.storage as { url: string }).url;
@@ -99,7 +100,8 @@ describe('while PostgreSQL cannot be reached', () => {
     cleanups.push(() => relay.cleanup());
     // The app reaches the database through the relay; the config keeps ${PGPASS}.
     const through = (w.base['storage'] as { url: string }).url.replace(`:${new URL(url).port}/`, `:${relay.port}/`);
-    const app = await w.app({ storage: { url: through } });
+    // The daemon's liveness row is written every 100 ms here (every 5 s by default).
+    const app = await w.app({ storage: { url: through } }, { daemonBeatEveryMs: 100 });
     await app.start();
     const get = async (path: string): Promise<{ status: number; text: string }> => {
       const res = await fetch(`${app.serverUrl}${path}`);
@@ -139,8 +141,15 @@ describe('while PostgreSQL cannot be reached', () => {
     expect((await get('/readyz')).status).toBe(503);
     expect(w.logs.text).toContain('hostwatch_storage_up is 0');
     expect(w.logs.text).not.toContain(password);
+    // Many beats failed meanwhile; one line says so.
+    await new Promise((r) => setTimeout(r, 600));
+    // At error level (the later failures are at debug, which this test's log also keeps).
+    const beatFailed = (): number => w.logs.text.split('\n').filter((l) => l.includes('could not write the daemon liveness record') && l.includes('"level":50')).length;
+    expect(beatFailed()).toBe(1);
 
     await relay.restore();
+    await waitFor(() => w.logs.text.includes('the daemon liveness record is written again'), 'the liveness record written again', 10_000, 50);
+    expect(beatFailed()).toBe(1);
     const again = await get('/metrics');
     expect(sample(again.text, 'hostwatch_storage_up')).toMatch(/ 1$/);
     expect(sample(again.text, 'hostwatch_outbox_depth')).toBeDefined();
