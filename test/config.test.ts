@@ -211,6 +211,14 @@ describe('valid configs', () => {
     ]);
   });
 
+  it('names a misspelt key at once even when its value is an unset ${VAR}, and leaves out that variable\'s error (the key is the problem)', () => {
+    const result = parseText(`${MINIMAL}channels:\n  - { name: h, type: webhook, url: "https://example.net/x", secert: "\${WEBHOOK_SECRET}" }\n`, {});
+    expect(result.ok ? [] : result.errors.map((e) => `${e.path}: ${e.message}`)).toEqual([
+      'channels[0].secret: is required (a webhook without a template sends signed CloudEvents); must be a Standard Webhooks secret: "whsec_" followed by base64, like whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+      'channels[0].secert: unknown key (did you mean secret?); allowed: name, type, url, secret, timeout, mode, template',
+    ]);
+  });
+
   it('keeps ":memory:" as the storage path instead of resolving it', () => {
     const result = parseText(`${MINIMAL}storage: { path: ":memory:" }\n`);
     expect(result.ok && result.config.storage).toEqual({ engine: 'sqlite', path: ':memory:' });

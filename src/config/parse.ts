@@ -247,11 +247,18 @@ function valueAtPath(data: unknown, path: KeyPath): unknown {
  */
 function tidy(errors: readonly ConfigError[], tree: YamlTree): ConfigError[] {
   const seen = new Set<string>();
-  const underUnresolved = (path: string) =>
-    [...tree.unresolved].some((p) => path === p || path.startsWith(`${p}.`) || path.startsWith(`${p}[`));
+  const under = (path: string, p: string): boolean => path === p || path.startsWith(`${p}.`) || path.startsWith(`${p}[`);
+  const underUnresolved = (path: string) => [...tree.unresolved].some((p) => under(path, p));
+  // A key that does not exist is the problem whatever its value: its error stands even where
+  // the value names an unset ${VAR}, and that variable's error goes (`secert: ${SECRET}`
+  // says "did you mean secret?" at once, not "SECRET is not set" first).
+  const unknownKey = (error: ConfigError): boolean =>
+    !tree.errors.includes(error) && (error.message.startsWith(UNKNOWN_KEY) || error.message.startsWith(UNKNOWN_SOURCE));
+  const unknownPaths = errors.filter(unknownKey).map((e) => e.path);
   const kept = errors.filter((error) => {
     const fromTree = tree.errors.includes(error);
-    if (!fromTree && underUnresolved(error.path)) return false;
+    if (fromTree && tree.unresolved.has(error.path) && unknownPaths.some((p) => under(error.path, p))) return false;
+    if (!fromTree && !unknownKey(error) && underUnresolved(error.path)) return false;
     // One error per path, except that one value may have several failed ${VAR}s.
     const key = fromTree ? `${error.path}\n${error.message}` : error.path;
     if (seen.has(key)) return false;
