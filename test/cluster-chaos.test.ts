@@ -117,6 +117,9 @@ function change(sim: Simulator, random: () => number): void {
 
 const sql = <T>(w: ClusterWorld, text: string): Promise<T[]> => queryOnce<T>(w.storage, text);
 
+/** A member that has not left and whose lease has not run out, on the database's clock. */
+const LIVE = 'left_at IS NULL AND lease_until > (extract(epoch from clock_timestamp()) * 1000)::bigint';
+
 /** The instance a request came from (its path /from/<instance>). */
 const sender = (r: Received): string => r.path.split('/').at(-1) ?? '?';
 
@@ -149,7 +152,7 @@ describe('a cluster of three instances on one PostgreSQL', () => {
     const names = ['a', 'b', 'c'];
     for (const n of names) w.start(n);
     // The baseline: every instance is a member, and the site list is stored.
-    await waitForSql(w, "SELECT count(*)::int AS n FROM cluster_members WHERE left_at IS NULL AND lease_until > (extract(epoch from clock_timestamp()) * 1000)::bigint", (n) => n >= 3, 20_000);
+    await waitForSql(w, `SELECT count(*)::int AS n FROM cluster_members WHERE ${LIVE}`, (n) => n >= 3, 20_000);
     // Three fresh instances migrate, join and poll: under the whole suite's load this took
     // more than 20 s once (9 of 10 sites), so the wait is generous; the test's own checks follow.
     await waitForSql(w, "SELECT count(*)::int AS n FROM snapshots WHERE source = 'health'", (n) => n >= SITES, STARTUP_MS);
@@ -269,8 +272,7 @@ describe('a network partition between an instance and PostgreSQL', () => {
       const through = new URL(dbUrl);
       through.port = String(relay.port);
       w.start('b', through.toString());
-      const live = "SELECT count(*)::int AS n FROM cluster_members WHERE left_at IS NULL AND lease_until > (extract(epoch from clock_timestamp()) * 1000)::bigint";
-      await waitForSql(w, live, (n) => n >= 2, 20_000);
+      await waitForSql(w, `SELECT count(*)::int AS n FROM cluster_members WHERE ${LIVE}`, (n) => n >= 2, 20_000);
       await waitForSql(w, "SELECT count(*)::int AS n FROM snapshots WHERE source = 'health'", (n) => n >= SITES, STARTUP_MS);
       // Both poll: each holds some of the sites' health.
       await waitForSql(w, "SELECT count(DISTINCT holder)::int AS n FROM entity_leases WHERE source = 'health'", (n) => n >= 2, STARTUP_MS);
@@ -294,7 +296,7 @@ describe('a network partition between an instance and PostgreSQL', () => {
       await relay.restore();
       const restoredAt = Date.now();
       // b joins again, as a new member.
-      await waitForSql(w, `SELECT count(*)::int AS n FROM cluster_members WHERE instance = 'b' AND id <> '${bBefore!.id}' AND left_at IS NULL AND lease_until > (extract(epoch from clock_timestamp()) * 1000)::bigint`, (n) => n >= 1, 30_000);
+      await waitForSql(w, `SELECT count(*)::int AS n FROM cluster_members WHERE instance = 'b' AND id <> '${bBefore!.id}' AND ${LIVE}`, (n) => n >= 1, 30_000);
       // It takes its share of the polling again at the next cycle.
       await waitForSql(w, `SELECT count(*)::int AS n FROM entity_leases l JOIN cluster_members m ON m.id = l.holder WHERE l.source = 'health' AND m.instance = 'b' AND m.id <> '${bBefore!.id}'`, (n) => n > 0, 30_000);
       if (process.env['HW_SHOW_LOGS']) console.log(w.procs.get('b')!.at(-1)!.output.join(''));

@@ -3,6 +3,12 @@ import { closest } from '../closest.js';
 import { knownEventNames } from '../events/catalog.js';
 import type { CompiledRule } from '../rules/types.js';
 
+/** A config key (its path, as `['inhibit', 0, 'source']`) that names an event no rule sends. */
+export interface UnknownEventName {
+  path: Array<string | number>;
+  message: string;
+}
+
 /**
  * Event names in the config that no rule sends: an inhibit rule's `source` and the names in
  * `incidents.alerts`. Misspelt (`site.ofline`), an inhibition would never start and an
@@ -11,12 +17,6 @@ import type { CompiledRule } from '../rules/types.js';
  * named by its key path, with the near miss. Checked by `hostwatch check`, and `run` refuses
  * to start on one (createApp).
  */
-/** A config key (its path, as `['inhibit', 0, 'source']`) that names an event no rule sends. */
-export interface UnknownEventName {
-  path: Array<string | number>;
-  message: string;
-}
-
 export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents'>, rules: readonly CompiledRule[]): UnknownEventName[] {
   const known = knownEventNames(rules);
   const problem = (path: Array<string | number>, name: string): UnknownEventName | null => {
