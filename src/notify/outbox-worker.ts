@@ -268,16 +268,18 @@ export class OutboxWorker {
   /**
    * Start a send for each row due now on a channel with a free lane, without waiting for
    * it; each one, once done, wakes the loop to look again. Returns how many were started,
-   * and whether the read was full (more rows may be due than it returned).
+   * whether the read was full (more rows may be due than it returned), and the time the read
+   * took as now (null when nothing was read).
    */
-  private async startDue(): Promise<{ started: number; full: boolean }> {
+  private async startDue(): Promise<{ started: number; full: boolean; readAt: number | null }> {
     const halted = (): boolean => this.stopping || this.storeFailures > 0;
     // While a group's rows are being claimed, a read could claim them again (a cluster bumps
     // their claim token, and the group's record would then fail): read once it is done.
-    if (halted() || this.groupReads > 0) return { started: 0, full: false };
+    if (halted() || this.groupReads > 0) return { started: 0, full: false, readAt: null };
     // Enough for every channel's lanes: a read holds at most `concurrency` rows of a channel.
     const limit = this.deps.concurrency * Math.max(4, this.deps.channels.size + 1);
-    const rows = await this.claims.due(this.deps.now(), limit, this.deps.concurrency, this.busy(), this.fullChannels());
+    const readAt = this.deps.now();
+    const rows = await this.claims.due(readAt, limit, this.deps.concurrency, this.busy(), this.fullChannels());
     let started = 0;
     for (const row of rows) {
       if (halted()) break;
@@ -304,7 +306,7 @@ export class OutboxWorker {
       this.sending.add(send);
       started++;
     }
-    return { started, full: rows.length >= limit };
+    return { started, full: rows.length >= limit, readAt };
   }
 
   /** Rows sent whose attempt is not yet recorded (held back from sending). */
@@ -327,13 +329,18 @@ export class OutboxWorker {
           // The store answered the whole pass: the next failure starts the backoff afresh.
           this.failStreak = 0;
           const now = this.deps.now();
-          // The retries recorded here that are still to come (those passed were due for the read above).
-          this.retries = this.retries.filter((t) => t > now);
+          // The retries recorded here that the read above did not cover: those due after the
+          // time it read at. One that fell due while the pass ran (after the read, before now)
+          // is read again at once; dropping it would leave it to the idle poll, a second later,
+          // as the in-flight rows hide its due time from nextDue. Without a read (a group's
+          // claim under way, whose end wakes the loop), the ones due by now are dropped.
+          const covered = pass.readAt ?? now;
+          this.retries = this.retries.filter((t) => t > covered);
           const retry = this.retries.reduce((a, b) => Math.min(a, b), Infinity);
           // A row due later: wake for it. Due now: the read was full (read again at once), or
           // the rest are being sent or wait for a lane (a send that ends wakes the loop), and
           // a retry recorded meanwhile wakes it when it falls due.
-          if (next !== null) wait = next > now ? Math.min(IDLE_POLL_MS, next - now) : pass.full && pass.started > 0 ? 0 : Math.min(IDLE_POLL_MS, retry - now);
+          if (next !== null) wait = next > now ? Math.min(IDLE_POLL_MS, next - now) : pass.full && pass.started > 0 ? 0 : Math.max(0, Math.min(IDLE_POLL_MS, retry - now));
         }
       } catch (e) {
         this.storeFailed();
