@@ -332,22 +332,29 @@ describe('a daemon on PostgreSQL as a cluster member', () => {
 });
 
 describe('entity leases', () => {
-  it('split the entities of a source fairly: keep what is held up to the share, take free ones and those of dead holders, give back the excess', () => {
+  it('split the entities of a source fairly: keep what is held up to the share, take vacant ones up to it, give back the excess, and take every entity nobody ever held', () => {
     const keys = ['1', '2', '3', '4', '5', '6'];
-    // Alone: everything.
-    expect(shareOf(keys, [], 'a', 1)).toEqual({ keep: [], take: keys, release: [] });
-    // A second member joined: a keeps three and gives three back; b takes nothing held by a live a.
+    const none = { keep: [], unheld: [], vacant: [], spare: [], release: [] };
+    // Nobody ever held them (a new database): the first member to claim takes them all,
+    // beyond its share, so none waits a cycle for a member that does not know the sites yet.
+    expect(shareOf(keys, [], 'a', 1)).toEqual({ ...none, unheld: keys });
+    expect(shareOf(keys, [], 'a', 2)).toEqual({ ...none, unheld: keys });
+    // A second member joined: a keeps three and gives three back (after polling them this
+    // cycle); b takes nothing held by a live a.
     const heldByA = keys.map((entity) => ({ entity, holder: 'a', live: true }));
-    expect(shareOf(keys, heldByA, 'a', 2)).toEqual({ keep: ['1', '2', '3'], take: [], release: ['4', '5', '6'] });
-    expect(shareOf(keys, heldByA, 'b', 2)).toEqual({ keep: [], take: [], release: [] });
-    // a died: b takes its entities, up to its share.
+    expect(shareOf(keys, heldByA, 'a', 2)).toEqual({ ...none, keep: ['1', '2', '3'], release: ['4', '5', '6'] });
+    expect(shareOf(keys, heldByA, 'b', 2)).toEqual(none);
+    // a gave 4-6 back (no holder): b takes them, up to its share.
+    const given = heldByA.map((l, i) => (i < 3 ? l : { ...l, holder: '', live: false }));
+    expect(shareOf(keys, given, 'b', 2)).toEqual({ ...none, vacant: ['4', '5', '6'] });
+    // a died: b takes its entities, up to its share; the rest are spares, taken in the place
+    // of any that another member claiming at the same moment took first.
     const deadA = keys.map((entity) => ({ entity, holder: 'a', live: false }));
-    expect(shareOf(keys, deadA, 'b', 1)).toEqual({ keep: [], take: keys, release: [] });
-    expect(shareOf(keys, [...deadA.slice(0, 3), ...keys.slice(3).map((entity) => ({ entity, holder: 'c', live: true }))], 'b', 2)).toEqual({
-      keep: [],
-      take: ['1', '2', '3'],
-      release: [],
-    });
+    expect(shareOf(keys, deadA, 'b', 1)).toEqual({ ...none, vacant: keys });
+    expect(shareOf(keys, deadA, 'b', 2)).toEqual({ ...none, vacant: ['1', '2', '3'], spare: ['4', '5', '6'] });
+    expect(shareOf(keys, [...deadA.slice(0, 3), ...keys.slice(3).map((entity) => ({ entity, holder: 'c', live: true }))], 'b', 2)).toEqual({ ...none, vacant: ['1', '2', '3'] });
+    // A new site (no row) beside a full share: taken too.
+    expect(shareOf([...keys, '7'], heldByA.slice(0, 3), 'a', 2)).toEqual({ ...none, keep: ['1', '2', '3'], unheld: ['4', '5', '6', '7'] });
   });
 
   it('stay held for the rest of a cycle only while the member that claimed them is live: not after a pause past the lease, nor under its new id', async () => {
@@ -373,21 +380,63 @@ describe('entity leases', () => {
     expect(claims.stillHeld?.('health')).toBe(true);
   });
 
-  it('let two daemons on one database poll each site of a cycle once between them, each its share', async () => {
+  it('are taken by two members claiming vacant entities at the same moment, each its share and all of them between the two', async () => {
+    const { store } = await pgStore();
+    const x = member(store, 'x', 1_000);
+    await x.m.beat();
+    const sites = [1, 2, 3, 4, 5, 6].map((id) => ({ id, domain: `s${id}.example` }));
+    const xs = clusterWorkClaims(store, x.m, () => undefined, pino({ level: 'silent' }));
+    expect(await xs.claim('health', 0, sites)).toEqual(sites);
+    // x dies: its six are vacant once its lease ran out on the database clock.
+    await sleep(1_100);
+    const [a, b] = [member(store, 'a', 30_000), member(store, 'b', 30_000)];
+    await a.m.beat();
+    await b.m.beat();
+    const claims = [a, b].map((p) => clusterWorkClaims(store, p.m, () => undefined, pino({ level: 'silent' })));
+    // Both read the leases before either takes (as two processes may): both see the same
+    // first three vacant, and whichever loses them takes the next three instead.
+    const read = ClusterRepo.prototype.entityLeases;
+    let reads = 0;
+    let bothRead = (): void => undefined;
+    const barrier = new Promise<void>((r) => (bothRead = r));
+    ClusterRepo.prototype.entityLeases = async function (this: ClusterRepo, source: string) {
+      const rows = await read.call(this, source);
+      if (++reads === 2) bothRead();
+      await barrier;
+      return rows;
+    };
+    cleanups.push(async () => void (ClusterRepo.prototype.entityLeases = read));
+    const [ta, tb] = await Promise.all(claims.map((c) => c.claim('health', 1, sites)));
+    ClusterRepo.prototype.entityLeases = read;
+    expect([ta!.length, tb!.length]).toEqual([3, 3]);
+    expect([...ta!, ...tb!].map((s) => s!.id).sort()).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it('let two daemons on one database poll every site of each cycle once between them: the first to claim a new database\'s sites takes them all, the next cycles split them', async () => {
     const w = await startWorld({ engine: 'postgres', sim: { sites: 6 }, config: { cluster: { lease: '5s' } } });
     cleanups.push(() => w.close());
     const a = await w.app({ cluster: { instance: 'a' } });
     const b = await w.app({ cluster: { instance: 'b' } });
-    // The site list first (one of them holds it), then a cycle of health on both at once.
-    await a.scheduler.runAll();
-    await b.poller.refreshSites();
+    // a polls the site list and, first to claim them, every site of every source: b did not
+    // know the sites yet, and taking only a's share would have left half unpolled a cycle.
+    const all = [1, 2, 3, 4, 5, 6].map((id) => `/api/v1/sites/${id}/health`).sort();
+    const healthPolls = (): string[] => w.sim.requests.filter((r) => /\/sites\/\d+\/health$/.test(r.path)).map((r) => r.path).sort();
     w.sim.requests.length = 0;
+    await a.scheduler.runAll();
+    expect(healthPolls()).toEqual(all);
+    await b.poller.refreshSites();
     const health = (app: typeof a) => app.scheduler.runCycle({ def: app.scheduler['deps'].sources.find((s) => s.def.name === 'health')!.def, everyMs: 10_000 } as never, false);
-    const [ra, rb] = await Promise.all([health(a), health(b)]);
-    const polled = w.sim.requests.filter((r) => /\/sites\/\d+\/health$/.test(r.path)).map((r) => r.path).sort();
-    expect(polled).toEqual([1, 2, 3, 4, 5, 6].map((id) => `/api/v1/sites/${id}/health`).sort());
-    expect([ra.outcomes.length, rb.outcomes.length].sort()).toEqual([3, 3]);
-    const leases = await w.query<{ holder: string; n: number }>("SELECT holder, count(*)::int AS n FROM entity_leases WHERE source = 'health' GROUP BY holder");
+    const cycle = async (): Promise<{ polled: string[]; a: number; b: number }> => {
+      w.sim.requests.length = 0;
+      const [ra, rb] = await Promise.all([health(a), health(b)]);
+      return { polled: healthPolls(), a: ra.outcomes.length, b: rb.outcomes.length };
+    };
+    // a's share is three now: it polls all six once more and gives three back when done.
+    expect(await cycle()).toEqual({ polled: all, a: 6, b: 0 });
+    // From the next cycle on, three each.
+    expect(await cycle()).toEqual({ polled: all, a: 3, b: 3 });
+    expect(await cycle()).toEqual({ polled: all, a: 3, b: 3 });
+    const leases = await w.query<{ holder: string; n: number }>("SELECT holder, count(*)::int AS n FROM entity_leases WHERE source = 'health' GROUP BY holder ORDER BY holder");
     expect(leases.map((l) => l.n)).toEqual([3, 3]);
   });
 });

@@ -46,6 +46,11 @@ export interface WorkClaims {
    * polling entities the others have taken since. Left out: always (one instance alone).
    */
   stillHeld?(source: string): boolean;
+  /**
+   * The cycle of `source` that the last claim was for is done: what it polled only to give
+   * back (a share grown too large) is given back now. Left out: nothing to do.
+   */
+  cycleDone?(source: string): void | Promise<void>;
 }
 
 /** One instance alone: every due entity is its own. */
@@ -565,6 +570,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       await Promise.all(Array.from({ length: pool }, worker));
       if (st?.dispatching === dispatch) st.dispatching = null;
       await this.deps.poller.finishCycle(s.def, outcomes);
+      await this.claims.cycleDone?.(s.def.name);
     } catch (e) {
       if (st) st.dispatching = null;
       // poll() does not throw for API failures; this is a bug or a database error.

@@ -13,6 +13,9 @@ export type MemberRow = Database['cluster_members'];
 const NOW_MS = sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
 
 /** A member counts as live while its lease lies ahead on the database's clock. */
+/** The holder of an entity lease given back (no member id is empty). */
+const VACANT = '';
+
 const liveHolder = (column: string) =>
   sql`EXISTS (SELECT 1 FROM cluster_members m WHERE m.id = ${sql.ref(column)} AND m.lease_until > ${NOW_MS} AND m.left_at IS NULL)`;
 
@@ -35,7 +38,10 @@ const LEAVE = statement<Me & { ended: 'stopped' | 'replaced' }>(
   (_qb, p) => sql`UPDATE cluster_members SET left_at = ${NOW_MS}, lease_until = LEAST(lease_until, ${NOW_MS}), ended = ${p.ended} WHERE id = ${p.me}`,
 );
 const RELEASE_OUTBOX = statement<Me>((_qb, p) => sql`UPDATE outbox SET claimed_by = NULL WHERE claimed_by = ${p.me}`);
-const RELEASE_ENTITIES = statement<Me>((_qb, p) => sql`DELETE FROM entity_leases WHERE holder = ${p.me}`);
+// Given back, an entity keeps its row under no holder (VACANT): vacant is taken up to a
+// member's share, where an entity with no row at all (never held) is taken by whoever
+// claims it first (shareOf).
+const RELEASE_ENTITIES = statement<Me>((_qb, p) => sql`UPDATE entity_leases SET holder = ${VACANT}, since = ${NOW_MS} WHERE holder = ${p.me}`);
 const RELEASE_LEASES = statement<Me>((_qb, p) => sql`UPDATE cluster_leases SET holder = NULL WHERE holder = ${p.me}`);
 const TAKE_LEASE = statement<Me & { name: string }>(
   (_qb, p) => sql`
@@ -57,7 +63,7 @@ const LEASES = statement<Record<string, never>, { name: string; holder: string |
 );
 const HELD = statement<Record<string, never>, { holder: string; kind: string; n: number }>(
   () => sql`
-    SELECT holder, 'entities' AS kind, count(*)::int AS n FROM entity_leases GROUP BY holder
+    SELECT holder, 'entities' AS kind, count(*)::int AS n FROM entity_leases WHERE holder <> ${VACANT} GROUP BY holder
     UNION ALL SELECT claimed_by AS holder, 'deliveries' AS kind, count(*)::int AS n FROM outbox WHERE claimed_by IS NOT NULL AND state = 'pending' GROUP BY claimed_by`,
 );
 
@@ -79,7 +85,7 @@ const TAKE_ENTITIES = statement<Me & { source: string; entities: string[] }, { e
     RETURNING entity`,
 );
 const RELEASE_SOME = statement<Me & { source: string; entities: string[] }>(
-  (_qb, p) => sql`DELETE FROM entity_leases WHERE source = ${p.source} AND holder = ${p.me} AND entity = ANY(${p.entities}::text[])`,
+  (_qb, p) => sql`UPDATE entity_leases SET holder = ${VACANT}, since = ${NOW_MS} WHERE source = ${p.source} AND holder = ${p.me} AND entity = ANY(${p.entities}::text[])`,
 );
 
 type ClaimParams = Me & { now: number; limit: number; busy: number[]; channels: string[] | null };
