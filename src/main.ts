@@ -391,7 +391,8 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
     ticker: opts.ticker,
     afterCycle: (s) => {
       const failed = s.outcomes.filter((o) => o.status === 'failed').length;
-      log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
+      // A cycle that failed as a whole said so already ('cycle failed'), and is not done.
+      if (s.error === undefined) log.info({ source: s.source, polls: s.outcomes.length, failed, ms: s.durationMs }, 'cycle done');
       heartbeat?.observe(s);
     },
     onTick: () => {

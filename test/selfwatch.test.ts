@@ -9,10 +9,10 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/parse.js';
 import { formatConfigErrors } from '../src/config/errors.js';
-import { SOURCE_NAMES } from '../src/sources/registry.js';
+import { SOURCE_NAMES, sourceByName } from '../src/sources/registry.js';
 import { cycleOutcome, heartbeatHealthy } from '../src/selfwatch/heartbeat.js';
 import { testClock } from './clock.js';
-import { names, startWorld, type World } from './harness.js';
+import { names, sqliteOf, startWorld, type World } from './harness.js';
 import { startReceiver, TEST_SECRET } from './receiver.js';
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -67,6 +67,51 @@ describe('the heartbeat', () => {
     expect(ping.pings).toHaveLength(2);
   });
 
+  it('stops while the database cannot store what the polls read (a full disk), and pings again once it can; a poll not stored is no success for /readyz', async () => {
+    const ping = await pingServer();
+    const w = await world();
+    const app = await w.app({ heartbeat: { url: ping.url, every: '1m' } });
+    await app.runOnce();
+    expect(ping.pings).toHaveLength(1);
+    // The disk is full: the database may not grow by one more page, and every site's health
+    // changed and 30 sites were added, so the polls have much to store. The API answers
+    // every request.
+    const db = sqliteOf(app.store);
+    db.exec('CREATE TABLE filler (b BLOB)');
+    db.pragma(`max_page_count = ${db.pragma('page_count', { simple: true }) as number}`);
+    // Its free pages taken too.
+    const fill = db.prepare('INSERT INTO filler (b) VALUES (zeroblob(512))');
+    expect(() => {
+      for (;;) fill.run();
+    }).toThrow(/full/);
+    for (const id of [1, 2, 3]) w.sim.world.setHealth(id, { status: 'offline' });
+    for (let i = 0; i < 30; i++) w.sim.world.addSite();
+    await app.runOnce();
+    // The cycles say why (the disk, not a missing savepoint of the batch the full disk ended).
+    expect(w.logs.text).toContain('"err":"SqliteError: database or disk is full","msg":"cycle failed"');
+    expect(w.logs.text).not.toContain('no such savepoint');
+    expect(app.heartbeat!.healthy()).toBe(false);
+    expect(ping.pings).toHaveLength(1);
+    // Room again.
+    db.pragma('max_page_count = 1073741823');
+    await app.runOnce();
+    expect(ping.pings).toHaveLength(2);
+
+    // A poll whose reply came but whose change could not be stored (a real refused INSERT)
+    // is not a success for /readyz's last_poll_success_at.
+    db.exec("CREATE TRIGGER refuse_change BEFORE INSERT ON change_log BEGIN SELECT RAISE(ABORT, 'refused for this test'); END");
+    w.sim.world.setHealth(1, { status: 'online' });
+    const lastSuccess = app.poller.lastSuccessAt;
+    await new Promise((r) => setTimeout(r, 5));
+    const site1 = app.poller.sites().find((s) => s.id === 1)!;
+    const o = await app.poller.poll(sourceByName('health')!, site1);
+    expect(o).toMatchObject({ status: 'failed', error: { message: expect.stringContaining('refused for this test') } });
+    expect(app.poller.lastSuccessAt).toBe(lastSuccess);
+    db.exec('DROP TRIGGER refuse_change');
+    await app.poller.poll(sourceByName('health')!, site1);
+    expect(app.poller.lastSuccessAt).toBeGreaterThan(lastSuccess);
+  });
+
   it('stops when the last good cycle is older than twice the interval (a stuck daemon), with an injected clock', async () => {
     const ping = await pingServer();
     const w = await world();
@@ -105,6 +150,9 @@ describe('the heartbeat', () => {
     expect(cycleOutcome({ outcomes: [failed, { status: 'unchanged', entity: 'y', events: 0 }] })).toBe('good');
     expect(cycleOutcome({ outcomes: [failed] })).toBe('bad');
     expect(cycleOutcome({ outcomes: [{ ...failed, error: { code: 'scope_missing' } as never }] })).toBe('neutral');
+    // A cycle that failed as a whole (its results could not be stored) is bad, whatever it read before.
+    expect(cycleOutcome({ outcomes: [], error: 'SqliteError: database or disk is full' })).toBe('bad');
+    expect(cycleOutcome({ outcomes: [{ status: 'unchanged', entity: 'y', events: 0 }], error: 'SqliteError: database or disk is full' })).toBe('bad');
     expect(heartbeatHealthy({ lastGood: 100, failing: new Set() }, 150, 60)).toBe(true);
     expect(heartbeatHealthy({ lastGood: 100, failing: new Set() }, 161, 60)).toBe(false);
     expect(heartbeatHealthy({ lastGood: 100, failing: new Set(['health']) }, 110, 60)).toBe(false);

@@ -416,10 +416,13 @@ export class Poller {
     }
     const cached = packed === undefined ? undefined : unpackHead(packed);
     const now = this.deps.now();
-    this.noteSuccess(started);
+    // The API answered; the poll succeeds once what it read is stored.
+    this.apiStreak = null;
     this.ingesting.set(stateKey, (this.ingesting.get(stateKey) ?? 0) + 1);
     try {
-      return await this.ingestUnit(ref, data, opts, p, { hash, short, stateKey, cached, now, started });
+      const outcome = await this.ingestUnit(ref, data, opts, p, { hash, short, stateKey, cached, now, started });
+      if (outcome.status !== 'failed') this.noteSuccess(started);
+      return outcome;
     } catch (e) {
       // Its batch may have committed without becoming durable: what is stored is unknown.
       this.fresh = false;
@@ -756,7 +759,10 @@ export class Poller {
     );
   }
 
-  /** A poll succeeded (whatever it brings): /readyz's last success, and the end of an API-wide failure streak. */
+  /**
+   * A poll succeeded (whatever it brings), what it read stored where there was anything to
+   * store: /readyz's last success, and the end of an API-wide failure streak.
+   */
   private noteSuccess(at: number): void {
     this.lastSuccessAt = Math.max(this.lastSuccessAt, at);
     this.apiStreak = null;
@@ -768,12 +774,16 @@ export class Poller {
    * an unchanged poll of a healthy entity touches no database at all.
    */
   private async recordSuccess(ref: EntityRef, at: number): Promise<void> {
-    this.noteSuccess(at);
-    if (!this.failing.has(`${ref.source.name}\u0000${ref.entity}`) && !this.scopeMissing.has(`sources/${ref.source.name}`) && this.apiFiring.size === 0) return;
+    if (!this.failing.has(`${ref.source.name}\u0000${ref.entity}`) && !this.scopeMissing.has(`sources/${ref.source.name}`) && this.apiFiring.size === 0) {
+      this.noteSuccess(at);
+      return;
+    }
+    this.apiStreak = null;
     const resolved = await this.commit(async (u) => {
       await this.writeSuccess(u, ref, at, NOTHING);
       return u.apiResolved;
     });
+    this.noteSuccess(at);
     this.afterSuccess(ref, [], resolved);
   }
 

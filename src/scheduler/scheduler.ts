@@ -18,6 +18,11 @@ export interface CycleSummary {
   startedAt: number;
   durationMs: number;
   outcomes: PollOutcome[];
+  /**
+   * Why the cycle failed as a whole (a poll's result or its failure could not be stored: the
+   * database failing; or a bug), when it did: its outcomes are then only those before.
+   */
+  error?: string;
 }
 
 /** Typed lifecycle events; tests wait on these instead of sleeping. */
@@ -481,6 +486,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const every = this.state.get(s.def.name)?.effectiveEveryMs ?? s.everyMs;
     // How many entities this cycle had to poll (none: in a cluster, others hold them all).
     let claimed = -1;
+    let error: string | undefined;
     try {
       if (s.def.per !== 'account') await this.deps.refreshSites?.();
       const all: (SiteInfo | null)[] = s.def.per === 'account' ? [null] : this.watchedSites();
@@ -574,13 +580,14 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     } catch (e) {
       if (st) st.dispatching = null;
       // poll() does not throw for API failures; this is a bug or a database error.
-      this.deps.log.error({ source: s.def.name, err: String(e) }, 'cycle failed');
+      error = String(e);
+      this.deps.log.error({ source: s.def.name, err: error }, 'cycle failed');
     }
     if (st && !this.abort.signal.aborted) st.caughtUp = true;
     if (st && (outcomes.length > 0 || claimed === 0)) st.polledAt = this.deps.now();
     if (s.def.name === sitesSource.name) this.replan();
     this.adapt(s.def);
-    const summary = { source: s.def.name, startedAt, durationMs: this.deps.now() - startedAt, outcomes };
+    const summary: CycleSummary = { source: s.def.name, startedAt, durationMs: this.deps.now() - startedAt, outcomes, ...(error !== undefined ? { error } : {}) };
     this.deps.afterCycle?.(summary);
     this.emit('cycle:end', summary);
     return summary;

@@ -30,10 +30,13 @@ export function heartbeatHealthy(state: HeartbeatState, now: number, staleMs: nu
 
 /**
  * A cycle succeeded when it had no polls (nothing to read) or at least one poll that did
- * not fail. A source whose every poll failed for a missing scope is not "down" (it has its
- * own operator event, source.scope_missing): it neither helps nor stops the heartbeat.
+ * not fail, and did not fail as a whole: a cycle whose results could not be stored (a full
+ * disk, the database down) is bad, whatever its polls read before. A source whose every
+ * poll failed for a missing scope is not "down" (it has its own operator event,
+ * source.scope_missing): it neither helps nor stops the heartbeat.
  */
-export function cycleOutcome(s: Pick<CycleSummary, 'outcomes'>): 'good' | 'bad' | 'neutral' {
+export function cycleOutcome(s: Pick<CycleSummary, 'outcomes' | 'error'>): 'good' | 'bad' | 'neutral' {
+  if (s.error !== undefined) return 'bad';
   if (s.outcomes.length === 0) return 'good';
   if (s.outcomes.some((o) => o.status !== 'failed')) return 'good';
   return s.outcomes.every((o) => o.error?.code === 'scope_missing') ? 'neutral' : 'bad';

@@ -297,7 +297,12 @@ export class CommitQueue {
           outcomes.push({ ok: true, value });
         } catch (error) {
           if (plain) throw error;
-          await tx.rollbackTo();
+          // The unit's error may have ended the whole transaction (SQLite rolls it back itself
+          // on a full disk or an I/O error, and its savepoint with it): the batch then fails
+          // with that error, not with the savepoint's absence.
+          await tx.rollbackTo().catch(() => {
+            throw error;
+          });
           outcomes.push({ ok: false, error });
         }
       }
