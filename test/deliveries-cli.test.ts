@@ -75,6 +75,9 @@ describe('hostwatch deliveries and redeliver', () => {
     const again = await hostwatch(['redeliver', '--dead', '-c', config], env);
     expect(again.code).toBe(0);
     expect(again.stdout).toContain('1 delivery queued again');
+    // Once more: nothing is dead now, which is no failure (a script may run it after a move).
+    const nothing = await hostwatch(['redeliver', '--dead', '-c', config], env);
+    expect(nothing).toMatchObject({ code: 0, stdout: 'hostwatch redeliver: nothing dead-lettered to send again (see hostwatch deliveries --failed)\n' });
     expect(rows(w, "SELECT state, attempts FROM outbox WHERE channel = 'picky'")).toEqual([{ state: 'pending', attempts: 0 }]);
     // --pending: the rows still to send (here the one queued again), the drain check of a move.
     const pending = await hostwatch(['deliveries', '--pending', '-c', config], env);

@@ -271,6 +271,9 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
           return events.redeliver(row === null ? { eventId: id! } : { outboxId: row }, o.channel ?? null, now);
         });
         for (const c of enabled) out(`channel ${c} enabled again`);
+        // Nothing dead is no failure (a script runs --dead after a move, say): exit 0. An id or
+        // row that has nothing to send again is one (exit 1).
+        if (n === 0 && o.dead) return out(`hostwatch redeliver: ${await nothingToSend(repos(store), id, o.channel)}`);
         if (n === 0) h.fail(`hostwatch redeliver: ${await nothingToSend(repos(store), id, o.channel)}`, 1);
         const them = n === 1 ? 'it' : 'them';
         const beat = await repos(store).daemon.latest();
