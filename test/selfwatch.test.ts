@@ -67,10 +67,11 @@ describe('the heartbeat', () => {
     expect(ping.pings).toHaveLength(2);
   });
 
-  it('stops while the database cannot store what the polls read (a full disk), and pings again once it can; a poll not stored is no success for /readyz', async () => {
+  it('stops while the database cannot store what the polls read (a full disk), and pings again once it can; a poll not stored is no success for /readyz, and counts as failed', async () => {
     const ping = await pingServer();
     const w = await world();
-    const app = await w.app({ heartbeat: { url: ping.url, every: '1m' } });
+    const failedPolls: string[] = [];
+    const app = await w.app({ heartbeat: { url: ping.url, every: '1m' } }, { onPoll: (source, o) => void (o.status === 'failed' && failedPolls.push(source)) });
     await app.runOnce();
     expect(ping.pings).toHaveLength(1);
     // The disk is full: the database may not grow by one more page, and every site's health
@@ -107,7 +108,14 @@ describe('the heartbeat', () => {
     const o = await app.poller.poll(sourceByName('health')!, site1);
     expect(o).toMatchObject({ status: 'failed', error: { message: expect.stringContaining('refused for this test') } });
     expect(app.poller.lastSuccessAt).toBe(lastSuccess);
-    db.exec('DROP TRIGGER refuse_change');
+    // Nor can the failure be stored: the poll throws (failing its cycle), and is still
+    // counted as a failed poll (hostwatch_polls_total{outcome="failed"}).
+    db.exec("CREATE TRIGGER refuse_state BEFORE INSERT ON poll_state BEGIN SELECT RAISE(ABORT, 'refused for this test'); END");
+    db.exec("CREATE TRIGGER refuse_state_update BEFORE UPDATE ON poll_state BEGIN SELECT RAISE(ABORT, 'refused for this test'); END");
+    failedPolls.length = 0;
+    await expect(app.poller.poll(sourceByName('health')!, site1)).rejects.toThrow(/refused for this test/);
+    expect(failedPolls).toEqual(['health']);
+    db.exec('DROP TRIGGER refuse_change; DROP TRIGGER refuse_state; DROP TRIGGER refuse_state_update');
     await app.poller.poll(sourceByName('health')!, site1);
     expect(app.poller.lastSuccessAt).toBeGreaterThan(lastSuccess);
   });

@@ -391,8 +391,16 @@ export class Poller {
     const kind = apiFailureKind(err);
     if (kind === null) this.apiStreak = null;
     else if (this.apiStreak?.kind !== kind) this.apiStreak = { kind, sources: new Set() };
-    await this.recordFailure(ref, err, started);
-    return this.observed(ref, { entity: ref.entity, status: 'failed', events: 0, error: err, durationMs: this.deps.now() - started });
+    const outcome = (): PollOutcome => ({ entity: ref.entity, status: 'failed', events: 0, error: err, durationMs: this.deps.now() - started });
+    try {
+      await this.recordFailure(ref, err, started);
+    } catch (e) {
+      // Not even the failure could be stored (a full disk): still counted (the metrics, the
+      // dashboard), then thrown, failing the cycle.
+      this.observed(ref, outcome());
+      throw e;
+    }
+    return this.observed(ref, outcome());
   }
 
   private observed(ref: EntityRef, o: PollOutcome): PollOutcome {
