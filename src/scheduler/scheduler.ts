@@ -256,7 +256,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.missed.count++;
     const now = this.deps.now();
     if (now - this.missed.warnedAt < 60_000) return;
-    this.deps.log.warn({ missed: this.missed.count }, 'scheduler heartbeat missed: the event loop was blocked (a long poll or commit); due sources run on the next beat');
+    this.deps.log.warn({ missed: this.missed.count }, 'scheduler heartbeat missed: the event loop was blocked (a long poll or commit) or the process was paused (SIGSTOP, a frozen VM); due sources run on the next beat');
     this.missed = { count: 0, warnedAt: now };
   }
 
