@@ -13,10 +13,10 @@ const keyOf = (e: SiteInfo | null): string => (e === null ? '' : String(e.id));
  * Pure. Keeps what it holds up to that share (a member that polled an entity before has it
  * in memory), takes every entity nobody ever held (no lease row: a new database or a new
  * site), takes vacant ones (given back, or held by a member that is not live) up to the
- * share, and gives back what it holds beyond the share. Nothing due
- * is left unpolled for a cycle because this member's share was full: members that start
- * together do not know the site list at the same moment, and the first to claim takes it
- * all; the others get their share from its next cycles.
+ * share, and gives back what it holds beyond the share. Nothing due is left unpolled for a
+ * cycle because this member's share was full: members that start together do not know the
+ * site list at the same moment, and the first to claim takes it all; the others get their
+ * share from its next cycles.
  */
 export function shareOf(
   keys: readonly string[],

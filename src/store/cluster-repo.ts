@@ -12,10 +12,10 @@ export type MemberRow = Database['cluster_members'];
  */
 const NOW_MS = sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
 
-/** A member counts as live while its lease lies ahead on the database's clock. */
 /** The holder of an entity lease given back (no member id is empty). */
 const VACANT = '';
 
+/** A member counts as live while its lease lies ahead on the database's clock. */
 const liveHolder = (column: string) =>
   sql`EXISTS (SELECT 1 FROM cluster_members m WHERE m.id = ${sql.ref(column)} AND m.lease_until > ${NOW_MS} AND m.left_at IS NULL)`;
 
