@@ -31,6 +31,8 @@ export interface TickResult {
 export class Timekeeper {
   /** The tick in progress: a tick never overlaps the one before (a pass commits as it goes). */
   private running: Promise<TickResult> | null = null;
+  /** Ticks have been failing since the last one that worked (said once, not every second). */
+  private failing = false;
 
   constructor(private readonly deps: TimekeeperDeps) {}
 
@@ -63,8 +65,13 @@ export class Timekeeper {
       events.push(...((await d.incidents?.settle(pass.sources)) ?? []));
       const w = await d.watchdog?.tick();
       if (w) events.push(w);
+      if (this.failing) d.log.info('timekeeper ticks work again');
+      this.failing = false;
     } catch (e) {
-      d.log.error({ err: String(e) }, 'timekeeper tick failed');
+      // Every second while the database is down: said once (at error), then at debug, and
+      // once more when a tick works again.
+      d.log[this.failing ? 'debug' : 'error']({ err: String(e) }, 'timekeeper tick failed; said once until a tick works again');
+      this.failing = true;
     }
     if (events.length) d.onEvents?.(events);
     return { pass, events };
