@@ -6,7 +6,7 @@ import { tempDir } from './harness.js';
 import { hostwatch } from './run-cli.js';
 
 /** `hostwatch rules test TEST` in a fresh folder holding `files` (name → text), as a user runs it there. */
-async function ruleTestIn(files: Record<string, string>, test: string): Promise<{ code: number | null; stdout: string }> {
+async function ruleTestIn(files: Record<string, string>, test: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const { dir, cleanup } = tempDir();
   try {
     for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
@@ -87,6 +87,10 @@ tests:
     );
     expect(r.stdout).toBe('ok   mine.test.yaml: slow-long waits two minutes\n1 passed, 0 failed\n');
     expect(r.code).toBe(0);
+    // One that is not there (relative to the test file) is named as the test file's key.
+    const missing = await ruleTestIn({ 'mine.test.yaml': 'rule_files: [../my-rules.yaml]\ntests:\n  - name: x\n    source: health\n    site: { id: 1 }\n    steps: [{ snapshot: {} }]\n' }, 'mine.test.yaml');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^mine\.test\.yaml: rule_files\[0\]: \.\.\/my-rules\.yaml: no such file or folder\n/);
   });
 
   it('makes a dedup_key event once, as the daemon stores it once: the same key again makes nothing', async () => {

@@ -108,6 +108,8 @@ export interface LoadRulesOptions {
   cwd?: string;
   /** The config file that lists the user's paths: a missing one is named as its `rules[i]`. */
   configFile?: string;
+  /** The key of that list in `configFile` (default `rules`; a rule test file's is `rule_files`). */
+  listKey?: string;
 }
 
 /** Load the built-in rule packs and the user's rule paths for a config. */
@@ -155,7 +157,7 @@ function listRuleFiles(path: string, errors: RuleError[], opts: LoadRulesOptions
   } catch {
     const shown = opts.cwd ? relative(opts.cwd, path) : path;
     if (opts.configFile !== undefined && index !== undefined) {
-      errors.push({ file: opts.cwd ? relative(opts.cwd, opts.configFile) || opts.configFile : opts.configFile, line: null, path: `rules[${index}]`, message: `${shown}: no such file or folder` });
+      errors.push({ file: opts.cwd ? relative(opts.cwd, opts.configFile) || opts.configFile : opts.configFile, line: null, path: `${opts.listKey ?? 'rules'}[${index}]`, message: `${shown}: no such file or folder` });
     } else errors.push({ file: shown, line: null, path: 'rules', message: 'no such file or folder' });
     return [];
   }

@@ -61,7 +61,8 @@ export function runRuleTestFile(path: string, builtinDir: string, opts: LoadRule
   const { ruleFiles, tests } = parseTestFile(readFileSync(path, 'utf8'), shown, dirname(path), opts);
   const report: RuleTestReport = { file: shown, passed: 0, failed: 0, lines: [] };
   for (const t of tests) {
-    const rules = rulesFor(t, builtinDir, ruleFiles, shown, opts);
+    // A missing rule file is named as the test file's rule_files[i] (relative to the test file).
+    const rules = rulesFor(t, builtinDir, ruleFiles, shown, { ...opts, configFile: path, listKey: 'rule_files' });
     const failures = runTest(t, rules);
     if (failures.length === 0) {
       report.passed++;
