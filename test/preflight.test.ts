@@ -67,6 +67,20 @@ describe('hostwatch check reports what run would refuse', () => {
     );
   });
 
+  it('a misspelt parameter in a rule\'s expression or template, with the near miss, instead of a rule that never fires', async () => {
+    const rules = write(
+      'my-rules.yaml',
+      'rules:\n  - name: my-disk-high\n    event: usage.disk_high\n    kind: alert\n    source: usage\n    params: { threshold: 90, resolve_below: 85 }\n' +
+        '    when: "after.disk.percent >= params.treshold"\n    resolve_when: "after.disk.percent < params.resolve_below"\n    summary: "{{ domain }} over {{ params.threshhold }}%"\n',
+    );
+    const file = write('config.yaml', config(`rules: [${rules}]\n`));
+    const r = await hostwatch(['check', '-c', file], { env });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('my-rules.yaml:7: rules[0].when: params.treshold: unknown parameter (did you mean threshold?); allowed: threshold, resolve_below\n');
+    expect(r.stderr).toContain('my-rules.yaml:9: rules[0].summary: params.threshhold: unknown parameter (did you mean threshold?); allowed: threshold, resolve_below\n');
+    expect(r.stderr.trim().split('\n')).toHaveLength(2);
+  });
+
   it('a storage path that cannot be created, naming the path and the reason, and run says the same', async () => {
     write('not-a-folder', 'a file');
     const file = write('config.yaml', config().replace('./state/hostwatch.db', './not-a-folder/hostwatch.db'));

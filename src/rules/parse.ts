@@ -288,6 +288,14 @@ export function parseRuleFile(
     if (everyMs !== null && everyMs < DEFAULT_EVERY_MS) bad('every', `must be at least 1m (got ${JSON.stringify(raw['every'])})`);
     const resolveWhen = optionalCel('resolve_when', raw['resolve_when'], bad);
     const dedupKey = optionalCel('dedup_key', raw['dedup_key'], bad);
+    if (isRecord(params)) {
+      const absent = isRecord(absentRaw) ? absentRaw : {};
+      unknownParams(
+        [['when', whenText], ['resolve_when', raw['resolve_when']], ['dedup_key', raw['dedup_key']], ['summary', summary], ['description', raw['description']], ['absent', absent['match']], ['absent', absent['time']], ['absent', absent['in']]],
+        params,
+        bad,
+      );
+    }
     const clock = absentRaw !== undefined || readsClock([whenText, raw['resolve_when']]);
     if (everyMs !== null && !clock && kind === 'alert') {
       bad('every', 'only for rules that read the clock (now) or absence rules: other alerts are evaluated at each poll');
@@ -326,6 +334,24 @@ export function parseRuleFile(
 }
 
 type Bad = (key: string, message: string) => void;
+
+/**
+ * `params.NAME` in an expression or a template of a rule that has no such parameter: it
+ * reads nothing, so a condition with it is never true (a misspelt `params.treshold`, say,
+ * and the rule never fires). Said at the key that reads it, with the rule's parameters.
+ */
+function unknownParams(texts: ReadonlyArray<readonly [string, unknown]>, params: Record<string, unknown>, bad: Bad): void {
+  const said = new Set<string>();
+  for (const [key, text] of texts) {
+    if (typeof text !== 'string') continue;
+    for (const m of text.matchAll(/\bparams\.([A-Za-z_][A-Za-z0-9_]*)/g)) {
+      const name = m[1]!;
+      if (name in params || said.has(`${key}\u0000${name}`)) continue;
+      said.add(`${key}\u0000${name}`);
+      bad(key, `params.${name}: ${unknownKeyMessage(name, Object.keys(params), 'parameter')}`);
+    }
+  }
+}
 
 function celOf(key: string, expr: string, bad: Bad): CompiledRule['condition'] | null {
   try {
