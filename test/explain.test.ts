@@ -186,8 +186,10 @@ describe('hostwatch explain --subject S --rule R says why an event did not arriv
     const w = await explainWhyNot({ ...deps(), now: t + 2 * DAY, retentionMs: DAY }, 'sites/1/health', 'site-offline');
     expect(w.reason).toBe('pruned');
     expect(w.lines).toContain('  no record: older than history.retention, whose prune removes the records of deliveries that succeeded (or no route matched it)');
-    // Within the retention, no record means no route.
-    expect((await explainWhyNot({ ...deps(), retentionMs: DAY }, 'sites/1/health', 'site-offline')).reason).toBe('queued');
+    // Within the retention, no record means no route: never queued, so not said to be.
+    const within = await explainWhyNot({ ...deps(), retentionMs: DAY }, 'sites/1/health', 'site-offline');
+    expect(within.reason).toBe('not_routed');
+    expect(within.lines.at(-1)).toMatch(/^ {2}never queued for a channel: no route sent it to one \(hostwatch explain \S+ says why, by the routes of the config now\)$/);
   });
 
   it('prints the same through the CLI', async () => {

@@ -17,6 +17,7 @@ import type { CompiledRule } from './types.js';
 export type WhyNotReason =
   | 'delivered'
   | 'queued'
+  | 'not_routed'
   | 'pruned'
   | 'condition_false'
   | 'condition_unknown'
@@ -274,10 +275,11 @@ async function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: 
   const out = await deps.events.outboxFor(e.id);
   const delivered = out.some((o) => o.state === 'delivered');
   const pruned = out.length === 0 && pastRetention(deps, e);
+  // Never queued for a channel (and not held back): no route sent it to one.
   return done(
-    delivered ? 'delivered' : pruned ? 'pruned' : 'queued',
+    delivered ? 'delivered' : pruned ? 'pruned' : out.length ? 'queued' : 'not_routed',
     intro,
-    ...(out.length ? out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`) : [`  ${pruned ? PRUNED_DELIVERY : 'no channel: no route matched it'}`]),
+    ...(out.length ? out.map((o) => `  ${o.channel}: ${o.state} after ${o.attempts} attempt(s)`) : [`  ${pruned ? PRUNED_DELIVERY : `never queued for a channel: no route sent it to one (hostwatch explain ${e.id} says why, by the routes of the config now)`}`]),
   );
 }
 
