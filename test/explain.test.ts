@@ -177,6 +177,9 @@ describe('hostwatch explain --subject S --rule R says why an event did not arriv
   it('disabled, no data, and only a baseline', async () => {
     expect((await explainWhyNot(deps(), 'jobs/1', 'job-failed')).reason).toBe('disabled');
     expect((await explainWhyNot(deps(), 'sites/99/health', 'site-offline')).reason).toBe('no_data');
+    // A record id that the entity's snapshot does not have: no data, not a condition that
+    // cannot be evaluated on nothing.
+    expect((await explainWhyNot(deps(), 'sites/1/backups/999999', 'backup-failed')).reason).toBe('no_data');
     expect((await explainWhyNot(deps(), 'sites/1/backups/1', 'backup-failed')).reason).toBe('baseline_only');
   });
 
@@ -263,6 +266,32 @@ describe('hostwatch explain --subject --rule of a rule that reads site', () => {
       const lines = r.stdout.trimEnd().split('\n');
       expect(lines[1]).toBe('why: condition_false');
       expect(lines).toContain('  site.labels.client = "acme"');
+    } finally {
+      await w.close();
+    }
+  });
+
+  it('says what became of the last resolution of an alert that holds no more: silenced, it never reached anyone', async () => {
+    const w = await startWorld({ sim: { sites: 2 } });
+    try {
+      let now = Date.parse('2026-11-21T10:00:00Z');
+      const overrides = { channels: [{ name: 'screen', type: 'console' }] };
+      const a = await w.app(overrides, { now: () => now, consoleWrite: () => {} });
+      await a.runOnce();
+      w.sim.world.setHealth(1, { status: 'offline' });
+      now += MIN;
+      await a.runOnce();
+      // Silenced from here on: the resolution is stored, not delivered.
+      await new SilencesRepo(a.store).add({ id: 'sil-r', match: "name == 'site.offline' && site_id == 1", starts_at: now, ends_at: now + 60 * MIN, comment: 'move', created_by: 'test', created_at: now, expired_at: null });
+      w.sim.world.setHealth(1, { status: 'online' });
+      now += MIN;
+      await a.runOnce();
+      const resolution = w.events.find((e) => e.data.name === 'site.offline' && e.data.status === 'resolved')!;
+      expect(resolution).toBeDefined();
+      const why = await explainWhyNot({ ...repos(a.store), rules: a.rules, now }, 'sites/1/health', 'site-offline');
+      expect(why.reason).toBe('condition_false');
+      expect(why.lines).toContain(`its resolution, event ${resolution.id}, delivery: none (silenced by sil-r)`);
+      await a.stop();
     } finally {
       await w.close();
     }

@@ -178,7 +178,7 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
   if (!rule.enabled) return done('disabled', 'the rule is switched off (enabled: false)');
   const source = sourceByName(rule.source)!;
   const found = await recordOf(deps, source, subject, rule.absence !== null);
-  if (!found) return done('no_data', `no snapshot of ${subject} in source ${source.name}: never polled yet, failing, or not a subject of this source`);
+  if (!found) return done('no_data', `no snapshot of ${subject} in source ${source.name} (nor a record of that id in its entity's): never polled yet, failing, removed, or not a subject of this source`);
   const last = await deps.history.lastEventOf(rule.name, subject);
   if (rule.kind === 'alert') {
     const state = await deps.alerts.get(rule.name, subject);
@@ -199,7 +199,7 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
     if (rule.clock) seen.unshift(`  evaluated at now = ${iso(deps.now)}`);
     if (h.holds === null) return done('condition_unknown', cond, `could not be evaluated: ${'unknown' in h.verdict ? h.verdict.unknown : ''}`, ...seen);
     if (!h.holds) {
-      const resolved = state?.status === 'resolved' && state.seq > 0 ? [`it last resolved at ${iso(state.since)}`] : [];
+      const resolved = state?.status === 'resolved' && state.seq > 0 ? [`it last resolved at ${iso(state.since)}`, ...(await resolutionLines(deps, last))] : [];
       // An absence is false while a match is recent: say when it turns true if none comes.
       const when = rule.absence && h.absence?.last != null ? [`it fires at ${iso(h.absence.last + rule.absence.forMs)} if no matching record appears by then`] : [];
       return done('condition_false', cond, 'is false now; values seen:', ...seen, ...when, ...resolved);
@@ -259,6 +259,18 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
   }
   if (!stored) return done('not_yet_evaluated', `the last change would make event ${made.id}, but it is not stored (outside the watched sites, or stored history and events disagree)`);
   return lastEventReason(deps, done, stored, `made at ${iso(stored.time)}`);
+}
+
+/**
+ * What became of an alert's last resolution: silenced, held back, dropped while held, or
+ * not routed is why "it resolved" may never have reached anyone.
+ */
+async function resolutionLines(deps: ExplainDeps, last: StoredEvent | undefined): Promise<string[]> {
+  if (!last) return [];
+  const e = JSON.parse(last.body) as HostwatchEvent;
+  if (e.data.status !== 'resolved') return [];
+  const [first = '', ...rest] = await deliveryLines(deps, last, e);
+  return [`its resolution, event ${e.id}, ${first}`, ...rest];
 }
 
 async function lastEventReason(deps: ExplainDeps, done: (r: WhyNotReason, ...l: string[]) => WhyNot, row: StoredEvent, what: string): Promise<WhyNot> {
@@ -325,5 +337,8 @@ async function recordOf(deps: ExplainDeps, source: SourceDef, subject: string, w
   if (!snap) return null;
   const key = source.key;
   const pick = (body: string): unknown => listOf(source, JSON.parse(body)).find((r) => String(r[key]) === k) ?? null;
-  return { entity, siteId: snap.site_id, record: pick(snap.body), prevRecord: pick };
+  const record = pick(snap.body);
+  // No such record in the entity's snapshot now (a wrong id, or one removed): no data.
+  if (record === null) return null;
+  return { entity, siteId: snap.site_id, record, prevRecord: pick };
 }
