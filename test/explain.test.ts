@@ -179,7 +179,10 @@ describe('hostwatch explain --subject S --rule R says why an event did not arriv
     expect((await explainWhyNot(deps(), 'sites/99/health', 'site-offline')).reason).toBe('no_data');
     // A record id that the entity's snapshot does not have: no data, not a condition that
     // cannot be evaluated on nothing.
-    expect((await explainWhyNot(deps(), 'sites/1/backups/999999', 'backup-failed')).reason).toBe('no_data');
+    const wrongId = await explainWhyNot(deps(), 'sites/1/backups/999999', 'backup-failed');
+    expect(wrongId.reason).toBe('no_data');
+    expect(wrongId.lines.at(-1)).toBe('the snapshot of sites/1/backups has no record 999999: a wrong id, or one not seen in its last two versions');
+    expect((await explainWhyNot(deps(), 'sites/1/backups/999999', 'backup-stuck')).reason).toBe('no_data');
     expect((await explainWhyNot(deps(), 'sites/1/backups/1', 'backup-failed')).reason).toBe('baseline_only');
   });
 

@@ -178,10 +178,13 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
   if (!rule.enabled) return done('disabled', 'the rule is switched off (enabled: false)');
   const source = sourceByName(rule.source)!;
   const found = await recordOf(deps, source, subject, rule.absence !== null);
-  if (!found) return done('no_data', `no snapshot of ${subject} in source ${source.name} (nor a record of that id in its entity's): never polled yet, failing, removed, or not a subject of this source`);
+  if (!found) return done('no_data', `no snapshot of ${subject} in source ${source.name}: never polled yet, failing, or not a subject of this source`);
+  const noRecord = (): WhyNot => done('no_data', `the snapshot of ${found.entity} has no record ${subject.slice(found.entity.length + 1)}: a wrong id, or one not seen in its last two versions`);
   const last = await deps.history.lastEventOf(rule.name, subject);
   if (rule.kind === 'alert') {
     const state = await deps.alerts.get(rule.name, subject);
+    // A record that is not in the snapshot and that this alert never judged: a wrong id.
+    if (found.record === null && found.entity !== subject && !state) return noRecord();
     if (state?.status === 'firing' && last) return lastEventReason(deps, done, last, `firing since ${iso(state.since)}`);
     // Clock rules are judged at the time of the question, as the re-evaluator would.
     const input: RuleInput = {
@@ -221,6 +224,8 @@ export async function explainWhyNot(deps: ExplainDeps, subject: string, ruleName
   }
   // A change rule: replay the entity's last change through the planner.
   const versions = await deps.history.ofEntity(source.name, found.entity);
+  // A record in neither of the last two versions: nothing a change rule could have seen.
+  if (found.record === null && found.entity !== subject && (versions.length < 2 || found.prevRecord(versions.at(-2)!.body) === null)) return noRecord();
   if (versions.length < 2) return done('baseline_only', 'only the first snapshot (the baseline) is stored: change rules never fire on a baseline');
   const [prev, cur] = versions.slice(-2) as [(typeof versions)[0], (typeof versions)[0]];
   const plan = planEvents({
@@ -337,8 +342,5 @@ async function recordOf(deps: ExplainDeps, source: SourceDef, subject: string, w
   if (!snap) return null;
   const key = source.key;
   const pick = (body: string): unknown => listOf(source, JSON.parse(body)).find((r) => String(r[key]) === k) ?? null;
-  const record = pick(snap.body);
-  // No such record in the entity's snapshot now (a wrong id, or one removed): no data.
-  if (record === null) return null;
-  return { entity, siteId: snap.site_id, record, prevRecord: pick };
+  return { entity, siteId: snap.site_id, record: pick(snap.body), prevRecord: pick };
 }
