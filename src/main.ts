@@ -5,6 +5,7 @@ import { formatPath } from './config/errors.js';
 import type { ChannelConfig, Config } from './config/types.js';
 import type { HostwatchEvent } from './events/types.js';
 import { createLogger, secretScrubber, secretsOf } from './log.js';
+import { RepeatedFailure } from './repeated-failure.js';
 import type { Channel, SendResult } from './notify/channel.js';
 import { ConsoleChannel } from './notify/channels/console.js';
 import type { EmailChannel } from './notify/channels/email.js';
@@ -516,18 +517,16 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       // A sign of life in the database, for commands on it (`redeliver` says whether anyone sends now).
       const startedAt = now();
       // While the store fails this would fail every few seconds: said once, and once more when
-      // it works again (the store's own failure is reported by /readyz and storage.failing).
-      let beatFailing = false;
+      // it works again.
+      const beatFailure = new RepeatedFailure(
+        log,
+        'could not write the daemon liveness record (daemon_heartbeat, which redeliver and cluster status read); said once until it works again',
+        'the daemon liveness record is written again',
+      );
       const beat = (): Promise<void> =>
         store.transaction((tx) => repos(tx).daemon.beat({ instance: daemonName, pid: process.pid, host: hostname(), started_at: startedAt, seen_at: now(), stopped_at: null })).then(
-          () => {
-            if (beatFailing) log.info('the daemon liveness record is written again');
-            beatFailing = false;
-          },
-          (e: unknown) => {
-            log[beatFailing ? 'debug' : 'error']({ err: scrub(String(e)) }, 'could not write the daemon liveness record (daemon_heartbeat, which redeliver and cluster status read); said once until it works again');
-            beatFailing = true;
-          },
+          () => beatFailure.worked(),
+          (e: unknown) => beatFailure.failed(scrub(String(e))),
         );
       await beat();
       heartbeatTimer = setInterval(() => void beat(), opts.daemonBeatEveryMs ?? HEARTBEAT_EVERY_MS);

@@ -4,6 +4,7 @@ import type { IncidentTracker } from '../notify/incident-tracker.js';
 import type { Reevaluator, ReevaluationPass } from '../pipeline/reevaluate.js';
 import type { StorageWatch } from '../selfwatch/storage-watch.js';
 import type { Watchdog } from '../selfwatch/watchdog.js';
+import { RepeatedFailure } from '../repeated-failure.js';
 
 export interface TimekeeperDeps {
   reevaluator: Reevaluator;
@@ -31,10 +32,12 @@ export interface TickResult {
 export class Timekeeper {
   /** The tick in progress: a tick never overlaps the one before (a pass commits as it goes). */
   private running: Promise<TickResult> | null = null;
-  /** Ticks have been failing since the last one that worked (said once, not every second). */
-  private failing = false;
+  /** Failing ticks, every second while the database is down: said once, not every second. */
+  private readonly failure: RepeatedFailure;
 
-  constructor(private readonly deps: TimekeeperDeps) {}
+  constructor(private readonly deps: TimekeeperDeps) {
+    this.failure = new RepeatedFailure(deps.log, 'timekeeper tick failed; said once until a tick works again', 'timekeeper ticks work again');
+  }
 
   /**
    * Do what is due (`force`: every clock rule now, whatever its `every`). Never throws. A
@@ -65,13 +68,9 @@ export class Timekeeper {
       events.push(...((await d.incidents?.settle(pass.sources)) ?? []));
       const w = await d.watchdog?.tick();
       if (w) events.push(w);
-      if (this.failing) d.log.info('timekeeper ticks work again');
-      this.failing = false;
+      this.failure.worked();
     } catch (e) {
-      // Every second while the database is down: said once (at error), then at debug, and
-      // once more when a tick works again.
-      d.log[this.failing ? 'debug' : 'error']({ err: String(e) }, 'timekeeper tick failed; said once until a tick works again');
-      this.failing = true;
+      this.failure.failed(String(e));
     }
     if (events.length) d.onEvents?.(events);
     return { pass, events };
