@@ -27,7 +27,7 @@ import type { CompiledRule } from './rules/types.js';
 import { configPlan, describePlan, sitesThatFit, sourcePriorities } from './scheduler/budget-plan.js';
 import { CONFIG_SOURCES, SOURCE_NAMES, sitesSource } from './sources/registry.js';
 import { enabledSources, pathsFor, scopesFor } from './sources/select.js';
-import { describeStorage, openStore, StorageUnreachableError, type Store } from './store/db.js';
+import { describeStorage, openStore, StorageUnreachableError, storedSchemaProblem, type Store } from './store/db.js';
 import { SchemaMissingError } from './store/migrate.js';
 import type { Repos } from './store/repos.js';
 import { storageExists, storagePathProblem } from './store/storage-path.js';
@@ -250,6 +250,9 @@ program
       } finally {
         calendar?.close();
       }
+      // A SQLite file a newer hostwatch migrated (a downgrade): `run` would refuse to start.
+      const schema = await storedSchemaProblem(config.storage).catch(() => null);
+      if (schema !== null) problems.push(`${config.file}: storage.path: ${describeStorage(config.storage)}: ${schema}`);
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
     process.stdout.write(`${config!.file}: OK (${counted(ruleCount, 'rule')}, ${counted(config!.channels.length, 'channel')})\n`);

@@ -5,9 +5,11 @@
  */
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '../src/simulator/index.js';
 import { packageRoot } from '../src/paths.js';
+import { openStore } from '../src/store/db.js';
 import { makeFolders } from '../src/store/storage-path.js';
 import { tempDir } from './harness.js';
 import { hostwatch } from './run-cli.js';
@@ -137,6 +139,27 @@ describe('hostwatch check reports what run would refuse', () => {
     const r = await hostwatch(['check', '-c', file], { env });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`storage.path: ${join(tmp.dir, 'state')} is a folder; storage.path names the database file inside it, like ${join(tmp.dir, 'state')}/hostwatch.db`);
+  });
+
+  it('a database that a newer hostwatch migrated (a downgrade), naming the file; run refuses it with the same words, and the file is left as it was', async () => {
+    const db = join(tmp.dir, 'state', 'hostwatch.db');
+    makeFolders(db);
+    const store = await openStore({ engine: 'sqlite', path: db }, { now: Date.now });
+    await store.close();
+    const raw = new BetterSqlite3(db);
+    raw.prepare("INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 'c', 0)").run();
+    raw.close();
+    const file = write('config.yaml', config());
+    const refusal = `the SQLite database ${db}: the database was migrated by a newer hostwatch (migration 9999_future.sql); upgrade hostwatch or restore a backup`;
+    const r = await hostwatch(['check', '-c', file], { env });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`${file}: storage.path: ${refusal}\n`);
+    const run = await hostwatch(['run', '-c', file], { env });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain(`cannot start: ${refusal}`);
+    const after = new BetterSqlite3(db, { readonly: true });
+    expect(after.prepare('SELECT max(version) FROM schema_migrations').pluck().get()).toBe(9999);
+    after.close();
   });
 
   it('a bad storage path together with the config\'s other errors, each at its line, in one run', async () => {

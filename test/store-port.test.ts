@@ -5,7 +5,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { StorageConfig } from '../src/config/types.js';
 import { CommitQueue, type BatchTx } from '../src/store/commit-queue.js';
-import { openStore, migrationsDir, StorageUnreachableError, type Store } from '../src/store/db.js';
+import { describeStorage, openStore, migrationsDir, StorageUnreachableError, type Store } from '../src/store/db.js';
 import { toEventRow } from '../src/store/events-repo.js';
 import { MigrationError, readMigrations, SchemaMissingError } from '../src/store/migrate.js';
 import { repos } from '../src/store/repos.js';
@@ -125,7 +125,7 @@ describe('migrations', () => {
     await c.query("UPDATE schema_migrations SET checksum = 'x' WHERE version = 2");
     await c.end();
     await expect(openStore(storage, { now: Date.now })).rejects.toThrow(
-      new MigrationError('corrupted migrations: 0002_silences.sql was changed after it was applied (checksum differs)'),
+      new MigrationError(`${describeStorage(storage)}: corrupted migrations: 0002_silences.sql was changed after it was applied (checksum differs)`),
     );
   });
 });

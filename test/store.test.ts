@@ -42,7 +42,7 @@ describe('opening the store', () => {
     const raw = new BetterSqlite3(file);
     raw.prepare("UPDATE schema_migrations SET checksum = 'x' WHERE version = 1").run();
     raw.close();
-    await expect(open(file)).rejects.toThrow(new MigrationError('corrupted migrations: 0001_init.sql was changed after it was applied (checksum differs)'));
+    await expect(open(file)).rejects.toThrow(new MigrationError(`the SQLite database ${file}: corrupted migrations: 0001_init.sql was changed after it was applied (checksum differs)`));
   });
 
   it('refuses a database migrated by a newer hostwatch', async () => {
@@ -52,7 +52,7 @@ describe('opening the store', () => {
     raw.prepare("INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 'c', 0)").run();
     raw.close();
     await expect(open(file)).rejects.toThrow(
-      'the database was migrated by a newer hostwatch (migration 9999_future.sql); upgrade hostwatch or restore a backup',
+      `the SQLite database ${file}: the database was migrated by a newer hostwatch (migration 9999_future.sql); upgrade hostwatch or restore a backup`,
     );
   });
 });

@@ -1,8 +1,9 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { StorageConfig } from '../config/types.js';
 import { packageRoot } from '../paths.js';
 import type { CommitStats, SubmitOptions, Unit } from './commit-queue.js';
-import { readMigrations } from './migrate.js';
+import { MigrationError, readMigrations, sqliteSchemaProblem } from './migrate.js';
 import type { Executor } from './sql.js';
 import { makeFolders, storagePathProblem } from './storage-path.js';
 
@@ -101,15 +102,39 @@ export class StorageUnreachableError extends Error {
 
 /** Open the configured store: SQLite (`storage.path`) or PostgreSQL (`storage.url`), migrated. */
 export async function openStore(storage: StorageConfig, opts: StoreOptions): Promise<Store> {
-  if (storage.engine === 'postgres') {
-    const { openPostgres } = await import('./postgres.js');
-    return openPostgres(storage.url, readMigrations(migrationsDir('postgres')), opts);
+  try {
+    if (storage.engine === 'postgres') {
+      const { openPostgres } = await import('./postgres.js');
+      return await openPostgres(storage.url, readMigrations(migrationsDir('postgres')), opts);
+    }
+    // Named with its path and reason, rather than SQLite's "unable to open database file".
+    const problem = opts.readonly ? null : (storagePathProblem(storage.path) ?? makeFolders(storage.path));
+    if (problem !== null) throw new StorageError(`storage.path: ${problem}`);
+    const { openSqlite } = await import('./sqlite.js');
+    return openSqlite(storage.path, readMigrations(migrationsDir('sqlite')), opts);
+  } catch (e) {
+    // "the database was migrated by a newer hostwatch": which one, when a host has several.
+    if (e instanceof MigrationError) throw new MigrationError(`${describeStorage(storage)}: ${e.message}`);
+    throw e;
   }
-  // Named with its path and reason, rather than SQLite's "unable to open database file".
-  const problem = opts.readonly ? null : (storagePathProblem(storage.path) ?? makeFolders(storage.path));
-  if (problem !== null) throw new StorageError(`storage.path: ${problem}`);
-  const { openSqlite } = await import('./sqlite.js');
-  return openSqlite(storage.path, readMigrations(migrationsDir('sqlite')), opts);
+}
+
+/**
+ * What `run` would refuse about the schema of an existing SQLite file (a newer hostwatch's
+ * migration, a changed or missing one), read without writing; null when nothing. A
+ * PostgreSQL database is not connected to (`check` works offline).
+ */
+export async function storedSchemaProblem(storage: StorageConfig): Promise<string | null> {
+  if (storage.engine !== 'sqlite' || storage.path === ':memory:' || !existsSync(storage.path)) return null;
+  const { default: BetterSqlite3 } = await import('better-sqlite3');
+  let db: InstanceType<typeof BetterSqlite3> | null = null;
+  try {
+    db = new BetterSqlite3(storage.path, { readonly: true, fileMustExist: true });
+    db.pragma('busy_timeout = 5000');
+    return sqliteSchemaProblem(db, readMigrations(migrationsDir('sqlite')));
+  } finally {
+    db?.close();
+  }
 }
 
 /** Where a storage config points, for messages: a file, or a database and host (never user or password). */

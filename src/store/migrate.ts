@@ -69,6 +69,23 @@ function checkApplied(applied: readonly Applied[], migrations: readonly Migratio
   return new Set(applied.map((a) => a.version));
 }
 
+/**
+ * What `run` would refuse about an existing SQLite file's schema (see checkApplied), read
+ * without writing: `check` says it before a restart does. Null when nothing would be refused,
+ * or when the file has no hostwatch schema yet (`run` creates it).
+ */
+export function sqliteSchemaProblem(db: BetterSqlite3.Database, migrations: readonly Migration[]): string | null {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
+  if (table === undefined) return null;
+  try {
+    checkApplied(db.prepare('SELECT version, name, checksum FROM schema_migrations ORDER BY version').all() as Applied[], migrations);
+    return null;
+  } catch (e) {
+    if (e instanceof MigrationError) return e.message;
+    throw e;
+  }
+}
+
 const TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at BIGINT NOT NULL)`;
 
