@@ -252,6 +252,56 @@ export function freeIdentifiers(root: unknown): Set<string> {
 }
 
 /**
+ * The string literals an expression compares one of `variables` with: `v == 'x'`,
+ * `'x' != v`, `v in ['x', 'y']`. A variable that a comprehension binds anywhere in the
+ * expression is left out (its name no longer means the input's).
+ */
+export function comparedStrings(root: unknown, variables: ReadonlySet<string>): Array<{ variable: string; value: string }> {
+  const out: Array<{ variable: string; value: string }> = [];
+  const bound = new Set<string>();
+  type Node = { exprKind?: { case?: string; value?: Record<string, unknown> } };
+  const identOf = (n: unknown): string | null => {
+    const k = (n as Node | null)?.exprKind;
+    return k?.case === 'identExpr' ? String(k.value?.['name']) : null;
+  };
+  const stringOf = (n: unknown): string | null => {
+    const k = (n as Node | null)?.exprKind;
+    const c = k?.case === 'constExpr' ? (k.value?.['constantKind'] as { case?: string; value?: unknown } | undefined) : undefined;
+    return c?.case === 'stringValue' ? String(c.value) : null;
+  };
+  const visit = (node: unknown): void => {
+    if (node === null || typeof node !== 'object') return;
+    if (Array.isArray(node)) return node.forEach(visit);
+    const kind = (node as Node).exprKind;
+    if (kind?.case === 'comprehensionExpr') {
+      for (const k of ['iterVar', 'iterVar2', 'accuVar']) if (kind.value?.[k]) bound.add(String(kind.value[k]));
+    }
+    if (kind?.case === 'callExpr') {
+      const fn = kind.value?.['function'];
+      const args = (kind.value?.['args'] ?? []) as unknown[];
+      if ((fn === '_==_' || fn === '_!=_') && args.length === 2) {
+        for (const [a, b] of [[args[0], args[1]], [args[1], args[0]]]) {
+          const variable = identOf(a);
+          const value = stringOf(b);
+          if (variable !== null && value !== null && variables.has(variable)) out.push({ variable, value });
+        }
+      }
+      const list = (args[1] as Node | undefined)?.exprKind;
+      const variable = identOf(args[0]);
+      if (fn === '@in' && variable !== null && variables.has(variable) && list?.case === 'listExpr') {
+        for (const e of (list.value?.['elements'] ?? []) as unknown[]) {
+          const value = stringOf(e);
+          if (value !== null) out.push({ variable, value });
+        }
+      }
+    }
+    for (const [key, value] of Object.entries(node)) if (key !== 'sourceInfo' && typeof value === 'object') visit(value);
+  };
+  visit(root);
+  return out.filter((c) => !bound.has(c.variable));
+}
+
+/**
  * The variables an expression uses that are not among `known` (nor CEL's type names);
  * throws on a syntax error. Used to refuse a match over a variable its input does not have.
  */

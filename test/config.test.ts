@@ -580,6 +580,30 @@ describe('event matches', () => {
     expect(fixed.ok ? [] : formatConfigErrors(fixed.errors)).toEqual([]);
   });
 
+  it('name a severity or status that no event has at its line, with the near miss, instead of a route that never takes an event', () => {
+    const text = [
+      MINIMAL.trimEnd(),
+      'channels: [{ name: ops, type: console }, { name: pager, type: console }]',
+      'routes: [{ match: "severity == \'critcal\'", channels: [pager] }, { match: "\'firing\' == status && severity in [\'warning\', \'Info\']", channels: [ops] }]',
+      'inhibit: [{ source: site.offline, target: "status != \'resolve\'" }]',
+      '',
+    ].join('\n');
+    const r = parseText(text);
+    expect(r.ok ? [] : formatConfigErrors(r.errors).split('\n').map((l) => l.replace(/ \(got .*$/, ''))).toEqual([
+      'inline.yaml:5:19: routes[0].match: compares severity with "critcal", which no event has (did you mean critical?); severity is one of critical, warning, info',
+      'inline.yaml:5:74: routes[1].match: compares severity with "Info", which no event has (did you mean info?); severity is one of critical, warning, info',
+      'inline.yaml:6:43: inhibit[0].target: compares status with "resolve", which no event has (did you mean resolved?); status is one of firing, resolved',
+    ]);
+    // A comprehension's own variable is not the event's, and a label's value is anyone's.
+    const fine = parseText(
+      text
+        .replace('critcal', 'critical')
+        .replace("'Info'", "'info'")
+        .replace("status != 'resolve'", "[1].exists(severity, severity == 'x') && labels.severity == 'critcal'"),
+    );
+    expect(fine.ok ? [] : formatConfigErrors(fine.errors)).toEqual([]);
+  });
+
   it('can use exactly the variables a route match sees of an event (and a silence match too)', async () => {
     const { MATCH_VARIABLES } = await import('../src/notify/match-variables.js');
     const { SILENCE_VARIABLES } = await import('../src/notify/silences.js');

@@ -125,6 +125,25 @@ describe('hostwatch check reports what run would refuse', () => {
     expect(ok.code).toBe(0);
   });
 
+  it('a route or maintenance match comparing name or type with an event no rule sends, with the near miss; run refuses it too', async () => {
+    const file = write(
+      'config.yaml',
+      config(
+        'channels: [{ name: ops, type: console }]\nroutes: [{ match: "name in [\'site.ofline\', \'site.slow\']", channels: [ops] }]\nmaintenance: [{ name: nightly, schedule: "0 2 * * *", duration: 1h, match: "type == \'backup.failed\'" }]\n',
+      ),
+    );
+    const r = await hostwatch(['check', '-c', file], { env });
+    expect(r.code).toBe(2);
+    const tail = '; the events are those of docs/events.md and the event: of your rules';
+    expect(r.stderr).toBe(
+      `${file}:10:19: routes[0].match: compares name with "site.ofline", which no event has (did you mean site.offline?)${tail}\n` +
+        `${file}:11:76: maintenance[0].match: compares type with "backup.failed", which no event has (did you mean hostwatch.backup.failed?)${tail}\n`,
+    );
+    const run = await hostwatch(['poll', '--once', '-c', file], { env });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe(r.stderr);
+  });
+
   it('a rules path that does not exist, named as its entry of the config\'s rules list', async () => {
     write('mine.yaml', 'rules: []\n');
     write('config.yaml', config('rules: [./mine.yaml, ./nope.yaml]\n'));

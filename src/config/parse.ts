@@ -10,7 +10,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseCel } from '../cel.js';
 import { closest } from '../closest.js';
 import { SITE_LABEL_VARIABLES, unknownSiteLabelVariables } from '../labels.js';
-import { MATCH_VARIABLES, unknownMatchVariables } from '../notify/match-variables.js';
+import { MATCH_VARIABLES, matchValueMessage, unknownMatchValues, unknownMatchVariables } from '../notify/match-variables.js';
 import { checkTemplate } from '../notify/templates.js';
 import type { z } from 'zod';
 import type { Env } from './env.js';
@@ -381,7 +381,10 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
       } catch {
         return; // the syntax error is reported above (checkCel)
       }
-      if (unknown.length === 0) return;
+      if (unknown.length === 0) {
+        if (known === MATCH_VARIABLES) errors.push(...unknownMatchValues(match).map((u) => valueError([key, index, field], matchValueMessage(u), data, tree, file)));
+        return;
+      }
       const near = unknown.map((n) => closest(n, known)).find((n) => n !== null);
       errors.push(
         valueError(

@@ -1,6 +1,8 @@
 import type { Config } from '../config/types.js';
 import { closest } from '../closest.js';
 import { knownEventNames } from '../events/catalog.js';
+import { TYPE_PREFIX } from '../events/envelope.js';
+import { matchValueMessage, unknownMatchValues } from './match-variables.js';
 import type { CompiledRule } from '../rules/types.js';
 
 /** A config key (its path, as `['inhibit', 0, 'source']`) that names an event no rule sends. */
@@ -10,22 +12,40 @@ export interface UnknownEventName {
 }
 
 /**
- * Event names in the config that no rule sends: an inhibit rule's `source` and the names in
- * `incidents.alerts`. Misspelt (`site.ofline`), an inhibition would never start and an
- * incident never gather, silently. Known: every event of the catalog, of the operator
+ * Event names in the config that no rule sends: an inhibit rule's `source`, the names in
+ * `incidents.alerts`, and the names and types that a route's or maintenance window's `match`
+ * or an inhibit `target` compares with (`name == 'site.ofline'`). Misspelt, an inhibition
+ * would never start, an incident never gather and a route never take an event, silently. Known: every event of the catalog, of the operator
  * events and of the rules loaded (built-in and the user's, enabled or not). Each problem is
  * named by its key path, with the near miss. Checked by `hostwatch check`, and `run` refuses
  * to start on one (createApp).
  */
-export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents'>, rules: readonly CompiledRule[]): UnknownEventName[] {
+export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents' | 'routes' | 'maintenance'>, rules: readonly CompiledRule[]): UnknownEventName[] {
   const known = knownEventNames(rules);
   const problem = (path: Array<string | number>, name: string): UnknownEventName | null => {
     if (known.includes(name)) return null;
     const near = closest(name, known);
     return { path, message: `no rule sends the event ${name}${near ? ` (did you mean ${near}?)` : ''}; the events are those of docs/events.md and the event: of your rules` };
   };
+  // A match comparing `name` or `type` with an event no rule sends takes no event.
+  const values = { name: known, type: known.map((n) => TYPE_PREFIX + n) };
+  const matches = (path: Array<string | number>, match: string | null): UnknownEventName[] => {
+    if (!match) return [];
+    try {
+      return unknownMatchValues(match, values).map((u) => {
+        // `type` is the name with its prefix: `type == 'site.offline'` meant hostwatch.site.offline.
+        const prefixed = u.variable === 'type' && known.includes(u.value) ? TYPE_PREFIX + u.value : undefined;
+        return { path, message: matchValueMessage(u, 'the events are those of docs/events.md and the event: of your rules', prefixed) };
+      });
+    } catch {
+      return []; // a syntax error is the config parser's to report
+    }
+  };
   return [
     ...config.inhibit.map((i, n) => problem(['inhibit', n, 'source'], i.source)),
     ...config.incidents.alerts.map((name, n) => problem(['incidents', 'alerts', n], name)),
+    ...config.routes.flatMap((r, n) => matches(['routes', n, 'match'], r.match)),
+    ...config.maintenance.flatMap((m, n) => matches(['maintenance', n, 'match'], m.match)),
+    ...config.inhibit.flatMap((i, n) => matches(['inhibit', n, 'target'], i.target)),
   ].filter((p) => p !== null);
 }
