@@ -45,6 +45,29 @@ describe('a refused key or an unreachable panel', () => {
     expect(rows<{ status: string }>(world, "SELECT status FROM alerts WHERE rule = 'api-unauthorized'")).toEqual([{ status: 'resolved' }]);
   });
 
+  it('says a refused key once: no source.degraded for the failures api.unauthorized says, and a source degraded before keeps its alert until it polls normally', async () => {
+    world = await startWorld();
+    const app = await world.app();
+    await app.runOnce();
+    // The jobs endpoint fails on its own: three failed polls in a row, source.degraded.
+    world.sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
+    for (let i = 0; i < 3; i++) await app.runOnce();
+    expect(only(world, 'source.degraded')).toEqual(['source.degraded:firing']);
+    expect(world.events.find((e) => e.data.name === 'source.degraded')!.subject).toBe('sources/jobs');
+    // Then the key is revoked: every source fails, jobs with the rest, for four cycles.
+    world.sim.faults.clear();
+    world.sim.api.deleteKey(TEST_KEY);
+    for (let i = 0; i < 4; i++) await app.runOnce();
+    expect(only(world, 'api.')).toEqual(['api.unauthorized:firing']);
+    // Not one source.degraded per source on top, and the jobs alert is not resolved by it.
+    expect(only(world, 'source.degraded')).toEqual(['source.degraded:firing']);
+    world.sim.api.setKey(TEST_KEY, '*');
+    await app.runOnce();
+    expect(only(world, 'api.')).toEqual(['api.unauthorized:firing', 'api.unauthorized:resolved']);
+    expect(only(world, 'source.degraded')).toEqual(['source.degraded:firing', 'source.degraded:resolved']);
+    expect(world.events.filter((e) => e.data.name === 'source.degraded').map((e) => e.subject)).toEqual(['sources/jobs', 'sources/jobs']);
+  });
+
   it('fires api.unreachable when no request of a cycle reaches the panel, and not for a failure of one source', async () => {
     world = await startWorld();
     const app = await world.app();

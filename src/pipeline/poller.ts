@@ -37,9 +37,15 @@ const UNREACHABLE = new Set(['network', 'timeout', 'http_502', 'http_504']);
 /** The API-wide operator alert a failed poll counts towards, if any. */
 export function apiFailureKind(err: ApiError | undefined): 'api-unauthorized' | 'api-unreachable' | null {
   if (!err) return null;
-  if (err.code === 'unauthorized' || err.statusCode === 401) return 'api-unauthorized';
-  if (UNREACHABLE.has(err.code) || err.statusCode === 502 || err.statusCode === 504) return 'api-unreachable';
-  return null;
+  if (err.statusCode === 401) return 'api-unauthorized';
+  if (err.statusCode === 502 || err.statusCode === 504) return 'api-unreachable';
+  return apiFailureKindOfCode(err.code);
+}
+
+/** The same, from the error code a poll state row keeps. */
+function apiFailureKindOfCode(code: string | null): 'api-unauthorized' | 'api-unreachable' | null {
+  if (code === 'unauthorized') return 'api-unauthorized';
+  return code !== null && UNREACHABLE.has(code) ? 'api-unreachable' : null;
 }
 
 const API_ALERTS = ['api-unauthorized', 'api-unreachable'] as const;
@@ -657,8 +663,9 @@ export class Poller {
         last_error: firstError ? this.deps.scrub(firstError.message) : null,
         failing_since: allFailed ? (prev?.failing_since ?? now) : null,
       });
-      await this.degradedAlert(u, source);
+      // The API-wide alert first: the failures it says are not also this source's degraded.
       if (allFailed) await this.apiAlert(u, source, failures);
+      await this.degradedAlert(u, source);
     });
     // The end of a cycle is a batch boundary: an incident it opened is announced now, with
     // every site the cycle found (docs/routing.md, "Platform incidents").
@@ -695,11 +702,17 @@ export class Poller {
     // A missing scope has its own operator event; it must not also count as degraded.
     // Degraded: N failed polls in a row, or at least two over `after` (a long interval
     // must not stretch the wait to N intervals).
+    // Nor does a failure that a firing api.unauthorized / api.unreachable already says (a
+    // revoked key fails every source: one alert, not one per source). It does not resolve a
+    // source.degraded that fired before, either: the source is not polling normally.
     const { after_failures, after_ms } = this.deps.degraded ?? DEGRADED_DEFAULTS;
     const now = this.deps.now();
-    const failing = (await u.r.snapshots.failing(source.name, Math.min(2, after_failures)))
+    const apiDown = new Set<string>();
+    for (const kind of API_ALERTS) if ((await u.r.alerts.get(kind, API_SUBJECT))?.status === 'firing') apiDown.add(kind);
+    const failed = (await u.r.snapshots.failing(source.name, Math.min(2, after_failures)))
       .filter((r) => r.last_error_code !== 'scope_missing')
       .filter((r) => r.consecutive_failures >= after_failures || (r.failing_since !== null && now - r.failing_since >= after_ms));
+    const failing = failed.filter((r) => !apiDown.has(apiFailureKindOfCode(r.last_error_code) ?? ''));
     const subject = `sources/${source.name}`;
     const state = await u.r.alerts.get('source-degraded', subject);
     const firing = state?.status === 'firing';
@@ -711,7 +724,7 @@ export class Poller {
         failing: failing.length,
         last_error: sample.last_error,
       });
-    } else if (failing.length === 0 && firing) {
+    } else if (failed.length === 0 && firing) {
       await this.operatorAlert(u, 'source-degraded', subject, 'resolved', state, {
         summary: `${source.name} is polling normally again`,
         source: source.name,
