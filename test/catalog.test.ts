@@ -11,12 +11,12 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { rulesFor } from '../src/rules/parse.js';
-import { SOURCE_NAMES } from '../src/sources/registry.js';
+import { SOURCE_NAMES, SOURCES } from '../src/sources/registry.js';
 import { CATALOG, NOT_FROM_RULES } from '../src/events/catalog.js';
 import { PROFILE_EDIT_FIELDS, SUSPENDED_SITE_STATES } from '../src/api/assumptions.js';
 import { packageRoot } from '../src/paths.js';
 import { Control } from './catalog-world.js';
-import { clockRuleNames, configFrom, names, startWorld, type World } from './harness.js';
+import { clockRuleNames, configFrom, names, startWorld, TEST_KEY, type World } from './harness.js';
 
 type Json = Record<string, unknown>;
 
@@ -97,7 +97,114 @@ async function extraDb(c: Control): Promise<Json> {
   return { db: db.id, site: db.site_id };
 }
 
+/** Site 1's usage record as the simulator holds it. */
+async function siteUsage(c: Control): Promise<{ disk: { limit_mib: number } }> {
+  const w = await c.world<{ usage: { site_id: number; disk: { limit_mib: number } }[] }>();
+  return w.usage.find((x) => x.site_id === SITE)!;
+}
+
+/** A site's health, through the control interface. */
+const health = (c: Control, change: Json, site = SITE): Promise<unknown> => c.call('POST', `/sites/${site}/health`, change);
+
+/** A job of site 1 that is running. */
+async function runningJob(c: Control): Promise<Json> {
+  const job = (await c.call('POST', '/jobs', { type: 'restore', state: 'running', site_id: SITE })) as { id: number };
+  return { job: job.id };
+}
+
 const CASES: Case[] = [
+  // The foundation's events: a site's health, usage, backups and jobs, and the site list.
+  {
+    event: 'site.offline',
+    alert: true,
+    before: (c) => health(c, { status: 'online', problems: 0 }).then(() => undefined),
+    change: (c) => health(c, { status: 'offline' }).then(() => undefined),
+    subject: () => `sites/${SITE}/health`,
+    site: SITE,
+    check: (e) => expect(e.data.changes).toContainEqual({ path: 'online.status', before: 'online', after: 'offline' }),
+  },
+  {
+    event: 'site.slow',
+    alert: true,
+    before: (c) => health(c, { status: 'online', problems: 0 }).then(() => undefined),
+    change: (c) => health(c, { status: 'slow' }).then(() => undefined),
+    subject: () => `sites/${SITE}/health`,
+    site: SITE,
+  },
+  {
+    event: 'site.integrity_problems',
+    alert: true,
+    before: (c) => health(c, { status: 'online', problems: 0 }).then(() => undefined),
+    change: (c) => health(c, { problems: 3 }).then(() => undefined),
+    subject: () => `sites/${SITE}/health`,
+    site: SITE,
+    check: (e) => expect(e.data.changes).toContainEqual(expect.objectContaining({ path: 'integrity.problems', before: 0, after: 3 })),
+  },
+  {
+    event: 'site.frozen',
+    alert: true,
+    before: (c) => c.usage(SITE, { frozen: false, over: [], disk_used_mib: 100 }),
+    change: (c) => c.usage(SITE, { frozen: true }),
+    subject: () => `sites/${SITE}/usage`,
+    site: SITE,
+  },
+  {
+    event: 'usage.over_limit',
+    alert: true,
+    before: (c) => c.usage(SITE, { frozen: false, over: [], disk_used_mib: 100 }),
+    change: (c) => c.usage(SITE, { over: ['traffic'] }),
+    subject: () => `sites/${SITE}/usage`,
+    site: SITE,
+  },
+  {
+    event: 'usage.disk_high',
+    alert: true,
+    before: (c) => c.usage(SITE, { frozen: false, over: [], disk_used_mib: 100 }),
+    change: async (c) => c.usage(SITE, { disk_used_mib: Math.ceil((await siteUsage(c)).disk.limit_mib * 0.95) }),
+    subject: () => `sites/${SITE}/usage`,
+    site: SITE,
+  },
+  {
+    event: 'site.added',
+    change: async (c) => ({ site: ((await c.call('POST', '/sites', { domain: 'new-shop.example.com', name: 'New shop' })) as { id: number }).id }),
+    subject: (ctx) => `sites/${ctx['site']}`,
+    check: (e, ctx) => expect(e.data.site_id).toBe(ctx['site']),
+  },
+  {
+    event: 'site.removed',
+    before: async (c) => ({ domain: (await c.world<{ sites: { id: number; domain: string }[] }>()).sites.find((x) => x.id === 3)!.domain }),
+    change: (c) => c.call('DELETE', '/sites/3').then(() => undefined),
+    subject: () => 'sites/3',
+    site: 3,
+    check: (e, ctx) => expect(e.data.domain).toBe(ctx['domain']),
+  },
+  {
+    event: 'backup.completed',
+    change: async (c) => ({ backup: ((await c.call('POST', `/sites/${SITE}/backups`, { state: 'Ok', type: 'Manual' })) as { id: number }).id }),
+    subject: (ctx) => `sites/${SITE}/backups/${ctx['backup']}`,
+    site: SITE,
+  },
+  {
+    event: 'backup.failed',
+    before: async (c) => ({ backup: ((await c.call('POST', `/sites/${SITE}/backups`, { state: 'Creating', type: 'Manual' })) as { id: number }).id }),
+    change: (c, ctx) => c.call('POST', `/sites/${SITE}/backups/${ctx['backup']}`, { state: 'Error' }).then(() => undefined),
+    subject: (ctx) => `sites/${SITE}/backups/${ctx['backup']}`,
+    site: SITE,
+  },
+  {
+    event: 'job.completed',
+    before: runningJob,
+    change: (c, ctx) => c.call('POST', `/jobs/${ctx['job']}`, { state: 'done' }).then(() => undefined),
+    subject: (ctx) => `jobs/${ctx['job']}`,
+    site: SITE,
+  },
+  {
+    event: 'job.failed',
+    before: runningJob,
+    change: (c, ctx) => c.call('POST', `/jobs/${ctx['job']}`, { state: 'failed', error: 'restore failed: the archive is damaged' }).then(() => undefined),
+    subject: (ctx) => `jobs/${ctx['job']}`,
+    site: SITE,
+  },
   {
     event: 'hourly_backup.failed',
     change: (c) => c.act('hourly', 'run', { error: 'disk quota exceeded while copying' }, SITE).then(() => undefined),
@@ -604,7 +711,9 @@ describe('every catalog event, end to end against the simulator', () => {
       expect(e.subject).toBe(t.subject(ctx));
       expect(e.data.name).toBe(t.event);
       if (t.site !== undefined) expect(e.data.site_id).toBe(t.site);
-      if (e.data.site_id !== null) expect(e.data.domain).toBe(world.sim.world.getSite(e.data.site_id)!.domain);
+      // A removed site's domain is the one it had (the case's check says it).
+      const simSite = e.data.site_id === null ? undefined : world.sim.world.getSite(e.data.site_id);
+      if (simSite) expect(e.data.domain).toBe(simSite.domain);
       expect(e.data.summary).not.toContain(' on sites/'); // the template rendered, not the fallback
       t.check?.(e, ctx);
       examples.set(t.event, e);
@@ -632,6 +741,66 @@ describe('operator events hostwatch raises itself', () => {
     expect(e).toMatchObject({ type: 'hostwatch.platform.incident', subject: 'incidents/site.offline', data: { alert: 'site.offline', count: 2, threshold: 2, site_id: null } });
     expect((e.data['sites'] as Array<{ site_id: number }>).map((x) => x.site_id)).toEqual([1, 2]);
     examples.set('platform.incident', e);
+  });
+
+  it('api.unauthorized: the key refused in the cycles of two sources is one alert for the whole API', async () => {
+    world = await startWorld();
+    const app = await world.app();
+    await app.runOnce();
+    world.sim.api.deleteKey(TEST_KEY);
+    await app.runOnce();
+    const got = world.events.filter((e) => e.data.name === 'api.unauthorized');
+    expect(names(got)).toEqual(['api.unauthorized:firing']);
+    expect(got[0]).toMatchObject({ subject: 'api', data: { code: 'unauthorized', site_id: null } });
+    examples.set('api.unauthorized', got[0]!);
+  });
+
+  it('api.unreachable: no request of two sources\' cycles reaching the panel is one alert for the whole API', async () => {
+    world = await startWorld();
+    const app = await world.app();
+    await app.runOnce();
+    world.sim.faults.add({ path: '.*', kind: 'reset' });
+    await app.runOnce();
+    const got = world.events.filter((e) => e.data.name === 'api.unreachable');
+    expect(names(got)).toEqual(['api.unreachable:firing']);
+    expect(got[0]).toMatchObject({ subject: 'api', data: { code: 'network', site_id: null } });
+    examples.set('api.unreachable', got[0]!);
+  });
+
+  it('source.degraded: one endpoint failing three polls in a row while the others answer', async () => {
+    world = await startWorld();
+    const app = await world.app();
+    await app.runOnce();
+    world.sim.faults.add({ path: '^/jobs$', kind: 'status', status: 500 });
+    for (let i = 0; i < 3; i++) await app.runOnce();
+    const got = world.events.filter((e) => e.data.name.startsWith('source.') || e.data.name.startsWith('api.'));
+    expect(names(got)).toEqual(['source.degraded:firing']);
+    expect(got[0]).toMatchObject({ subject: 'sources/jobs', data: { source: 'jobs', failing: 1, site_id: null } });
+    examples.set('source.degraded', got[0]!);
+  });
+
+  it('source.scope_missing: a key without the scope one source needs', async () => {
+    world = await startWorld();
+    world.sim.api.setKey(TEST_KEY, [...new Set(SOURCES.map((s) => s.scope))].filter((scope) => scope !== 'account:read'));
+    const app = await world.app();
+    await app.runOnce();
+    const got = world.events.filter((e) => e.data.name === 'source.scope_missing');
+    expect(names(got)).toEqual(['source.scope_missing:firing']);
+    expect(got[0]).toMatchObject({ subject: 'sources/jobs', data: { source: 'jobs', required: 'account:read' } });
+    examples.set('source.scope_missing', got[0]!);
+  });
+
+  it('source.mass_change: more change events in one poll than sources.<name>.max_events', async () => {
+    world = await startWorld({ config: { sources: { sites: { max_events: 2 } } } });
+    const app = await world.app();
+    await app.runOnce();
+    for (let i = 0; i < 5; i++) world.sim.world.addSite({ domain: `new-${i}.example.com` });
+    await app.runOnce();
+    const got = world.events.filter((e) => e.data.name === 'source.mass_change');
+    expect(names(world.events.filter((e) => e.data.name === 'site.added'))).toEqual(['site.added', 'site.added']);
+    expect(got).toHaveLength(1);
+    expect(got[0]).toMatchObject({ subject: 'sites', data: { source: 'sites', total: 5, sent: 2, held: 3, max_events: 2 } });
+    examples.set('source.mass_change', got[0]!);
   });
 
   it('hostwatch.watchdog: with config watchdog, one firing at start', async () => {
