@@ -552,7 +552,9 @@ describe('durations', () => {
 
   it('say that a bare number needs a unit, written as a number or given by a variable', () => {
     const bare = parseText(MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: ${T}'), { T: '45' });
-    expect(bare.ok ? '' : formatConfigErrors(bare.errors)).toBe('inline.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m; a number needs a unit: 45s or 45m, not 45 (got "45")');
+    expect(bare.ok ? '' : formatConfigErrors(bare.errors)).toBe(
+      'inline.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m; a number needs a unit: 45s or 45m, not 45 (got "${T}"; a variable\'s value is not shown)',
+    );
     // A negative number gets no unit advice: no unit makes it a duration.
     const negative = parseText(MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: -5'));
     expect(negative.ok ? '' : formatConfigErrors(negative.errors)).toBe('inline.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got -5)');
@@ -680,6 +682,39 @@ describe('secrets', () => {
     for (const value of ['11111111', 'hunter2', 'hunter3', '44444444', '55555555']) expect(everything).not.toContain(value);
     expect(formatConfigErrors(errors)).toContain('channels[0].secret: must be a Standard Webhooks secret');
     expect(formatConfigErrors(errors)).toContain('(got "[redacted]")');
+  });
+
+  it('never prints a variable\'s value, even in a key that holds no secret: two swapped variables name themselves instead', () => {
+    const text = [
+      'api:',
+      '  base_url: ${HOSTWATCH_API_KEY}',
+      '  key: ${HOSTWATCH_URL}',
+      '  timeout: "${TIMEOUT:-soon}"',
+      'channels:',
+      '  - { name: mail, type: email, to: a@example.net, from: "Ops <${SMTP_PASS}>", smtp: { host: h, user: u, pass: "${SMTP_FROM}" } }',
+      '',
+    ].join('\n');
+    const env = { HOSTWATCH_API_KEY: 'hwk_live_7f3a9c2e11', HOSTWATCH_URL: 'https://panel.agency.test', SMTP_PASS: 'S3cr3t!pw', SMTP_FROM: 'hw@example.net' };
+    const result = parseText(text, env);
+    const errors = result.ok ? [] : result.errors;
+    expect(formatConfigErrors(errors).split('\n')).toEqual([
+      'inline.yaml:2:13: api.base_url: must be an http(s) URL like https://panel.example.com (got "${HOSTWATCH_API_KEY}"; a variable\'s value is not shown)',
+      expect.stringMatching(/^inline\.yaml:4:12: api\.timeout: must be a duration .*\(got "\$\{TIMEOUT:-soon\}"; a variable's value is not shown\)$/),
+      'inline.yaml:6:57: channels[0].from: must be an e-mail address like ops@example.net or "Ops <ops@example.net>" (got "Ops <${SMTP_PASS}>"; a variable\'s value is not shown)',
+    ]);
+    const everything = [formatConfigErrors(errors), JSON.stringify(errors), new ConfigErrors(errors).message].join('\n');
+    for (const value of Object.values(env)) expect(everything).not.toContain(value);
+  });
+
+  it('refuses credentials in api.base_url without showing them, and a query or fragment that every request path would land after', () => {
+    const r = parseText('api:\n  base_url: "https://ops:hunter6@panel.example.com"\n  key: k\n');
+    expect(r.ok ? '' : formatConfigErrors(r.errors)).toBe(
+      'inline.yaml:2:13: api.base_url: must not carry credentials (user:password@): the panel takes the API key alone, in api.key (got "[redacted]")',
+    );
+    for (const url of ['https://panel.example.com?x=1', 'https://panel.example.com/#top']) {
+      const q = parseText(`api:\n  base_url: "${url}"\n  key: k\n`);
+      expect(q.ok ? '' : formatConfigErrors(q.errors)).toContain('api.base_url: must not have a query (?…) or a fragment (#…)');
+    }
   });
 
   it('never prints the password of a webhook URL that carries credentials, written or from the environment; a user alone is refused too', () => {
@@ -864,11 +899,17 @@ describe('the request budget keys', () => {
     ]);
   });
 
-  it('refuses a priority on a detail or a view (naming the source whose cycles read it) and on the site list', () => {
+  it('refuses a priority or an interval on a detail or a view (naming the source whose cycles read it), and a priority on the site list or switching it off', () => {
     expect(errors(withSources('  cron_runs: { priority: high }\n  dns_publishing: { priority: low }\n  sites: { priority: low }\n'))).toEqual([
       'budget.yaml:5:26: sources.cron_runs.priority: cannot be set here: cron_runs is read in the cycles of cron_list; set sources.cron_list.priority (got "high")',
       'budget.yaml:6:31: sources.dns_publishing.priority: cannot be set here: dns_publishing is read in the cycles of dns; set sources.dns.priority (got "low")',
       'budget.yaml:7:22: sources.sites.priority: cannot be set: the site list is always critical (every per-site source depends on it) (got "low")',
     ]);
+    // Nor can a view's interval, nor can the site list be switched off: both were ignored.
+    expect(errors(withSources('  dns_publishing: { every: 1h }\n  sites: { enabled: false }\n'))).toEqual([
+      'budget.yaml:5:28: sources.dns_publishing.every: cannot be set here: dns_publishing is read in the cycles of dns; set sources.dns.every (got "1h")',
+      'budget.yaml:6:21: sources.sites.enabled: cannot be false: every per-site source needs the site list; to watch fewer sites, list them in sites: [12, 40] (got false)',
+    ]);
+    expect(errors(withSources('  sites: { enabled: true }\n'))).toEqual([]);
   });
 });

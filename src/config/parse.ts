@@ -201,6 +201,10 @@ function valueError(path: KeyPath, message: string, data: unknown, tree: YamlTre
   if (message.startsWith(REQUIRED)) return { ...base, message };
   const secret = isSecretPath(path, data) && value !== null && value !== '';
   const shown = secret ? REDACTED : value;
+  // A value from the environment is named by its variable, never shown: a secret written
+  // into the wrong key (base_url: ${HOSTWATCH_API_KEY}) must not be printed.
+  const written = secret || value === '' ? undefined : tree.writtenAt(path);
+  if (written !== undefined) return { ...base, value: REDACTED, message: `${message} (got ${JSON.stringify(written)}; a variable's value is not shown)` };
   return { ...base, value: shown, message: `${message} (got ${showValue(shown)})` };
 }
 
@@ -307,12 +311,20 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
   if (sources !== null && typeof sources === 'object') {
     for (const [name, override] of Object.entries(sources as Record<string, unknown>)) {
       const owner = readBy[name];
-      const hasPriority = override !== null && typeof override === 'object' && 'priority' in override;
-      if (owner !== undefined && hasPriority) {
-        errors.push(valueError(['sources', name, 'priority'], `cannot be set here: ${name} is read in the cycles of ${owner}; set sources.${owner}.priority`, data, tree, file));
+      const has = (key: string): boolean => override !== null && typeof override === 'object' && key in override;
+      // A view is read in its origin's cycles: its own priority or interval would be ignored.
+      for (const key of ['priority', 'every']) {
+        if (owner !== undefined && has(key)) {
+          errors.push(valueError(['sources', name, key], `cannot be set here: ${name} is read in the cycles of ${owner}; set sources.${owner}.${key}`, data, tree, file));
+        }
       }
-      if (name === SITE_LIST && hasPriority) {
+      if (name === SITE_LIST && has('priority')) {
         errors.push(valueError(['sources', name, 'priority'], 'cannot be set: the site list is always critical (every per-site source depends on it)', data, tree, file));
+      }
+      if (name === SITE_LIST && has('enabled') && (override as Record<string, unknown>)['enabled'] === false) {
+        errors.push(
+          valueError(['sources', name, 'enabled'], 'cannot be false: every per-site source needs the site list; to watch fewer sites, list them in sites: [12, 40]', data, tree, file),
+        );
       }
       // `paths` only means something to the file watch; elsewhere it would be silently ignored.
       if (name === PATHS_SOURCE || override === null || typeof override !== 'object') continue;

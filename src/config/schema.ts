@@ -23,6 +23,8 @@ const M = {
   channelName: 'must be lowercase letters, digits, "_" or "-", like ops or oncall',
   apiKey: 'must be a non-empty API key, usually key: ${HOSTWATCH_API_KEY}',
   baseUrl: 'must be an http(s) URL like https://panel.example.com',
+  baseUrlCredentials: 'must not carry credentials (user:password@): the panel takes the API key alone, in api.key',
+  baseUrlQuery: 'must not have a query (?…) or a fragment (#…): every request path is appended to it, so write the panel address alone, like https://panel.example.com',
   baseUrlApiV1:
     'must not end with /api/v1: the client appends /api/v1 itself, so write the panel address alone, like https://panel.example.com',
   url: 'must be an http(s) URL like https://example.net/hook',
@@ -32,7 +34,7 @@ const M = {
   rate: 'must be a number greater than 0 and at most 1000',
   path: 'must be a non-empty file path',
   storageUrl: 'must be a PostgreSQL URL like postgres://hostwatch:${PGPASS}@db.example.net:5432/hostwatch',
-  instance: 'must be 1 to 63 letters, digits, ".", "_", ":" or "-", like hostwatch-1 or ${HOSTNAME}',
+  instance: 'must be 1 to 63 letters, digits, ".", "_", ":" or "-", like hostwatch-1 or ${HOSTWATCH_INSTANCE}',
   sites: 'must be "all", a non-empty list of site ids like [12, 40], or a map like { watch: all, max: 10000 }',
   sitesWatch: 'must be "all" or a non-empty list of site ids, like [12, 40]',
   siteId: 'must be a positive integer site id',
@@ -267,6 +269,8 @@ const apiSection = section({
     .transform((value) => value.trim().replace(/\/+$/, ''))
     .superRefine((value, ctx) => {
       if (!isHttpUrl(value)) ctx.addIssue({ code: 'custom', message: M.baseUrl });
+      else if (hasUrlCredentials(value)) ctx.addIssue({ code: 'custom', message: M.baseUrlCredentials });
+      else if (/[?#]/.test(value)) ctx.addIssue({ code: 'custom', message: M.baseUrlQuery });
       else if (/\/api\/v1$/i.test(value)) ctx.addIssue({ code: 'custom', message: M.baseUrlApiV1 });
     }),
   key: text(M.apiKey),
@@ -704,7 +708,8 @@ const SECRET_PLACEHOLDERS: Record<string, string> = {
 
 /**
  * True if the value at `path` is a secret, whose value must never appear in an error:
- * api.key, server.token, heartbeat.url, storage.url (it carries the database password),
+ * api.key, server.token, heartbeat.url, storage.url (it carries the database password), an
+ * api.base_url with credentials written into it,
  * channels[*].secret / routing_key / api_key / bot_token / token,
  * channels[*].smtp.pass, credential-like headers of a webhook template, and
  * channels[*].url of every channel that is not a plain webhook (a Slack, Teams, Discord or
@@ -713,6 +718,11 @@ const SECRET_PLACEHOLDERS: Record<string, string> = {
 export function isSecretPath(path: readonly (string | number)[], data: unknown): boolean {
   const [first, second, third, fourth, fifth] = path;
   if (first === 'api' && second === 'key') return true;
+  if (first === 'api' && second === 'base_url') {
+    // No credential belongs there (refused, never shown).
+    const url = (data as { api?: { base_url?: unknown } } | null)?.api?.base_url;
+    return typeof url === 'string' && hasUrlCredentials(url);
+  }
   if (first === 'storage' && second === 'url') return true;
   // A dead man's switch URL carries its check's token (hc-ping.com/<uuid>).
   if (first === 'heartbeat' && second === 'url') return true;

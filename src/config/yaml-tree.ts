@@ -28,6 +28,11 @@ export interface YamlTree {
   valueAt(path: KeyPath): Position;
   /** Where the key of `path` is written (falls back to valueAt). */
   keyAt(path: KeyPath): Position;
+  /**
+   * The text written at `path` when it holds a `${VAR}` reference (`${HOSTWATCH_API_KEY}`):
+   * errors show this instead of the value, which may be a secret written into the wrong key.
+   */
+  writtenAt(path: KeyPath): string | undefined;
 }
 
 /**
@@ -64,6 +69,7 @@ export function readYamlTree(text: string, file: string, env: Env, opts: ReadOpt
   };
   const values = new Map<string, number>();
   const keys = new Map<string, number>();
+  const written = new Map<string, string>();
   const unresolved = new Set<string>();
   const errors: ConfigError[] = [];
   // Aliases are expanded while walking; a cap keeps a "billion laughs" file from blowing up.
@@ -105,7 +111,8 @@ export function readYamlTree(text: string, file: string, env: Env, opts: ReadOpt
       for (const pair of node.items) {
         const keyNode = pair.key as Node | null;
         const keyOffset = keyNode?.range?.[0] ?? start;
-        const key = isScalar(keyNode) && keyNode.value !== null ? String(keyNode.value) : null;
+        // Keys are never substituted; a `${X}` written as a key is shown as written.
+        const key = isScalar(keyNode) && keyNode.value !== null ? restoreReferences(String(keyNode.value)) : null;
         if (key === null) {
           errors.push({ file, ...toPosition(keyOffset), path: formatPath(path), message: 'has a key that is not plain text; keys must be names like "timeout"' });
           continue;
@@ -126,7 +133,9 @@ export function readYamlTree(text: string, file: string, env: Env, opts: ReadOpt
       return node.items.map((item, index) => walk(item as Node | null, [...path, index], start, depth + 1));
     }
     if (isScalar(node) && typeof node.value === 'string') {
-      const result = substituteEnv(restoreReferences(node.value), env);
+      const raw = restoreReferences(node.value);
+      const result = substituteEnv(raw, env);
+      if (result.ok && /(?<!\$)\$\{/.test(raw)) written.set(pathKey(path), raw);
       if (result.ok) return result.text;
       const stand = result.unsetOnly ? (opts.placeholder?.(path) ?? null) : null;
       if (stand !== null) return stand;
@@ -155,6 +164,7 @@ export function readYamlTree(text: string, file: string, env: Env, opts: ReadOpt
       const offset = keys.get(pathKey(path));
       return offset === undefined ? valueAt(path) : toPosition(offset);
     },
+    writtenAt: (path) => written.get(pathKey(path)),
   };
 }
 
