@@ -4,18 +4,20 @@ import { join } from 'node:path';
 import { timingSafeEqual } from 'node:crypto';
 import { parseConfig } from './config/parse.js';
 import { createApp, type App } from './main.js';
-import { CONFIG_SOURCES, SOURCE_NAMES } from './sources/registry.js';
+import { CONFIG_SOURCES, SOURCE_NAMES, VIEW_NAMES } from './sources/registry.js';
 import { signWebhook } from './notify/channels/webhook.js';
 import type { CronState } from './simulator/families/cron.js';
 import type { RankState } from './simulator/families/rank.js';
 import { startSimulator, type Simulator } from './simulator/index.js';
 
 /**
- * Every source polled every 10 s (the site list every 30 s), so the whole simulated API
+ * Every source polled every 10 s (the site list every 30 s; views with their origin), so the whole simulated API
  * shows up within a minute; the opt-in file watch is on for `.htaccess` and `config.php`.
  */
 function demoSources(): string {
   return SOURCE_NAMES.map((name) => {
+    // A view is read with its origin, at its interval.
+    if (VIEW_NAMES.includes(name)) return `  ${name}: {}`;
     if (name === 'sites') return '  sites: { every: 30s }';
     if (name === 'files') return '  files: { every: 10s, paths: [.htaccess, config.php] }';
     return `  ${name}: { every: 10s }`;

@@ -232,6 +232,9 @@ describe('GET /api/events', () => {
       ['since=2026-11-21T00:00:00Z', 'since: unknown parameter; /api/events takes after, type, site_id, limit, last'],
       ['severity=critical&limit=5', 'severity: unknown parameter; /api/events takes after, type, site_id, limit, last'],
       ['type=site.offline&type=site.slow', 'type: given 2 times; give it once'],
+      // Empty, each was read as absent: the whole log came back as if filtered.
+      ['type=', 'type: empty; give it a value, or leave it out'],
+      ['after=&limit=5', 'after: empty; give it a value, or leave it out'],
     ];
     for (const [query, message] of cases) {
       const r = await getJson<unknown>(`${srv.url}/api/events?${query}`);

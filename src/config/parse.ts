@@ -43,6 +43,8 @@ export interface ParseOptions {
    * cycle reads them: `priority` belongs to that one.
    */
   readBy?: Readonly<Record<string, string>>;
+  /** The views among them: read at their origin's interval, so an `every` of theirs is refused. */
+  views?: readonly string[];
   /** Folder that relative paths (storage.path, rules) resolve against; default: the config file's folder. */
   baseDir?: string;
   /**
@@ -123,7 +125,7 @@ export function parseConfig(text: string, file: string, env: Env, opts: ParseOpt
   const errors = [
     ...tree.errors,
     ...(checked.success ? [] : issuesToErrors(checked.error.issues, [], data, tree, file)),
-    ...crossCheck(data, tree, file, opts.readBy ?? {}),
+    ...crossCheck(data, tree, file, opts.readBy ?? {}, opts.views ?? []),
     ...storageCheck(data, tree, file, opts),
   ];
   if (errors.length > 0 || !checked.success) return { ok: false, errors: tidy(errors, tree) };
@@ -283,7 +285,7 @@ const SITE_LIST = 'sites';
  * storage names one engine, channel names are unique and routes name defined channels. These run on the written data
  * even when other keys are invalid, so one run reports everything.
  */
-function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonly<Record<string, string>>): ConfigError[] {
+function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonly<Record<string, string>>, views: readonly string[]): ConfigError[] {
   const errors: ConfigError[] = [];
   const record = (data !== null && typeof data === 'object' ? data : {}) as Record<string, unknown>;
   const channels = record['channels'] ?? [];
@@ -312,8 +314,9 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
     for (const [name, override] of Object.entries(sources as Record<string, unknown>)) {
       const owner = readBy[name];
       const has = (key: string): boolean => override !== null && typeof override === 'object' && key in override;
-      // A view is read in its origin's cycles: its own priority or interval would be ignored.
-      for (const key of ['priority', 'every']) {
+      // A detail or a view is read in its owner's cycles: its own priority would be ignored,
+      // and a view's interval too (a detail's `every` is its slow schedule).
+      for (const key of views.includes(name) ? ['priority', 'every'] : ['priority']) {
         if (owner !== undefined && has(key)) {
           errors.push(valueError(['sources', name, key], `cannot be set here: ${name} is read in the cycles of ${owner}; set sources.${owner}.${key}`, data, tree, file));
         }

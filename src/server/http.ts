@@ -80,8 +80,9 @@ export function intParam(q: URLSearchParams, name: string, o: { min: number; max
 }
 
 /**
- * Refuse a query parameter an endpoint does not take, or one given twice: ignored, a
- * misspelt or unsupported filter would bring back the unfiltered answer as if it worked.
+ * Refuse a query parameter an endpoint does not take, one given twice, or one given empty:
+ * ignored, a misspelt or unsupported filter would bring back the unfiltered answer as if it
+ * worked.
  * `hints` add a word to the refusal of a parameter that is taken elsewhere.
  */
 export function onlyParams(q: URLSearchParams, endpoint: string, names: readonly string[], hints: Record<string, string> = {}): void {
@@ -93,6 +94,8 @@ export function onlyParams(q: URLSearchParams, endpoint: string, names: readonly
       throw badRequest(`${name.slice(0, 80)}: unknown parameter; ${endpoint} takes ${names.length ? names.join(', ') : 'none'}${hint}`);
     }
     if (n > 1) throw badRequest(`${name}: given ${n} times; give it once`);
+    // `type=` read as absent would bring back the unfiltered answer, like an unknown one.
+    if (q.get(name) === '') throw badRequest(`${name}: empty; give it a value, or leave it out`);
   }
 }
 

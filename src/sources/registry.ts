@@ -131,8 +131,11 @@ export const SOURCE_READ_BY: Readonly<Record<string, string>> = Object.fromEntri
 /** Names of every source, for config and rule validation. */
 export const SOURCE_NAMES = SOURCES.map((s) => s.name);
 
-/** What config parsing needs to know of the sources (names; who reads details and views). */
-export const CONFIG_SOURCES = { sourceNames: SOURCE_NAMES, readBy: SOURCE_READ_BY } as const;
+/** The views: sources that re-read another's reply, at its interval (no `every` of their own). */
+export const VIEW_NAMES: readonly string[] = SOURCES.filter((s) => s.from !== undefined).map((s) => s.name);
+
+/** What config parsing needs to know of the sources (names; who reads details and views; which are views). */
+export const CONFIG_SOURCES = { sourceNames: SOURCE_NAMES, readBy: SOURCE_READ_BY, views: VIEW_NAMES } as const;
 
 /** The top-level source whose cycles read `s` (itself when it is top-level). */
 export function ownerOf(s: SourceDef): SourceDef {
