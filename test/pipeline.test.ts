@@ -346,6 +346,8 @@ describe('an alert', () => {
     world.sim.world.removeSite(3);
     await app.runOnce();
     expect(names(world.events)).toEqual(['site.offline:firing', 'site.removed', 'site.offline:resolved']);
+    // Not "is back online": the site did not come back, it left.
+    expect(world.events[2]!.data.summary).toBe('site-3.example.com was removed from the account, so its site.offline alert is resolved');
   });
 
   it('on disk use honours a threshold parameter overridden in a user rule file', async () => {

@@ -303,7 +303,8 @@ function resolveForRemovedSite(input: PlanInput, rec: RecordView, out: PlanOutpu
     const view: RecordView = { ...rec, subject: row.subject, before: null, after: null, changes: [] };
     const ri = toRuleInput(input, view)(rule);
     const event = makeEvent(input, rule, view, ri, id, 'resolved', out, alertId(row.rule, row.subject, row.seq));
-    event.data.summary = `${event.data.summary} (site removed)`;
+    // Not the rule's resolved text ("is back online"): the condition did not clear, the site left.
+    event.data.summary = `${event.data.domain ?? `site ${siteId}`} was removed from the account, so its ${rule.event} alert is resolved`;
     out.events.push(event);
     out.evidence.push(evidence(input, rule, ri, event, { expr: 'when', verdict: { value: false }, gone: true }));
     out.alerts.push({ ...row, status: 'resolved', since: input.now.getTime(), pending_since: null, clear_since: null, last_event_id: id });
