@@ -338,6 +338,21 @@ describe('an alert', () => {
     expect(names(world.events)).toEqual(['site.offline:firing']);
   });
 
+  it('puts the events of records found in one poll in the feed oldest first, though the API lists them newest first', async () => {
+    world = await startWorld();
+    const app = await world.app();
+    await app.runOnce();
+    const base = world.events.length;
+    const ids = [1, 2, 3].map(() => world!.sim.world.addBackup(1, { state: 'Ok', type: 'Manual' }).id);
+    await app.runOnce();
+    const got = world.events.slice(base).filter((e) => e.data.name === 'backup.completed');
+    expect(got.map((e) => e.subject)).toEqual(ids.map((id) => `sites/1/backups/${id}`));
+    // The feed's order is the commit's: the same, by seq.
+    expect(rows<{ subject: string }>(world, "SELECT subject FROM events WHERE type = 'hostwatch.backup.completed' ORDER BY seq").map((r) => r.subject)).toEqual(
+      got.map((e) => e.subject),
+    );
+  });
+
   it('resolves when its site disappears from the site list', async () => {
     world = await startWorld();
     const app = await world.app();

@@ -190,6 +190,9 @@ function records(input: PlanInput): RecordView[] {
     if (changes.length === 0 && !everything) continue;
     views.push(recordView(input, k, b, a, changes));
   }
+  // Lists come newest first (backups, jobs, cron runs): numbered records are taken in id
+  // order instead, so the events of records found in one poll are in the feed oldest first.
+  if (views.every((v) => /^\d{1,15}$/.test(v.key!))) views.sort((x, y) => Number(x.key) - Number(y.key));
   for (const [k, b] of beforeMap) {
     if (afterMap.has(k)) continue;
     views.push(recordView(input, k, b, null, [{ path: `[${key}=${k}]`, before: b, after: null }]));
