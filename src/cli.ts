@@ -148,7 +148,8 @@ function atLeastOne(v: string): number {
 
 function duration(v: string): number {
   const ms = parseDuration(v);
-  if (ms === null) throw new InvalidArgumentError('expected a duration like 30m, 1h, 2d or 1h30m');
+  // 0 would look back no time at all: nothing, with exit 0.
+  if (ms === null || ms <= 0) throw new InvalidArgumentError('expected a duration greater than 0, like 30m, 1h, 2d or 1h30m');
   return ms;
 }
 

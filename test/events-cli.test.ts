@@ -168,13 +168,17 @@ describe('hostwatch events', () => {
   });
 
   it('exits 2 with a clear message on a bad --since, --type or --limit', async () => {
-    const [since, type, limit] = await Promise.all([
+    const [since, zero, type, limit] = await Promise.all([
       hostwatch(['events', '-c', config, '--since', 'an hour']),
+      hostwatch(['events', '-c', config, '--since', '0']),
       hostwatch(['events', '-c', config, '--type', 'Offline!']),
       hostwatch(['events', '-c', config, '--limit', '0']),
     ]);
     expect(since.code).toBe(2);
-    expect(since.stderr).toContain("option '--since <duration>' argument 'an hour' is invalid. expected a duration like 30m, 1h, 2d or 1h30m");
+    expect(since.stderr).toContain("option '--since <duration>' argument 'an hour' is invalid. expected a duration greater than 0, like 30m, 1h, 2d or 1h30m");
+    // No time at all found nothing and exited 0, as if the log were empty.
+    expect(zero.code).toBe(2);
+    expect(zero.stderr).toContain("argument '0' is invalid. expected a duration greater than 0");
     expect(type.code).toBe(2);
     expect(type.stderr).toContain('expected an event type like site.offline or hostwatch.site.offline');
     expect(limit.code).toBe(2);
