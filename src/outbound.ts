@@ -38,3 +38,13 @@ export function proxyDispatcher(): Dispatcher | undefined {
   shared ??= new EnvHttpProxyAgent({ noProxy: noProxy() });
   return shared;
 }
+
+/**
+ * A proxy that refused to open the tunnel: undici says only "Proxy response (403) !== 200
+ * when HTTP Tunneling" (UND_ERR_ABORTED). Said in words that name the proxy; null for any
+ * other error.
+ */
+export function proxyRefusal(e: unknown): string | null {
+  const m = /^Proxy response \((\d{3})\) !== 200 when HTTP Tunneling/.exec(String((e as { message?: unknown } | null)?.message ?? ''));
+  return m ? `the proxy refused the tunnel (it answered CONNECT with ${m[1]}; see HTTPS_PROXY / HTTP_PROXY and NO_PROXY)` : null;
+}

@@ -174,6 +174,11 @@ describe('hostwatch poll --once', () => {
       expect(direct.code).toBe(0);
       expect(direct.stderr).not.toMatch(/poll failed/);
       expect(new Set(tunnels)).toEqual(new Set([`hooks.invalid:${hook.port}`]));
+      // A proxy that refuses the tunnel is named, with its answer (undici says UND_ERR_ABORTED).
+      const refused = write('refused.yaml', validConfig(`http://panel.refused.example:${api.port}`).replace('./state.db', './refused.db'));
+      const r403 = await hostwatch(['poll', '--once', '-c', refused], { env: { HW_KEY: 'cli-key-123', HTTP_PROXY: proxyUrl, NO_PROXY: '' } });
+      expect(r403.code).toBe(3);
+      expect(r403.stderr).toContain('network error: the proxy refused the tunnel (it answered CONNECT with 403; see HTTPS_PROXY / HTTP_PROXY and NO_PROXY)');
     } finally {
       await hook.close();
       await new Promise((r) => proxy.close(r));

@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { request, type Dispatcher } from 'undici';
-import { outboundAgent } from '../outbound.js';
+import { outboundAgent, proxyRefusal } from '../outbound.js';
 import { Semaphore } from '../semaphore.js';
 import { isRecord } from '../is-record.js';
 import { ApiError } from './errors.js';
@@ -467,10 +467,11 @@ function toNetworkError(endpoint: string, e: unknown, timedOut: boolean): ApiErr
   const name = (e as { name?: string })?.name;
   const ucode = String((e as { code?: string })?.code ?? '');
   const timeout = timedOut || name === 'TimeoutError' || ucode.includes('TIMEOUT');
+  const refusal = proxyRefusal(e);
   return new ApiError({
     code: timeout ? 'timeout' : 'network',
     endpoint,
-    message: timeout ? 'request timed out' : `network error ${ucode || name || ''}`.trim(),
+    message: timeout ? 'request timed out' : refusal !== null ? `network error: ${refusal}` : `network error ${ucode || name || ''}`.trim(),
     retryable: true,
   });
 }

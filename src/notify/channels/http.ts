@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { request, type Dispatcher } from 'undici';
-import { outboundAgent } from '../../outbound.js';
+import { outboundAgent, proxyRefusal } from '../../outbound.js';
 import { parseRetryAfter } from '../../api/client.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
@@ -105,7 +105,7 @@ export function networkFailure(prefix: string, e: unknown): SendResult {
   const name = (e as { name?: string }).name;
   const code = (e as { code?: string }).code;
   const timeout = name === 'TimeoutError' || name === 'AbortError' || String(code).includes('TIMEOUT');
-  const what = timeout ? 'timed out' : `connection failed (${code ?? name ?? 'error'})`;
+  const what = timeout ? 'timed out' : `connection failed (${proxyRefusal(e) ?? code ?? name ?? 'error'})`;
   return { ok: false, retryable: true, statusCode: null, error: prefix ? `${prefix}: ${what}` : what };
 }
 
