@@ -160,9 +160,11 @@ describe('valid configs', () => {
     } satisfies Config);
   });
 
-  it('reads an empty section as its defaults', () => {
-    const result = parseText(`${MINIMAL}server:\nlog:\nsources:\n  rank:\n`);
+  it('reads an empty section, and an empty sites:, as its defaults', () => {
+    const result = parseText(`${MINIMAL}server:\nlog:\nsites:\nsources:\n  rank:\n`);
     expect(result.ok && result.config.server).toEqual({ listen: null, token: null, not_ready_after_ms: 1_800_000, allowed_hosts: [] });
+    // `sites:` left empty, like a section: every site (it was an error, "got null").
+    expect(result.ok && [result.config.sites, result.config.sites_max]).toEqual(['all', 10_000]);
     expect(result.ok && result.config.log).toEqual({ level: 'info', pretty: false });
     expect(result.ok && result.config.sources).toEqual({ rank: { enabled: true, every_ms: null, priority: null, max_events: 100 } });
   });

@@ -572,7 +572,8 @@ function normalize(written: CheckedConfig, file: string, baseDir: string): Confi
 }
 
 function normalizeSites(written: CheckedConfig['sites']): Pick<Config, 'sites' | 'sites_max'> {
-  if (written === undefined || written === 'all' || Array.isArray(written)) return { sites: written ?? 'all', sites_max: DEFAULTS.sitesMax };
+  // Left empty (`sites:`), like a section left empty: the default, every site.
+  if (written === undefined || written === null || written === 'all' || Array.isArray(written)) return { sites: written ?? 'all', sites_max: DEFAULTS.sitesMax };
   return { sites: written.watch ?? 'all', sites_max: written.max ?? DEFAULTS.sitesMax };
 }
 

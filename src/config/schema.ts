@@ -645,7 +645,7 @@ export function buildConfigSchema(sourceNames: readonly string[]) {
       path: text(M.path).optional(),
       url: z.string(M.storageUrl).refine(isPostgresUrl, M.storageUrl).optional(),
     }).nullish(),
-    sites: sitesSection.optional(),
+    sites: sitesSection.nullish(),
     sources: sourcesSection(sourceNames).nullish(),
     rules: z.array(text(M.path), M.rules).nullish(),
     channels: z.array(channel, M.channels).nullish(),
