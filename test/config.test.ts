@@ -784,6 +784,13 @@ describe('environment substitution', () => {
     const text = `${MINIMAL}  retries: \${RETRIES}\nlog:\n  pretty: \${PRETTY:-true}\n`;
     const result = parseText(text, { RETRIES: '7' });
     expect(result.ok && [result.config.api.retries, result.config.log.pretty]).toEqual([7, true]);
+    // The spellings YAML reads as booleans, also from a variable; nothing else.
+    for (const [written, value] of [['True', true], ['FALSE', false]] as const) {
+      const r = parseText(text, { RETRIES: '7', PRETTY: written });
+      expect(r.ok && r.config.log.pretty).toBe(value);
+    }
+    const yes = parseText(text, { RETRIES: '7', PRETTY: 'yes' });
+    expect(yes.ok ? '' : formatConfigErrors(yes.errors)).toContain('log.pretty: must be true or false');
   });
 
   it('does not substitute inside keys or comments', () => {

@@ -148,7 +148,8 @@ function integer(min: number, max: number, message = `must be an integer from ${
 
 /** Booleans may also arrive as the strings "true" / "false" (from `${VAR}`). */
 function bool() {
-  return z.union([z.boolean(M.bool), z.enum(['true', 'false'], M.bool).transform((value) => value === 'true')], M.bool);
+  // The spellings YAML itself reads as booleans, also as a variable's text (`pretty: ${PRETTY}`).
+  return z.union([z.boolean(M.bool), z.enum(['true', 'True', 'TRUE', 'false', 'False', 'FALSE'], M.bool).transform((value) => value.toLowerCase() === 'true')], M.bool);
 }
 
 /** A duration string (`30s`, `1h30m`) at least `minMs` long; comes out as milliseconds. */
