@@ -79,9 +79,12 @@ function configFile(given: string | undefined): string {
  * `serverUnused`: nor is `server.listen`'s, for those that do not ask the daemon either.
  */
 async function load(file: string | undefined, opts: { secretsOptional?: boolean; serverUnused?: boolean } = {}): Promise<Config> {
-  const [{ loadConfig }, { secretScrubber, secretsOf }] = await Promise.all([import('./config/load.js'), import('./log.js')]);
+  const [{ loadConfig, rulePathProblem }, { secretScrubber, secretsOf }] = await Promise.all([import('./config/load.js'), import('./log.js')]);
   try {
-    const config = await loadConfig(configFile(file), process.env, { ...CONFIG_SOURCES, secretsOptional: opts.secretsOptional === true, serverUnused: opts.serverUnused === true });
+    // The commands that call the API or a channel load the rules: a missing rule file is an
+    // error at its line, with the file's others (the read-only ones may not need the rules).
+    const rulePath = opts.secretsOptional === true ? {} : { rulePath: rulePathProblem };
+    const config = await loadConfig(configFile(file), process.env, { ...CONFIG_SOURCES, secretsOptional: opts.secretsOptional === true, serverUnused: opts.serverUnused === true, ...rulePath });
     scrubOut = secretScrubber(secretsOf(config));
     return config;
   } catch (e) {
@@ -209,7 +212,7 @@ program
   .option('--online', 'also call the API (GET only, nothing written): does the key work, and can each enabled source read? exit 1 when not')
   .option('--sites <n>', 'plan the request budget for this many sites (default: the sites list, else the stored site list)', positiveInt)
   .action(async (o: { config?: string; online?: boolean; sites?: number }) => {
-    const [{ loadConfig }, { RuleErrors, rulesFor }, { MaintenanceCalendar }, { Dispatcher }, { RouteError }] = await Promise.all([
+    const [{ loadConfig, rulePathProblem }, { RuleErrors, rulesFor }, { MaintenanceCalendar }, { Dispatcher }, { RouteError }] = await Promise.all([
       import('./config/load.js'),
       import('./rules/parse.js'),
       import('./notify/maintenance.js'),
@@ -220,7 +223,7 @@ program
     let config: Config | null = null;
     try {
       // The SQLite path is looked at (never created: only `run` creates it), with the file's other errors.
-      config = await loadConfig(configFile(o.config), process.env, { ...CONFIG_SOURCES, storagePath: storagePathProblem });
+      config = await loadConfig(configFile(o.config), process.env, { ...CONFIG_SOURCES, storagePath: storagePathProblem, rulePath: rulePathProblem });
     } catch (e) {
       if (!(e instanceof ConfigErrors)) throw e;
       problems.push(e.format());

@@ -144,12 +144,17 @@ describe('hostwatch check reports what run would refuse', () => {
     expect(run.stderr).toBe(r.stderr);
   });
 
-  it('a rules path that does not exist, named as its entry of the config\'s rules list', async () => {
+  it('a rules path that does not exist, named as its entry of the config\'s rules list at its line, with the file\'s other errors; run says the same', async () => {
     write('mine.yaml', 'rules: []\n');
-    write('config.yaml', config('rules: [./mine.yaml, ./nope.yaml]\n'));
+    write('config.yaml', config('rules: [./mine.yaml, ./nope.yaml]\n').replace('  timeout: 2s', '  timeout: soon'));
     const r = await hostwatch(['check', '-c', 'config.yaml'], { env, cwd: tmp.dir });
     expect(r.code).toBe(2);
-    expect(r.stderr).toBe('config.yaml: rules[1]: nope.yaml: no such file or folder\n');
+    expect(r.stderr).toBe(
+      'config.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got "soon")\nconfig.yaml:9:22: rules[1]: nope.yaml: no such file or folder\n',
+    );
+    const run = await hostwatch(['poll', '--once', '-c', 'config.yaml'], { env, cwd: tmp.dir });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe(r.stderr);
   });
 
   it('a storage path that names a folder', async () => {

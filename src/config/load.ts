@@ -1,7 +1,9 @@
 /**
  * The IO half of config: read the file, hand the text to parseConfig, throw ConfigErrors.
  */
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { relative } from 'node:path';
 import type { Env } from './env.js';
 import { ConfigErrors } from './errors.js';
 import { parseConfig, type ParseOptions } from './parse.js';
@@ -33,4 +35,12 @@ function readFailure(error: unknown): string {
     default:
       return `cannot read the config file: ${code ?? (error instanceof Error ? error.message : String(error))}`;
   }
+}
+
+/**
+ * Why a rule file or folder that the config's `rules` lists cannot be read, or null (for
+ * ParseOptions.rulePath): named as seen from the current folder, as the rule loader names it.
+ */
+export function rulePathProblem(path: string): string | null {
+  return existsSync(path) ? null : `${relative(process.cwd(), path) || path}: no such file or folder`;
 }

@@ -66,6 +66,11 @@ export interface ParseOptions {
    * storage.path's line, reported with the file's other errors.
    */
   storagePath?: (path: string) => string | null;
+  /**
+   * Why a `rules` entry (resolved) cannot be read, or null: the commands pass one that looks
+   * at the file system, so a missing rule file is an error at its line, with the file's others.
+   */
+  rulePath?: (path: string) => string | null;
 }
 
 /** Every default, in one place (docs/configuration.md lists the same values). */
@@ -127,6 +132,7 @@ export function parseConfig(text: string, file: string, env: Env, opts: ParseOpt
     ...(checked.success ? [] : issuesToErrors(checked.error.issues, [], data, tree, file)),
     ...crossCheck(data, tree, file, opts.readBy ?? {}, opts.views ?? []),
     ...storageCheck(data, tree, file, opts),
+    ...rulesCheck(data, tree, file, opts),
   ];
   if (errors.length > 0 || !checked.success) return { ok: false, errors: tidy(errors, tree) };
 
@@ -160,6 +166,19 @@ function storageCheck(data: unknown, tree: YamlTree, file: string, opts: ParseOp
   if (!('path' in written)) return [{ file, line: null, column: null, path: 'storage.path', message: `${problem} (the default path)` }];
   const position = tree.valueAt(['storage', 'path']);
   return [{ file, line: position.line, column: position.column, path: 'storage.path', message: problem }];
+}
+
+/** Each `rules` entry that cannot be read (ParseOptions.rulePath), at its line. */
+function rulesCheck(data: unknown, tree: YamlTree, file: string, opts: ParseOptions): ConfigError[] {
+  const rules = (data as { rules?: unknown } | null)?.rules;
+  if (!opts.rulePath || !Array.isArray(rules)) return [];
+  return rules.flatMap((entry: unknown, index) => {
+    if (typeof entry !== 'string' || entry.trim() === '') return [];
+    const problem = opts.rulePath!(resolveIn(baseDirOf(file, opts), entry));
+    if (problem === null) return [];
+    const position = tree.valueAt(['rules', index]);
+    return [{ file, line: position.line, column: position.column, path: `rules[${index}]`, message: problem }];
+  });
 }
 
 // ---- zod issues -> ConfigErrors -----------------------------------------------------------
