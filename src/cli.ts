@@ -20,7 +20,7 @@ import type { App } from './main.js';
 import { formatEventLine } from './notify/channels/console.js';
 import type { Router } from './notify/routing.js';
 import { registerDeliveryCommands } from './notify/cli-commands.js';
-import { unknownEventNames, type UnknownEventName } from './notify/event-names.js';
+import type { UnknownEventName } from './notify/event-names.js';
 import { packageRoot, packageVersion } from './paths.js';
 import type { ExplainDeps } from './rules/explain.js';
 import type { CompiledRule } from './rules/types.js';
@@ -240,6 +240,7 @@ program
       }
       // Only against rules that loaded: with a broken rule file, its events would all look unknown.
       if (problems.length === 0) {
+        const { unknownEventNames } = await import('./notify/event-names.js');
         const unknown = unknownEventNames(config, rules);
         if (unknown.length > 0) problems.push(await atTheirLines(configFile(o.config), unknown));
       }
