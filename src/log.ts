@@ -48,7 +48,7 @@ export function secretsOf(config: Config): string[] {
     }
   }
   // A dead man's switch URL is its check's token, often a single path part (hc-ping.com/<uuid>).
-  if (config.heartbeat) out.push(...urlSecrets(config.heartbeat.url), ...longPathParts(config.heartbeat.url));
+  if (config.heartbeat) out.push(...urlSecrets(config.heartbeat.url));
   return out.filter((s) => s.length >= 4);
 }
 
@@ -71,14 +71,18 @@ function longPathParts(url: string): string[] {
   }
 }
 
-/** A credential-bearing URL, its path when that holds at least two parts, and the values of its query parameters. */
+/**
+ * A credential-bearing URL, its path when that holds at least two parts, each long part of
+ * the path alone (a Slack or Discord token an error may echo without the rest), and the long
+ * values of its query parameters.
+ */
 function urlSecrets(url: string): string[] {
   try {
     const u = new URL(url);
     const path = u.pathname.split('/').filter(Boolean).length >= 2 ? u.pathname : '';
     // Short query values (api-version=1, sv=1.0) are not secrets and would scrub common words.
     const query = [...u.searchParams.values()].filter((v) => v.length >= 16);
-    return [url, path, ...query];
+    return [url, path, ...longPathParts(url), ...query];
   } catch {
     return [url];
   }

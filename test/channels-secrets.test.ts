@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/parse.js';
 import { SOURCE_NAMES } from '../src/sources/registry.js';
 import type { App } from '../src/main.js';
-import { secretsOf } from '../src/log.js';
+import { secretScrubber, secretsOf } from '../src/log.js';
 import { siteEvent } from './events-fixture.js';
 import { fakeDiscord } from './fakes/discord.js';
 import { fakeNtfy } from './fakes/ntfy.js';
@@ -88,6 +88,18 @@ describe('secrets of the new channels', () => {
     const errors = rows<{ error: string }>(w, 'SELECT error FROM delivery_attempts WHERE error IS NOT NULL').map((r) => r.error);
     expect(errors.length).toBeGreaterThanOrEqual(12);
     for (const s of secrets) for (const e of errors) expect(e).not.toContain(s.slice(0, 10));
+  });
+});
+
+describe('the token of a Slack or Discord URL', () => {
+  it('is scrubbed where an error echoes it alone, without the rest of the URL; the short ids beside it are not secrets', () => {
+    const slack = 'https://hooks.slack.com/services/T00000000/B00000000/SlackSecretToken0123456789XY';
+    const discord = 'https://discord.com/api/webhooks/112233445566778899/DiscordSecretTokenAbCdEf0123456789-_xyz';
+    const text = ['api: { base_url: https://panel.example.com, key: k }', 'channels:', `  - { name: a, type: slack, url: "${slack}" }`, `  - { name: b, type: discord, url: "${discord}" }`, ''].join('\n');
+    const r = parseConfig(text, 'c.yaml', {}, { sourceNames: SOURCE_NAMES, baseDir: '/tmp' });
+    const scrub = secretScrubber(secretsOf(r.ok ? r.config : (undefined as never)));
+    expect(scrub('Unknown Webhook DiscordSecretTokenAbCdEf0123456789-_xyz (code 10015)')).toBe('Unknown Webhook [REDACTED] (code 10015)');
+    expect(scrub('err SlackSecretToken0123456789XY / T00000000')).toBe('err [REDACTED] / T00000000');
   });
 });
 
