@@ -195,7 +195,9 @@ program
     try {
       const { pending, ...counts } = await app.runOnce();
       read = counts;
-      if (pending > 0) app.log.warn({ pending }, 'deliveries still pending after the drain timeout; they stay in the outbox');
+      if (pending > 0) {
+        app.log.warn({ pending }, 'deliveries still pending when poll --once ends (retries or digests not due within delivery.drain_timeout); they stay in the outbox for the next run');
+      }
     } finally {
       await app.stop();
     }

@@ -457,9 +457,10 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
       // Time passed since the last run: clock rules are judged on what is stored now.
       if (ownsTimers()) await timekeeper.tick({ force: true });
       if (heartbeat) await heartbeat.beat();
-      // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour).
-      await store.transaction((tx) => repos(tx).delivery.flushGroups(now(), DIGEST_GROUP));
-      const pending = await worker.drain(config.delivery.drain_timeout_ms);
+      // One cycle, then exit: groups waiting for group_wait go now (digests keep their hour),
+      // also those of events raised while draining (a channel.disabled).
+      const flush = () => store.transaction((tx) => repos(tx).delivery.flushGroups(now(), DIGEST_GROUP));
+      const pending = await worker.drain(config.delivery.drain_timeout_ms, undefined, flush);
       return { pending, polls: outcomes.length, failed: outcomes.filter((o) => o.status === 'failed').length };
     },
     serverUrl: null,

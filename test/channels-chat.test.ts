@@ -196,3 +196,25 @@ describe.each(CASES)('the $type channel', (c) => {
     expect(sleeps).toEqual([c.interval, c.interval]);
   });
 });
+
+describe('poll --once', () => {
+  it('sends the channel.disabled of a channel it disabled while draining to a grouped channel, instead of leaving it for group_wait and the next run', async () => {
+    const [gone, teams] = await Promise.all([fakeDiscord(), fakeTeams()]);
+    gone.respond(() => ({ status: 404, body: { message: 'Unknown Webhook', code: 10015 } }));
+    const channels = [
+      { name: 'dead', type: 'discord', url: gone.url, timeout: '2s' },
+      { name: 'team', type: 'teams', url: teams.url, timeout: '2s' },
+    ];
+    const cw = await channelWorld(channels, { realTime: true, config: { routes: [{ channels: ['dead', 'team'], group_wait: '30s' }] } });
+    cleanups.push(() => cw.w.close(), () => gone.close(), () => teams.close());
+    cw.w.sim.world.setHealth(1, { status: 'offline' });
+    const { pending } = await cw.app.runOnce();
+    expect(pending).toBe(0);
+    expect(gone.arrivals).toHaveLength(1);
+    // The site's alert, then the notice that the other channel is disabled, both to Teams.
+    const texts = teams.accepted().map((a) => cardTexts(a).map((t) => t.text).join('\n'));
+    expect(texts).toHaveLength(2);
+    expect(texts[0]).toContain('is offline');
+    expect(texts[1]).toMatch(/dead/);
+  });
+});

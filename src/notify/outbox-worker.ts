@@ -222,11 +222,14 @@ export class OutboxWorker {
 
   /**
    * Deliver until nothing is pending or `timeoutMs` has passed (for `poll --once`).
-   * Returns how many rows are still pending.
+   * Returns how many rows are still pending. `beforeEach` runs before every round: `poll
+   * --once` sends the groups waiting for group_wait there, so that events raised while it
+   * drains (a channel.disabled) go out too instead of waiting for the next run.
    */
-  async drain(timeoutMs: number, sleep: (ms: number) => Promise<void> = delay): Promise<number> {
+  async drain(timeoutMs: number, sleep: (ms: number) => Promise<void> = delay, beforeEach?: () => Promise<unknown>): Promise<number> {
     const deadline = this.deps.now() + timeoutMs;
     for (;;) {
+      await beforeEach?.();
       await this.recordHeld();
       if (this.storeFailures > 0) {
         // The store fails: wait for the backoff (or give up at the deadline), never spin.
@@ -235,6 +238,8 @@ export class OutboxWorker {
         continue;
       }
       await this.deliverDue();
+      // Again after the sends: what they raised (a channel.disabled) is flushed before the wait.
+      await beforeEach?.();
       const next = await this.r.events.nextDue();
       this.failStreak = 0;
       if (next === null) return 0;
