@@ -12,7 +12,7 @@ import type { EmailChannel } from './notify/channels/email.js';
 import type { SlackChannel } from './notify/channels/slack.js';
 import { WebhookChannel } from './notify/channels/webhook.js';
 import { discordProvider } from './notify/channels/discord.js';
-import { HttpChannel, type Provider } from './notify/channels/http.js';
+import { HttpChannel, type Pacer, type Provider } from './notify/channels/http.js';
 import { ntfyProvider } from './notify/channels/ntfy.js';
 import { opsgenieProvider } from './notify/channels/opsgenie.js';
 import { pagerDutyProvider } from './notify/channels/pagerduty.js';
@@ -243,7 +243,9 @@ async function wire(config: Config, opts: AppOptions, base: Base): Promise<App> 
   });
   const channels = new Map<string, Channel>();
   const libraries = await channelLibraries(config.channels);
-  for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts, libraries, log, scrub));
+  // One pacer per endpoint, shared by the channels that send to it.
+  const pacers = new Map<string, Pacer>();
+  for (const c of config.channels) channels.set(c.name, buildChannel(c, now, opts, libraries, pacers, log, scrub));
   for (const c of opts.channels ?? []) channels.set(c.name, c);
   const bus = new EventEmitter<AppBusEvents>();
   bus.setMaxListeners(1000);
@@ -601,16 +603,27 @@ async function channelLibraries(channels: readonly ChannelConfig[]): Promise<Cha
  * Build the channel a config names. Templates are parsed once here; a render error is
  * logged. `scrub` removes secrets from providers' answers before channels cut them.
  */
-function buildChannel(c: ChannelConfig, now: () => number, opts: AppOptions, libraries: ChannelLibraries, log?: Logger, scrub?: (text: string) => string): Channel {
+function buildChannel(
+  c: ChannelConfig,
+  now: () => number,
+  opts: AppOptions,
+  libraries: ChannelLibraries,
+  pacers: Map<string, Pacer>,
+  log?: Logger,
+  scrub?: (text: string) => string,
+): Channel {
   const text = 'template' in c && typeof c.template === 'string' ? channelText(c.name, c.template, log) : summaryText;
-  const http = (provider: Provider) => new HttpChannel(c.name, c.type, provider, 'timeout_ms' in c ? c.timeout_ms : 10_000, { now, sleep: opts.sleep, scrub });
+  // The endpoint: everything of the channel but its name and how it words, groups and waits.
+  const { name: _name, template: _template, digest: _digest, timeout_ms: _timeout, ...endpoint } = c as ChannelConfig & Record<string, unknown>;
+  const shared = { pacers, key: JSON.stringify(endpoint) };
+  const http = (provider: Provider) => new HttpChannel(c.name, c.type, provider, 'timeout_ms' in c ? c.timeout_ms : 10_000, { now, sleep: opts.sleep, scrub, shared });
   switch (c.type) {
     case 'webhook':
       return new WebhookChannel(c, now, scrub);
     case 'console':
       return new ConsoleChannel(c, opts.consoleWrite);
     case 'slack':
-      return new libraries.SlackChannel!(c, { now, sleep: opts.sleep, text, scrub });
+      return new libraries.SlackChannel!(c, { now, sleep: opts.sleep, text, scrub, shared });
     case 'email':
       return new libraries.EmailChannel!(c);
     case 'teams':

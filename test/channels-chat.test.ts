@@ -218,3 +218,19 @@ describe('poll --once', () => {
     expect(texts[1]).toMatch(/dead/);
   });
 });
+
+describe('two channels to one endpoint', () => {
+  it('share its pace: two Discord channels on one webhook (a template each) send 1 s apart, not together', async () => {
+    const fake = await fakeDiscord({ limit: 1_000 });
+    const channels = [
+      { name: 'plain', type: 'discord', url: fake.url },
+      { name: 'worded', type: 'discord', url: fake.url, template: '{{ data.summary }} (client view)' },
+    ];
+    const cw = await channelWorld(channels);
+    cleanups.push(() => cw.w.close(), () => fake.close());
+    await cw.app.notifier.publish(siteEvent('e1', 1));
+    await cw.app.worker.deliverDue();
+    expect(fake.accepted()).toHaveLength(2);
+    expect(cw.sleeps).toEqual([1000]);
+  });
+});

@@ -209,6 +209,25 @@ export interface HttpChannelOptions {
    * echoes a token must not leave half of it behind a cut, where no scrubber finds it.
    */
   scrub?: (text: string) => string;
+  /** Channels to the same endpoint share its pacing (SharedPacers). */
+  shared?: SharedPacer;
+}
+
+/** One endpoint's pacer among the app's (`key` names the endpoint; see pacerOf). */
+export interface SharedPacer {
+  pacers: Map<string, Pacer>;
+  key: string;
+}
+
+/**
+ * The pacer of an endpoint: one per endpoint, so that two channels sending to one webhook
+ * (two templates to one Discord channel) keep its pace and its rate limits together.
+ */
+export function pacerOf(shared: SharedPacer | undefined, make: () => Pacer): Pacer {
+  if (!shared) return make();
+  let p = shared.pacers.get(shared.key);
+  if (!p) shared.pacers.set(shared.key, (p = make()));
+  return p;
 }
 
 /** The most of an answer's body read: provider errors are short, and a huge body must not fill memory. */
@@ -230,13 +249,17 @@ export class HttpChannel implements Channel {
   ) {
     this.now = opts.now ?? Date.now;
     this.scrub = opts.scrub ?? ((t) => t);
-    this.pacer = new Pacer({
-      label: provider.label,
-      minIntervalMs: provider.minIntervalMs,
-      maxWaitMs: opts.maxWaitMs,
-      now: this.now,
-      sleep: opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))),
-    });
+    this.pacer = pacerOf(
+      opts.shared,
+      () =>
+        new Pacer({
+          label: provider.label,
+          minIntervalMs: provider.minIntervalMs,
+          maxWaitMs: opts.maxWaitMs,
+          now: this.now,
+          sleep: opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))),
+        }),
+    );
     if (provider.groups) this.sendBatch = (events, gate) => this.pacer.run(() => this.post(events), gate);
   }
 

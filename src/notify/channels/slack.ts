@@ -5,7 +5,7 @@ import { proxyDispatcher } from '../../outbound.js';
 import type { SlackChannelConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import type { Channel, SendGate, SendResult } from '../channel.js';
-import { Pacer } from './http.js';
+import { Pacer, pacerOf, type SharedPacer } from './http.js';
 import { cut, escapedCut, moreLine, renderItem, subjectOf, summaryText, type ItemText } from './render.js';
 
 /** Slack's limits: characters in one section's text, and blocks in one message. */
@@ -92,6 +92,8 @@ export interface SlackOptions {
   text?: ItemText;
   /** Removes secrets from Slack's answer before it is cut (see HttpChannelOptions.scrub). */
   scrub?: (text: string) => string;
+  /** Channels to the same webhook share its pacing (see pacerOf). */
+  shared?: SharedPacer;
 }
 
 /**
@@ -114,12 +116,16 @@ export class SlackChannel implements Channel {
     this.now = opts.now ?? Date.now;
     this.say = opts.text ?? summaryText;
     this.scrub = opts.scrub ?? ((t) => t);
-    this.pacer = new Pacer({
-      label: 'Slack',
-      minIntervalMs: opts.minIntervalMs ?? SLACK_MIN_INTERVAL_MS,
-      now: this.now,
-      sleep: opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))),
-    });
+    this.pacer = pacerOf(
+      opts.shared,
+      () =>
+        new Pacer({
+          label: 'Slack',
+          minIntervalMs: opts.minIntervalMs ?? SLACK_MIN_INTERVAL_MS,
+          now: this.now,
+          sleep: opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))),
+        }),
+    );
     // The library's HTTPError has no headers; this fetch keeps Retry-After for us.
     // Through the environment's proxy when it names one (undici's fetch takes its pool).
     const proxy = proxyDispatcher();
