@@ -346,7 +346,7 @@ program
   .command('health')
   .description("ask a running daemon's /readyz at the config's server.listen; exit 0 when ready, 1 when not (the Docker HEALTHCHECK)")
   .option('-c, --config <file>', CONFIG_HELP)
-  .option('--timeout <duration>', 'how long to wait for the answer', duration, 4_000)
+  .addOption(new Option('--timeout <duration>', 'how long to wait for the answer').argParser(duration).default(4_000, '4s'))
   .action(async (o: { config?: string; timeout: number }) => {
     const config = await load(o.config, { secretsOptional: true });
     const listen = config.server.listen;
@@ -358,7 +358,10 @@ program
       process.stdout.write(`${url}: ${res.status} ${body}\n`);
       process.exit(res.status === 200 ? 0 : 1);
     } catch (e) {
-      fail(`hostwatch health: ${url}: ${(e as Error).message}`, 1);
+      // fetch says only "fetch failed": the reason is its cause (ECONNREFUSED: no daemon there).
+      const code = (e as { cause?: { code?: unknown } }).cause?.code;
+      const why = code === 'ECONNREFUSED' ? 'connection refused (is the daemon running, with this server.listen?)' : typeof code === 'string' ? `${(e as Error).message} (${code})` : (e as Error).message;
+      fail(`hostwatch health: ${url}: ${why}`, 1);
     }
   });
 
@@ -419,7 +422,8 @@ program
     // Loaded on demand: `hostwatch run` does not carry the simulator in memory.
     const { startSimulator } = await import('./simulator/index.js');
     const sim = await startSimulator({ port: o.port, seed: o.seed, sites: o.sites, tickMs: o.tick || false });
-    process.stdout.write(`simulator listening on ${sim.url}  (API key: sim-key; control: ${sim.url}/_sim/)\n`);
+    // The control interface has no index: /_sim/world shows the whole world (docs/simulator.md).
+    process.stdout.write(`simulator listening on ${sim.url}  (API key: sim-key; base_url: ${sim.url}; control: ${sim.url}/_sim/world)\n`);
     onShutdown(() => sim.close());
   });
 

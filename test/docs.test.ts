@@ -231,7 +231,7 @@ describe('hostwatch health (the image\'s HEALTHCHECK)', () => {
     const env = { KEY: 'health-key-0123456789', TOKEN: 'health-token-0123' };
     const down = await hostwatch(['health', '-c', config], { env });
     expect(down.code).toBe(1);
-    expect(down.stderr).toContain(`hostwatch health: http://127.0.0.1:${port}/readyz: fetch failed`);
+    expect(down.stderr).toContain(`hostwatch health: http://127.0.0.1:${port}/readyz: connection refused (is the daemon running, with this server.listen?)`);
     const daemon = spawn(process.execPath, [CLI, 'run', '-c', config], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
     cleanups.push(() => new Promise((r) => (daemon.exitCode !== null ? r(null) : (daemon.once('close', r), daemon.kill('SIGTERM')))));
     let log = '';

@@ -476,6 +476,11 @@ describe('the /_sim control interface', () => {
     expect((await control(sim, 'POST', '/faults', { path: '^/x$', kind: 'nope' })).status).toBe(422);
     const res = await fetch(`${sim.url}/_sim/tick`, { method: 'POST', body: '{not json' });
     expect(res.status).toBe(422);
+    // A family action's bad arguments too, with the action's words (they were a 500).
+    const bad = await control(sim, 'POST', '/do/cron/run', { status: 'bogus' });
+    expect(bad.status).toBe(422);
+    expect(bad.body).toEqual({ error: { code: 'validation_failed', message: 'status must be one of ok, failed, timeout, skipped, error' } });
+    expect((await control(sim, 'POST', '/sites/1/do/files/touch', { size: -1 })).status).toBe(422);
   });
 });
 

@@ -6,6 +6,7 @@
 import type { Api } from './api.js';
 import type { Faults, FaultSpec } from './faults.js';
 import { patchOpsOf } from './resources.js';
+import { ApiFail } from './routes.js';
 import { dataReply, errorReply, type Reply } from './reply.js';
 import type { BackupState, JobRecord, JobState, SiteRecord } from './types.js';
 import { SimulatorError, type UsageChange, type World } from './world.js';
@@ -40,6 +41,10 @@ export function handleControl(ctx: ControlContext, method: string, path: string,
     return route(ctx, method, path, body);
   } catch (err) {
     if (err instanceof SimulatorError) return errorReply(err.code, err.message);
+    // A family action refusing its arguments (`status must be one of …`), or Node refusing
+    // a bad number on its behalf: the caller's body is at fault, not the simulator.
+    if (err instanceof ApiFail) return errorReply(err.code, err.message, err.details, err.status);
+    if (err instanceof RangeError) return errorReply('validation_failed', err.message);
     throw err;
   }
 }
