@@ -15,10 +15,10 @@ export interface UnknownEventName {
  * Event names in the config that no rule sends: an inhibit rule's `source`, the names in
  * `incidents.alerts`, and the names and types that a route's or maintenance window's `match`
  * or an inhibit `target` compares with (`name == 'site.ofline'`). Misspelt, an inhibition
- * would never start, an incident never gather and a route never take an event, silently. Known: every event of the catalog, of the operator
- * events and of the rules loaded (built-in and the user's, enabled or not). Each problem is
- * named by its key path, with the near miss. Checked by `hostwatch check`, and `run` refuses
- * to start on one (createApp).
+ * would never start, an incident never gather and a route never take an event, silently.
+ * Known: every event of the catalog, of the operator events and of the rules loaded
+ * (built-in and the user's, enabled or not). Each problem is named by its key path, with the
+ * near miss. Checked by `hostwatch check`, and `run` refuses to start on one (createApp).
  */
 export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents' | 'routes' | 'maintenance'>, rules: readonly CompiledRule[]): UnknownEventName[] {
   const known = knownEventNames(rules);

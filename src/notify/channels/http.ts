@@ -209,7 +209,7 @@ export interface HttpChannelOptions {
    * echoes a token must not leave half of it behind a cut, where no scrubber finds it.
    */
   scrub?: (text: string) => string;
-  /** Channels to the same endpoint share its pacing (SharedPacers). */
+  /** Channels to the same endpoint share its pacing (see pacerOf). */
   shared?: SharedPacer;
 }
 
