@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
-import { oneLine } from '../src/notify/channels/render.js';
+import { oneLine, subjectOf } from '../src/notify/channels/render.js';
 import { siteEvent } from './events-fixture.js';
 import { discordShown, fakeDiscord, liveDiscordMarkup, type FakeDiscord } from './fakes/discord.js';
 import { fakeNtfy, type FakeNtfy } from './fakes/ntfy.js';
@@ -169,5 +169,19 @@ describe('a hostile review', () => {
     expect(consoleLines[0]).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
     expect(consoleLines[0]).toContain(LITERAL);
     expect(consoleLines[0]).toContain('**bold**');
+  });
+});
+
+describe('a group\'s headline', () => {
+  it('names its one site only when every event is about it: events about no site make it "and the account"', () => {
+    const site = siteEvent('s', 14, { name: 'site.offline', severity: 'critical', summary: 'site14.example.com is offline' });
+    const accountWide = (key: string) => {
+      const e = siteEvent(key, 1, { name: 'channel.disabled', severity: 'critical' });
+      return { ...e, data: { ...e.data, site_id: null, domain: null } };
+    };
+    expect(subjectOf([site, siteEvent('t', 14)])).toMatch(/^\[hostwatch\] CRITICAL: 2 events on site14\.example\.com: /);
+    expect(subjectOf([site, accountWide('a'), accountWide('b')])).toMatch(/^\[hostwatch\] CRITICAL: 3 events on site14\.example\.com and the account: /);
+    expect(subjectOf([site, siteEvent('u', 2), accountWide('c')])).toMatch(/^\[hostwatch\] CRITICAL: 3 events on 2 sites and the account: /);
+    expect(subjectOf([accountWide('d'), accountWide('e')])).toMatch(/^\[hostwatch\] CRITICAL: 2 events: /);
   });
 });

@@ -61,7 +61,10 @@ export function subjectOf(events: readonly HostwatchEvent[], text: ItemText = su
   const worst = worstOf(events);
   if (events.length === 1) return cut(`[hostwatch] ${worst}: ${oneLine(text(first))}`, 200);
   const sites = new Set(events.map((e) => e.data.domain).filter((d) => d !== null));
-  const where = sites.size === 1 ? ` on ${oneLine([...sites][0]!)}` : sites.size > 1 ? ` on ${sites.size} sites` : '';
+  // Events about no site (a channel.disabled, the API's alerts) are the account's: a group of
+  // one site's event and eight of those is not "9 events on" that site.
+  const account = events.some((e) => e.data.domain === null) ? ' and the account' : '';
+  const where = sites.size === 1 ? ` on ${oneLine([...sites][0]!)}${account}` : sites.size > 1 ? ` on ${sites.size} sites${account}` : '';
   return cut(`[hostwatch] ${worst}: ${events.length} events${where}: ${oneLine(text(first))} and more`, 200);
 }
 
