@@ -80,11 +80,18 @@ export function renderTemplate(template: Template[], e: HostwatchEvent): string 
  * message: the event's summary is shown instead and `onError` is told (the daemon logs it).
  */
 export function templateText(template: Template[], onError: (message: string, e: HostwatchEvent) => void = () => undefined): (e: HostwatchEvent) => string {
+  // A message renders an event more than once (its headline, its body): one warning each.
+  // By id, since each attempt reads the event again; the last few ids are enough.
+  const told: string[] = [];
   return (e) => {
     try {
       return renderTemplate(template, e).trim();
     } catch (err) {
-      onError((err as Error).message, e);
+      if (!told.includes(e.id)) {
+        onError((err as Error).message, e);
+        told.push(e.id);
+        if (told.length > 64) told.shift();
+      }
       return e.data.summary;
     }
   };
