@@ -745,6 +745,9 @@ describe('secrets', () => {
     expect(result.ok ? [] : formatConfigErrors(result.errors)).toBe(
       'inline.yaml:3:8: api.key: must be a non-empty API key, usually key: ${HOSTWATCH_API_KEY} (got "")',
     );
+    // An empty list of webhook secrets too: "an empty list", not "[redacted]".
+    const none = parseText(`${MINIMAL}channels:\n  - { name: h, type: webhook, url: "https://example.net/x", secret: [] }\n`);
+    expect(none.ok ? '' : formatConfigErrors(none.errors)).toMatch(/channels\[0\]\.secret: .* \(got an empty list\)$/);
   });
 });
 

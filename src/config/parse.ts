@@ -220,7 +220,8 @@ function valueError(path: KeyPath, message: string, data: unknown, tree: YamlTre
     return { ...base, message: message.startsWith(REQUIRED) ? message : `${REQUIRED}; ${message}` };
   }
   if (message.startsWith(REQUIRED)) return { ...base, message };
-  const secret = isSecretPath(path, data) && value !== null && value !== '';
+  // An empty value (or an empty list of secrets) reveals nothing, and is the usual mistake.
+  const secret = isSecretPath(path, data) && value !== null && value !== '' && !(Array.isArray(value) && value.length === 0);
   const shown = secret ? REDACTED : value;
   // A value from the environment is named by its variable, never shown: a secret written
   // into the wrong key (base_url: ${HOSTWATCH_API_KEY}) must not be printed.
