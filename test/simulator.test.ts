@@ -481,6 +481,11 @@ describe('the /_sim control interface', () => {
     expect(bad.status).toBe(422);
     expect(bad.body).toEqual({ error: { code: 'validation_failed', message: 'status must be one of ok, failed, timeout, skipped, error' } });
     expect((await control(sim, 'POST', '/sites/1/do/files/touch', { size: -1 })).status).toBe(422);
+    // A misspelt field of a patch is a 404 naming the fields there, not a new field the API serves.
+    const typo = await control(sim, 'PATCH', '/sites/1/state/dns', { set: { 'nameservers.pointedd': false } });
+    expect(typo.status).toBe(404);
+    expect(JSON.stringify(typo.body)).toContain('patch path nameservers.pointedd: no field pointedd; there: current, required, pointed');
+    expect(JSON.stringify(sim.world.resources.stateOf('dns', 1))).not.toContain('pointedd');
   });
 });
 

@@ -302,8 +302,13 @@ function applyOp(root: unknown, op: PatchOp, nextId: () => number): void {
   switch (op.op) {
     case 'set':
       if (Array.isArray(parent)) parent[indexIn(parent, last, where)] = op.value;
-      else if (typeof parent === 'object' && parent !== null) (parent as Record<string, unknown>)[last] = op.value;
-      else throw new SimulatorError('validation_failed', `patch path ${where}: parent is not an object`);
+      else if (typeof parent === 'object' && parent !== null) {
+        // A misspelt field would otherwise be added, and served by the API as if it were real.
+        if (!Object.hasOwn(parent, last)) {
+          throw new SimulatorError('not_found', `patch path ${where}: no field ${last}; there: ${Object.keys(parent).join(', ')}`);
+        }
+        (parent as Record<string, unknown>)[last] = op.value;
+      } else throw new SimulatorError('validation_failed', `patch path ${where}: parent is not an object`);
       return;
     case 'merge':
       if (typeof target !== 'object' || target === null || typeof op.value !== 'object' || op.value === null) {
