@@ -474,6 +474,10 @@ describe('the /_sim control interface', () => {
     expect((await control(sim, 'POST', '/sites/99/health', { status: 'offline' })).status).toBe(404);
     expect((await control(sim, 'POST', '/sites/1/health', { problems: -1 })).status).toBe(422);
     expect((await control(sim, 'POST', '/faults', { path: '^/x$', kind: 'nope' })).status).toBe(422);
+    // A misspelt key would be dropped, and the fault answer 500 instead of the 503 asked for.
+    const misspelt = await control(sim, 'POST', '/faults', { path: '^/x$', kind: 'status', statuss: 503 });
+    expect(misspelt.status).toBe(422);
+    expect(JSON.stringify(misspelt.body)).toContain('unknown key statuss; a fault takes path, kind, method');
     const res = await fetch(`${sim.url}/_sim/tick`, { method: 'POST', body: '{not json' });
     expect(res.status).toBe(422);
     // A family action's bad arguments too, with the action's words (they were a 500).

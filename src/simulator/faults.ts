@@ -98,9 +98,15 @@ export class Faults {
   }
 }
 
+/** The keys a fault spec may have (FaultSpec's). */
+const FAULT_KEYS: readonly string[] = ['path', 'kind', 'method', 'body', 'status', 'ms', 'retry_after', 'depth', 'page', 'times', 'bytes', 'chunked'];
+
 function validate(input: unknown): FaultSpec {
   if (typeof input !== 'object' || input === null) throw invalid('a fault must be an object');
   const spec = input as Record<string, unknown>;
+  // A misspelt key (`statuss`) would be dropped, and the fault answer its default instead.
+  const unknown = Object.keys(spec).filter((k) => !FAULT_KEYS.includes(k));
+  if (unknown.length > 0) throw invalid(`unknown key ${unknown.join(', ')}; a fault takes ${FAULT_KEYS.join(', ')}`);
   if (typeof spec.path !== 'string') throw invalid('path must be a regex source string');
   try {
     new RegExp(spec.path);
