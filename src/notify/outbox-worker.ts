@@ -228,8 +228,10 @@ export class OutboxWorker {
    */
   async drain(timeoutMs: number, sleep: (ms: number) => Promise<void> = delay, beforeEach?: () => Promise<unknown>): Promise<number> {
     const deadline = this.deps.now() + timeoutMs;
+    // A store that fails is waited out below (storeFailures), not thrown out of the drain.
+    const flush = async (): Promise<void> => void (await beforeEach?.().catch(() => undefined));
     for (;;) {
-      await beforeEach?.();
+      await flush();
       await this.recordHeld();
       if (this.storeFailures > 0) {
         // The store fails: wait for the backoff (or give up at the deadline), never spin.
@@ -239,7 +241,7 @@ export class OutboxWorker {
       }
       await this.deliverDue();
       // Again after the sends: what they raised (a channel.disabled) is flushed before the wait.
-      await beforeEach?.();
+      await flush();
       const next = await this.r.events.nextDue();
       this.failStreak = 0;
       if (next === null) return 0;
