@@ -150,6 +150,12 @@ describe('creating a silence', () => {
     );
     const notBool = await post(`${url}/api/silences`, { match: 'site_id', duration: '2h', comment: 'x' });
     expect(notBool.body.error.message).toBe('match: must be true or false for an event (like "site_id == 12"), but it gives a number');
+    // A severity no event has would silence nothing: refused with the near miss, amtool matchers too.
+    for (const match of ["severity == 'critcal' && site_id == 3", 'severity="critcal"']) {
+      const none = await post(`${url}/api/silences`, { match, duration: '2h', comment: 'x' });
+      expect(none.status).toBe(400);
+      expect(none.body.error.message).toBe('match: compares severity with "critcal", which no event has (did you mean critical?); severity is one of critical, warning, info');
+    }
     expect((await get(`${url}/api/silences`)).body.data).toEqual([]);
   });
 

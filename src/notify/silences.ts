@@ -4,6 +4,7 @@ import { isRecord } from '../is-record.js';
 import { formatDuration, parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { routeBindings } from './routing.js';
+import { matchValueMessage, unknownMatchValues } from './match-variables.js';
 import type { Database } from '../store/schema.js';
 
 /**
@@ -206,6 +207,11 @@ export function parseSilenceRequest(
         translated = { from: match, to: cel };
         match = cel;
       } else bad('match', (e as Error).message);
+    }
+    // A severity or status no event has (`severity == 'critcal'`): a silence of nothing, as a
+    // route's match would be (config checks those the same way).
+    if (!errors.some((x) => x.field === 'match')) {
+      for (const u of unknownMatchValues(match)) bad('match', matchValueMessage(u));
     }
   }
 
