@@ -132,7 +132,8 @@ describe('site_labels config errors', () => {
     ).toEqual([
       'labels.yaml:3:14: site_labels[0].match: uses unknown variable "domian" (did you mean domain?); a site label match can use id, domain, site, clients (got "domian == \'a.example\'")',
       'labels.yaml:4:14: site_labels[1].match: is not a valid CEL expression: <input>:1:4: found = but expecting end of input (got "id ==")',
-      'labels.yaml:5:48: site_labels[2].labels.Client-Name: must be a label name: lower-case letters, digits and underscores, like client or tier (got "acme")',
+      // The name is what is wrong: it is shown, at its own column.
+      'labels.yaml:5:35: site_labels[2].labels.Client-Name: must be a label name: lower-case letters, digits and underscores, like client or tier (got the name "Client-Name")',
       'labels.yaml:5:60: site_labels[2].labels.tier: must be a text value, like acme (got 3)',
       'labels.yaml:6:13: site_labels[3].from: must be client_reports (client reports tie sites to clients by domain) (got "crm")',
     ]);

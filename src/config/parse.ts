@@ -197,6 +197,12 @@ function issuesToErrors(
       for (const key of issue.keys) out.push(unknownKeyError(issue.message, [...path, key], tree, file));
       continue;
     }
+    // A bad name of a map of the user's own names (labels): the name is what is wrong, not its value.
+    if (issue.code === 'invalid_key') {
+      const position = tree.keyAt(path);
+      out.push({ file, line: position.line, column: position.column, path: formatPath(path), message: `${issue.message} (got the name ${JSON.stringify(String(path.at(-1)))})` });
+      continue;
+    }
     // A union that failed in every branch: if one branch got past the outer shape (a list
     // with one bad item), its inner errors are the useful ones; else the union's own message.
     if (issue.code === 'invalid_union' && issue.errors.length > 0) {
