@@ -98,14 +98,16 @@ export class Faults {
   }
 }
 
-/** The keys a fault spec may have (FaultSpec's). */
-const FAULT_KEYS: readonly string[] = ['path', 'kind', 'method', 'body', 'status', 'ms', 'retry_after', 'depth', 'page', 'times', 'bytes', 'chunked'];
+/** The keys a fault spec may have: FaultSpec's, every one (the type below fails the build on a key left out). */
+const FAULT_KEYS = ['path', 'kind', 'method', 'body', 'status', 'ms', 'retry_after', 'depth', 'page', 'times', 'bytes', 'chunked'] as const satisfies ReadonlyArray<keyof FaultSpec>;
+const EVERY_FAULT_KEY: Exclude<keyof FaultSpec, (typeof FAULT_KEYS)[number]> extends never ? true : never = true;
+void EVERY_FAULT_KEY;
 
 function validate(input: unknown): FaultSpec {
   if (typeof input !== 'object' || input === null) throw invalid('a fault must be an object');
   const spec = input as Record<string, unknown>;
   // A misspelt key (`statuss`) would be dropped, and the fault answer its default instead.
-  const unknown = Object.keys(spec).filter((k) => !FAULT_KEYS.includes(k));
+  const unknown = Object.keys(spec).filter((k) => !(FAULT_KEYS as readonly string[]).includes(k));
   if (unknown.length > 0) throw invalid(`unknown key ${unknown.join(', ')}; a fault takes ${FAULT_KEYS.join(', ')}`);
   if (typeof spec.path !== 'string') throw invalid('path must be a regex source string');
   try {
