@@ -126,7 +126,23 @@ describe.each(ENGINES)('the daemon on %s', (engine) => {
       if (opts?.repeatable && ++polls === 3) allIn();
       return submit(unit, opts);
     };
-    const holder = submit(() => Promise.race([three, new Promise((r) => setTimeout(r, 5_000))]));
+    // The holder's batch is running before the polls start, so they cannot join it (had a
+    // batch still been committing, the holder would have waited in the queue with them, and
+    // the polls would have run in savepoints with nothing to run again). It holds until all
+    // three are in (the 5 s it had before could let go early on a loaded machine, leaving the
+    // failing poll alone in its batch). One of these two made it fail once in CI. 25 s is far
+    // above what three polls take (30-130 ms here, on two busy cores); missing it fails the
+    // test, saying so.
+    let late!: NodeJS.Timeout;
+    let started!: () => void;
+    const running = new Promise<void>((r) => (started = r));
+    const holder = submit(() => {
+      started();
+      return Promise.race([three, new Promise((_, reject) => (late = setTimeout(() => reject(new Error(`only ${polls} of the 3 polls submitted their writes within 25 s`)), 25_000)))]).finally(() =>
+        clearTimeout(late),
+      );
+    });
+    await running;
     const before = { ...app.store.stats };
     const site = (id: number) => app.poller.sites().find((s) => s.id === id)!;
     const outcomes = await Promise.all([app.poller.poll(healthSource, site(1)), app.poller.poll(backupsSource, site(2)), app.poller.poll(healthSource, site(3))]);
@@ -150,7 +166,7 @@ describe.each(ENGINES)('the daemon on %s', (engine) => {
     await app.runOnce();
     expect(names(w.events).sort()).toEqual(['backup.failed', 'site.integrity_problems:firing', 'site.offline:firing']);
     expect(hook.requests.map((r) => r.id).sort()).toEqual(w.events.map((e) => e.id).sort());
-  });
+  }, 60_000);
 
   it('lets the other polls of a batch stop waiting for a poll once its reply is in, before it submits its own writes, also when the fetch fails', async () => {
     const { w, app } = await setup();
