@@ -7,6 +7,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { entityOf, sitesSource } from '../src/sources/registry.js';
 import { names, rows, startWorld, TEST_KEY, type World } from './harness.js';
@@ -185,6 +186,27 @@ describe('a mass change', () => {
     // The same poll again (a retry) gives the same summary id: stored once.
     await app.poller.ingest(ref, grown, 0);
     expect(world.events.filter((e) => e.data.name === 'source.mass_change')).toHaveLength(1);
+  });
+
+  it('is logged once its summary is stored, not for a poll whose writes the database refused', async () => {
+    world = await startWorld({ sim: { sites: 5 }, config: { sources: { sites: { max_events: 20 } } } });
+    const app = await world.app();
+    const ref = entityOf(sitesSource, null);
+    const site = (id: number): Record<string, unknown> => ({ id, domain: `site-${id}.example.com`, state: 'Ready' });
+    await app.poller.ingest(ref, [1, 2, 3, 4, 5].map(site), 0);
+    const grown = Array.from({ length: 100 }, (_, i) => site(1 + i));
+    const db = new BetterSqlite3(world.dbPath);
+    try {
+      db.exec("CREATE TRIGGER test_refuse BEFORE INSERT ON change_log WHEN NEW.source = 'sites' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+      await expect(app.poller.ingest(ref, grown, 0)).rejects.toThrow(/refused by the test/);
+      expect(world.logs.lines.filter((l) => l.includes('mass change'))).toEqual([]);
+      db.exec('DROP TRIGGER test_refuse');
+    } finally {
+      db.close();
+    }
+    await app.poller.ingest(ref, grown, 0);
+    expect(world.events.filter((e) => e.data.name === 'source.mass_change')).toHaveLength(1);
+    expect(world.logs.lines.filter((l) => l.includes('mass change'))).toHaveLength(1);
   });
 
   it('refuses a site list longer than sites.max as a failed poll that keeps the previous list', async () => {

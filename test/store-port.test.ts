@@ -536,6 +536,47 @@ describe('the commit queue gathers units into batches', () => {
     expect(log).toEqual(['begin', 'run a', 'rollback']);
   });
 
+  it('runs what a unit asks to run after its commit once the commit is durable, before the unit\'s caller hears of it: once, from the run that committed, and never for a unit rolled back', async () => {
+    const log: string[] = [];
+    let durable!: () => void;
+    const q = new CommitQueue(
+      async () => {
+        log.push('begin');
+        return { ...fakeTx(log), commit: async () => (log.push('commit'), { durable: new Promise<void>((r) => (durable = r)) }) };
+      },
+      { ms: 60_000, units: 3 },
+    );
+    const unit = (name: string, fails: boolean) =>
+      q
+        .submit(
+          async (tx) => {
+            tx.afterCommit!(() => log.push(`after ${name}`));
+            if (fails) throw new Error(`${name} failed`);
+            return name;
+          },
+          { repeatable: true },
+        )
+        .then((v) => void log.push(`caller ${v}`), () => void log.push(`caller of ${name}: failed`));
+    const all = Promise.all([unit('a', false), unit('b', true), unit('c', false)]);
+    while (!log.includes('commit')) await turn();
+    await turn();
+    // Committed (run again with savepoints after b failed), not yet durable: nothing has run.
+    expect(log.filter((l) => l.startsWith('after') || l.startsWith('caller'))).toEqual([]);
+    durable();
+    await all;
+    expect(log.filter((l) => l.startsWith('after') || l.startsWith('caller'))).toEqual(['after a', 'after c', 'caller a', 'caller of b: failed', 'caller c']);
+    expect(q.stats).toMatchObject({ rerunBatches: 1, failedUnits: 1 });
+  });
+
+  it('runs nothing a unit asked for when its whole batch fails to commit', async () => {
+    const log: string[] = [];
+    const q = new CommitQueue(async () => ({ ...fakeTx(log), commit: async () => Promise.reject(new Error('disk full')) }), { ms: 60_000, units: 2 });
+    const unit = (name: string) =>
+      q.submit(async (tx) => (tx.afterCommit!(() => log.push(`after ${name}`)), name)).catch((e: unknown) => void log.push(`${name}: ${String(e)}`));
+    await Promise.all([unit('a'), unit('b')]);
+    expect(log.filter((l) => !['savepoint', 'release', 'rollback'].includes(l))).toEqual(['a: Error: disk full', 'b: Error: disk full']);
+  });
+
   it('commits a unit that comes after a quiet spell at the next turn, without waiting the gather time', async () => {
     const log: string[] = [];
     const q = new CommitQueue(async () => (log.push('begin'), fakeTx(log)), { ms: 40, units: 8 });

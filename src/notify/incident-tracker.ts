@@ -175,7 +175,7 @@ export class IncidentTracker {
       case 'open':
         await this.write(r, { ...base, pending_since: now });
         await this.takeBack(r, name, firing);
-        d.log.info({ alert: name, sites: firing.length, threshold }, 'platform incident opened: per-site alerts are held for the human channels the incident reaches');
+        r.afterCommit(() => d.log.info({ alert: name, sites: firing.length, threshold }, 'platform incident opened: per-site alerts are held for the human channels the incident reaches'));
         return null;
       case 'cancel':
         await this.write(r, { ...base, pending_since: null });

@@ -182,6 +182,6 @@ export class Notifier {
       if (decision.action === 'queue' && !decision.heldBy) await r.delivery.setHeldOutcome(h.id, 'released');
       else if (decision.action === 'silenced') await r.delivery.setHeldOutcome(h.id, 'suppressed');
     }
-    if (held.length > 0) this.deps.log.info({ held_by: by, released: held.length - drop.size, dropped: drop.size }, 'hold ended: held events released');
+    if (held.length > 0) r.afterCommit(() => this.deps.log.info({ held_by: by, released: held.length - drop.size, dropped: drop.size }, 'hold ended: held events released'));
   }
 }

@@ -476,7 +476,7 @@ export class Poller {
         now,
         unseen,
       );
-      const { events, evidence } = this.capChanges(ref, version, now, this.watchedOnly(plan.events), plan.evidence);
+      const { events, evidence } = this.capChanges(r, ref, version, now, this.watchedOnly(plan.events), plan.evidence);
       const removedSites = ref.source.name === sitesSource.name && !unchanged ? this.removedSites(data) : [];
       // Their alerts are resolved under other entities' subjects, and `heads` forgets them.
       if (removedSites.length > 0) this.fresh = false;
@@ -502,7 +502,7 @@ export class Poller {
    * in the change log) keeps them for `rules backtest`. Alerts are never cut: each firing
    * has its state and its later resolution.
    */
-  private capChanges(ref: EntityRef, version: number, at: number, events: HostwatchEvent[], evidence: EvidenceRow[]): { events: HostwatchEvent[]; evidence: EvidenceRow[] } {
+  private capChanges(r: Repos, ref: EntityRef, version: number, at: number, events: HostwatchEvent[], evidence: EvidenceRow[]): { events: HostwatchEvent[]; evidence: EvidenceRow[] } {
     const max = this.deps.maxEvents?.(ref.source.name) ?? 100;
     const changes = events.filter((e) => e.data.status === undefined);
     if (changes.length <= max) return { events, evidence };
@@ -519,7 +519,8 @@ export class Poller {
       summary: `${ref.entity}: ${changes.length} changes in one poll; the first ${max} were sent as events, the other ${changes.length - max} are in the change log (hostwatch rules backtest shows them)`,
       extra: { site_id: ref.siteId, domain: site?.domain ?? null, source: ref.source.name, total: changes.length, sent: max, held: changes.length - max, by_event: byEvent, max_events: max },
     });
-    this.deps.log.warn({ source: ref.source.name, entity: ref.entity, changes: changes.length, max_events: max }, 'mass change: events past max_events summed up in one source.mass_change');
+    // Logged once its summary is stored: the unit may be rolled back, or run again with its batch.
+    r.afterCommit(() => this.deps.log.warn({ source: ref.source.name, entity: ref.entity, changes: changes.length, max_events: max }, 'mass change: events past max_events summed up in one source.mass_change'));
     return { events: [...events.filter((e) => !dropped.has(e.id)), summary], evidence: evidence.filter((r) => !dropped.has(r.event_id)) };
   }
 
@@ -937,7 +938,8 @@ export class Poller {
    * `writes` may run more than once (the store runs it again if another unit of its batch
    * failed): it must read what it needs in the transaction and keep its results in the unit
    * or its return value, which belong to the run that committed. What it changes outside
-   * (a log line, a set it adds to) must come out the same when done twice.
+   * (a set it adds to) must come out the same when done twice; a log line about what it
+   * wrote goes through `u.r.afterCommit`, which runs once, for the run that committed.
    */
   private async commit<T>(writes: (u: Unit) => Promise<T>): Promise<T> {
     let unit: Unit | null = null;

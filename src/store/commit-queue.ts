@@ -2,6 +2,7 @@ import type { AsyncLocalStorage } from 'node:async_hooks';
 import type { Executor } from './sql.js';
 
 /** A write transaction as the commit queue drives it (one per batch; see CommitQueue). */
+/** The queue sets `afterCommit` (Executor) before each unit of a batch runs. */
 export interface BatchTx extends Executor {
   /** Open a savepoint for the next unit. */
   savepoint(): Promise<void>;
@@ -48,7 +49,7 @@ export function traceUnits(als: AsyncLocalStorage<true> | null): void {
   unitTrace = als;
 }
 
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+type Outcome = { ok: true; value: unknown; after: Array<() => void> } | { ok: false; error: unknown };
 
 interface Queued {
   unit: Unit<unknown>;
@@ -257,8 +258,16 @@ export class CommitQueue {
       () =>
         batch.forEach((q, i) => {
           const o = outcomes[i]!;
-          if (o.ok) q.resolve(o.value);
-          else {
+          if (o.ok) {
+            for (const fn of o.after) {
+              try {
+                fn();
+              } catch {
+                // A hook's failure (a log line) must not keep the unit's caller from its result.
+              }
+            }
+            q.resolve(o.value);
+          } else {
             this.stats.failedUnits++;
             q.reject(o.error);
           }
@@ -291,10 +300,13 @@ export class CommitQueue {
     try {
       for (const q of batch) {
         if (!plain) await tx.savepoint();
+        // What this unit asks to run after the commit: kept only if the unit's writes are.
+        const after: Array<() => void> = [];
+        tx.afterCommit = (fn) => void after.push(fn);
         try {
           const value = await (unitTrace ? unitTrace.run(true, () => q.unit(tx)) : q.unit(tx));
           if (!plain) await tx.release();
-          outcomes.push({ ok: true, value });
+          outcomes.push({ ok: true, value, after });
         } catch (error) {
           if (plain) throw error;
           // The unit's error may have ended the whole transaction (SQLite rolls it back itself
@@ -306,8 +318,10 @@ export class CommitQueue {
           outcomes.push({ ok: false, error });
         }
       }
+      tx.afterCommit = undefined;
       return { outcomes, durable: (await tx.commit()).durable };
     } catch (e) {
+      tx.afterCommit = undefined;
       // Nothing of this run was committed.
       await tx.rollback().catch(() => undefined);
       // A unit failed (not the COMMIT, which comes after them all) in a plain run of several.

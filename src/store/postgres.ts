@@ -49,6 +49,8 @@ class PostgresTx implements BatchTx {
   /** eventsOrdered when the current savepoint was opened (a rolled-back unit's lock is released with it). */
   private orderedAtSavepoint = false;
   readonly memo = new Map<string, unknown>();
+  /** Set by the commit queue for each unit (Executor.afterCommit). */
+  afterCommit?: (fn: () => void) => void = undefined;
 
   constructor(
     private readonly client: pg.PoolClient,

@@ -18,6 +18,8 @@ export interface Repos {
   daemon: DaemonRepo;
   /** The batch transaction's memo of reads (Executor.memo); null outside a batch. */
   memo: Map<string, unknown> | null;
+  /** Run `fn` once this unit's writes are committed (Executor.afterCommit); at once outside a batch. */
+  afterCommit(fn: () => void): void;
 }
 
 /**
@@ -34,5 +36,6 @@ export function repos(x: Executor): Repos {
     silences: new SilencesRepo(x),
     daemon: new DaemonRepo(x),
     memo: x.memo ?? null,
+    afterCommit: (fn) => (x.afterCommit ? x.afterCommit(fn) : fn()),
   };
 }

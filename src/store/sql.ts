@@ -162,4 +162,12 @@ export interface Executor {
    * holds deletes the key. Absent outside a batch: a statement on its own remembers nothing.
    */
   readonly memo?: Map<string, unknown>;
+  /**
+   * Run `fn` once the unit that calls this has committed and its commit is durable, just
+   * before the unit's caller hears of it; never if the unit is rolled back (alone, or with
+   * its batch, which may then run it again: only the run that commits counts). For what a
+   * unit must not do itself: a log line saying what it wrote. Absent outside a batch, where
+   * each statement commits on its own.
+   */
+  afterCommit?: (fn: () => void) => void;
 }

@@ -95,6 +95,8 @@ class SqliteTx implements BatchTx {
   /** A write statement ran: the commit has a log to sync (a read-only batch has none). */
   private wrote = false;
   readonly memo = new Map<string, unknown>();
+  /** Set by the commit queue for each unit (Executor.afterCommit). */
+  afterCommit?: (fn: () => void) => void = undefined;
 
   constructor(
     private readonly r: SqliteRunner,
