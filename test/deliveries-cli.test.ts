@@ -160,6 +160,13 @@ describe('hostwatch silence', () => {
     expect(lines(long.stderr)).toEqual([
       'hostwatch silence add: --for: a silence lasts at most 30d (silences.max_duration; got 3650d); for planned quiet periods use maintenance windows in the config',
     ]);
+    // An event no rule of the config sends would be a silence of nothing, as a route's match would be.
+    const typo = await hostwatch(['silence', 'add', '--match', "name == 'site.ofline' || type == 'site.offline'", '--for', '2h', '--comment', 'x', '-c', config], env);
+    expect(typo.code).toBe(2);
+    expect(lines(typo.stderr)).toEqual([
+      'hostwatch silence add: --match: compares name with "site.ofline", which no event has (did you mean site.offline?); the events are those of docs/events.md and the event: of your rules',
+      'hostwatch silence add: --match: compares type with "site.offline", which no event has (did you mean hostwatch.site.offline?); the events are those of docs/events.md and the event: of your rules',
+    ]);
 
     const add = await hostwatch(['silence', 'add', '--match', 'site_id == 1', '--for', '2h', '--comment', 'moving to a new server', '--by', 'ana', '-c', config], env);
     expect(add.code).toBe(0);

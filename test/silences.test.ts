@@ -156,6 +156,14 @@ describe('creating a silence', () => {
       expect(none.status).toBe(400);
       expect(none.body.error.message).toBe('match: compares severity with "critcal", which no event has (did you mean critical?); severity is one of critical, warning, info');
     }
+    // So would an event no rule sends; amtool matchers are read as the CEL they mean first.
+    for (const match of ["name == 'site.ofline'", 'name="site.ofline"']) {
+      const none = await post(`${url}/api/silences`, { match, duration: '2h', comment: 'x' });
+      expect(none.status).toBe(400);
+      expect(none.body.error.message).toBe(
+        'match: compares name with "site.ofline", which no event has (did you mean site.offline?); the events are those of docs/events.md and the event: of your rules',
+      );
+    }
     expect((await get(`${url}/api/silences`)).body.data).toEqual([]);
   });
 

@@ -60,6 +60,22 @@ async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store:
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
 /**
+ * The names of the events the config's rules can send, to check a silence's `name` and
+ * `type` against; undefined when its rules do not load (a silence is what one adds in a
+ * hurry, so a broken rule file does not stop it: its names are then not checked, and the
+ * user is told).
+ */
+async function eventNamesOf(config: Config): Promise<readonly string[] | undefined> {
+  const [{ rulesFor }, { knownEventNames }] = await Promise.all([import('../rules/parse.js'), import('../events/catalog.js')]);
+  try {
+    return knownEventNames(rulesFor(config));
+  } catch {
+    process.stderr.write('(the rules of this config do not load, so the event names in --match were not checked; hostwatch check says why)\n');
+    return undefined;
+  }
+}
+
+/**
  * A silence as one line of `silence list`: when it holds (an active one: until when, and the
  * time left; a pending one: from when, and until when; an ended one: when it ended, and, if
  * it was expired early, until when it was meant to hold).
@@ -154,6 +170,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
         const parsed = parseSilenceRequest({ match: o.match, duration: o.for, comment: o.comment, created_by: o.by }, now, {
           createdBy: 'cli',
           maxDurationMs: config.silences.max_duration_ms,
+          eventNames: await eventNamesOf(config),
         });
         if (!parsed.ok) {
           // The CLI's names for the request's fields.

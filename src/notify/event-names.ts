@@ -12,6 +12,27 @@ export interface UnknownEventName {
 }
 
 /**
+ * What is wrong with the event names and types an event match compares with (`name ==
+ * 'site.ofline'`, `type == 'site.offline'`), given the names of the events that can exist
+ * (knownEventNames): one message per value no event has, with the near miss. A route's,
+ * maintenance window's or inhibit target's match (below) and a silence's. [] on a syntax
+ * error, which is the caller's to report.
+ */
+export function eventMatchProblems(match: string, known: readonly string[]): string[] {
+  // A match comparing `name` or `type` with an event no rule sends takes no event.
+  const values = { name: known, type: known.map((n) => TYPE_PREFIX + n) };
+  try {
+    return unknownMatchValues(match, values).map((u) => {
+      // `type` is the name with its prefix: `type == 'site.offline'` meant hostwatch.site.offline.
+      const prefixed = u.variable === 'type' && known.includes(u.value) ? TYPE_PREFIX + u.value : undefined;
+      return matchValueMessage(u, 'the events are those of docs/events.md and the event: of your rules', prefixed);
+    });
+  } catch {
+    return [];
+  }
+}
+
+/**
  * Event names in the config that no rule sends: an inhibit rule's `source`, the names in
  * `incidents.alerts`, and the names and types that a route's or maintenance window's `match`
  * or an inhibit `target` compares with (`name == 'site.ofline'`). Misspelt, an inhibition
@@ -27,20 +48,8 @@ export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents' |
     const near = closest(name, known);
     return { path, message: `no rule sends the event ${name}${near ? ` (did you mean ${near}?)` : ''}; the events are those of docs/events.md and the event: of your rules` };
   };
-  // A match comparing `name` or `type` with an event no rule sends takes no event.
-  const values = { name: known, type: known.map((n) => TYPE_PREFIX + n) };
-  const matches = (path: Array<string | number>, match: string | null): UnknownEventName[] => {
-    if (!match) return [];
-    try {
-      return unknownMatchValues(match, values).map((u) => {
-        // `type` is the name with its prefix: `type == 'site.offline'` meant hostwatch.site.offline.
-        const prefixed = u.variable === 'type' && known.includes(u.value) ? TYPE_PREFIX + u.value : undefined;
-        return { path, message: matchValueMessage(u, 'the events are those of docs/events.md and the event: of your rules', prefixed) };
-      });
-    } catch {
-      return []; // a syntax error is the config parser's to report
-    }
-  };
+  const matches = (path: Array<string | number>, match: string | null): UnknownEventName[] =>
+    match ? eventMatchProblems(match, known).map((message) => ({ path, message })) : [];
   return [
     ...config.inhibit.map((i, n) => problem(['inhibit', n, 'source'], i.source)),
     ...config.incidents.alerts.map((name, n) => problem(['incidents', 'alerts', n], name)),

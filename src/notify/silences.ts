@@ -4,6 +4,7 @@ import { isRecord } from '../is-record.js';
 import { formatDuration, parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { routeBindings } from './routing.js';
+import { eventMatchProblems } from './event-names.js';
 import { matchValueMessage, unknownMatchValues } from './match-variables.js';
 import type { Database } from '../store/schema.js';
 
@@ -180,7 +181,12 @@ const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2
 export function parseSilenceRequest(
   body: unknown,
   now: number,
-  defaults: { createdBy: string; maxDurationMs: number },
+  defaults: {
+    createdBy: string;
+    maxDurationMs: number;
+    /** The names of the events that can exist (knownEventNames): a match's `name` and `type` are checked against them. */
+    eventNames?: readonly string[];
+  },
 ): { ok: true; silence: Omit<Silence, 'id'>; translated?: { from: string; to: string } } | { ok: false; errors: SilenceFieldError[] } {
   if (!isRecord(body)) {
     return { ok: false, errors: [{ field: 'body', message: 'expected a JSON object with match, duration (or ends_at) and comment' }] };
@@ -208,10 +214,12 @@ export function parseSilenceRequest(
         match = cel;
       } else bad('match', (e as Error).message);
     }
-    // A severity or status no event has (`severity == 'critcal'`): a silence of nothing, as a
-    // route's match would be (config checks those the same way).
+    // A severity or status no event has (`severity == 'critcal'`), or the name of an event no
+    // rule sends (`name == 'site.ofline'`): a silence of nothing, as a route's match would be
+    // (config checks those the same way).
     if (!errors.some((x) => x.field === 'match')) {
       for (const u of unknownMatchValues(match)) bad('match', matchValueMessage(u));
+      if (defaults.eventNames) for (const m of eventMatchProblems(match, defaults.eventNames)) bad('match', m);
     }
   }
 
