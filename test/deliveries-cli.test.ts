@@ -143,6 +143,22 @@ describe('hostwatch deliveries and redeliver', () => {
 });
 
 describe('hostwatch silence', () => {
+  it('adds a silence when the config\'s rules do not load, saying that its event names were not checked', async () => {
+    const { w, overrides, env } = await setup({ hook: () => ({ status: 200 }) });
+    const app = await w.app(overrides);
+    await app.runOnce();
+    await app.stop();
+    // A rule file that does not load does not stop a silence: its names are not checked, and it says so.
+    const broken = join(w.dir, 'broken-rules.yaml');
+    writeFileSync(broken, 'rules:\n  - name: [\n');
+    const brokenConfig = join(w.dir, 'broken.yaml');
+    writeFileSync(brokenConfig, w.yaml({ ...overrides, rules: [broken] }));
+    const anyway = await hostwatch(['silence', 'add', '--match', "name == 'site.ofline'", '--for', '1m', '--comment', 'x', '-c', brokenConfig], env);
+    expect(anyway.code).toBe(0);
+    expect(anyway.stderr).toBe('(the rules of this config do not load, so the event names in --match were not checked; hostwatch check says why)\n');
+
+  });
+
   it('adds a silence that holds back delivery but not storage, lists it with what it held back, and expires it', async () => {
     const { w, hooks, overrides, config, env } = await setup({ hook: () => ({ status: 200 }) });
     const app = await w.app(overrides);
