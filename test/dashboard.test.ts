@@ -275,6 +275,40 @@ describe('the dashboard on awkward data', () => {
     await page.close();
   }, 60_000);
 
+  it('takes a token holding "%" and "&" as pasted after #token=, and one written percent-encoded as the token it encodes', async () => {
+    const token = 'dash-50%off&x=1-0123456789';
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0', token } } });
+    const app = await world.app();
+    await app.start();
+    for (const written of [token, encodeURIComponent(token)]) {
+      const { page, problems } = await openPage(`${app.serverUrl!}/#token=${written}`);
+      await page.locator('#status.live').waitFor();
+      await page.locator('#sources tr[data-source="sites"]').waitFor({ state: 'attached' });
+      expect(await page.evaluate(() => sessionStorage.getItem('hostwatch.token'))).toBe(token);
+      expect(await page.evaluate(() => location.hash)).toBe('');
+      expect(problems).toEqual([]);
+      await page.close();
+    }
+  }, 60_000);
+
+  it('counts every failed delivery in the Deliveries heading, not only those of the 50 rows it shows', async () => {
+    world = await startWorld({ sim: { sites: 60 }, config: { server: { listen: '127.0.0.1:0' } } });
+    // A channel nobody answers: every delivery fails once and waits to retry.
+    const app = await world.app({ channels: [{ name: 'hooks', type: 'webhook', url: 'http://127.0.0.1:9/closed', secret: 'whsec_' + Buffer.from('k'.repeat(32)).toString('base64') }], delivery: { drain_timeout: '1s' } });
+    await app.start();
+    await app.runOnce();
+    for (let id = 1; id <= 60; id++) world.sim.world.setHealth(id, { status: 'offline' });
+    await app.runOnce();
+    const failed = (sqliteOf(app.store).prepare("SELECT count(*) AS n FROM outbox WHERE state = 'dead' OR (state = 'pending' AND attempts >= 1)").get() as { n: number }).n;
+    expect(failed).toBeGreaterThan(50);
+    const { page, problems } = await openPage(`${app.serverUrl!}/`);
+    await expect.poll(() => page.locator('#deliveries-count').textContent(), { timeout: 10_000 }).toMatch(/failing/);
+    expect(await page.locator('#deliveries tbody tr').count()).toBe(50);
+    expect(await page.locator('#deliveries-count').textContent()).toMatch(new RegExp(`^${failed} failing \\(\\d+ shown\\)$`));
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+
   it('never shows the text "null" in the sources summary when no source is catching up', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
     const app = await world.app();

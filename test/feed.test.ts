@@ -559,7 +559,7 @@ describe('GET /api/alerts', () => {
 });
 
 describe('GET /api/deliveries', () => {
-  it('shows a dead-lettered delivery among the recent ones, and alone with failed=true', async () => {
+  it('shows a dead-lettered delivery among the recent ones, and alone with failed=true; counts the failed ones beyond the rows a limit lets through', async () => {
     // 404, not 410: a 410 also disables the channel (test/delivery-channels.test.ts).
     const gone: Receiver = await startReceiver({ answer: () => ({ status: 404, body: 'gone for good' }) });
     const ok: Receiver = await startReceiver();
@@ -593,10 +593,12 @@ describe('GET /api/deliveries', () => {
     expect(all.body.data[1]).toEqual(dead);
     expect(all.body.data[0]).toMatchObject({ channel: 'ok', state: 'delivered', attempts: 1, last_error: null });
 
-    expect((await getJson(`${srv.url}/api/deliveries?failed=true`)).body).toEqual({ data: [dead] });
-    expect((await getJson<{ data: unknown[] }>(`${srv.url}/api/deliveries?channel=ok&limit=5`)).body.data).toHaveLength(1);
+    expect((await getJson(`${srv.url}/api/deliveries?failed=true`)).body).toEqual({ data: [dead], failed_total: 1 });
+    expect((await getJson<{ data: unknown[] }>(`${srv.url}/api/deliveries?channel=ok&limit=5`)).body).toEqual({ data: [expect.objectContaining({ channel: 'ok' })], failed_total: 0 });
+    // The dashboard's "N failing" is the total, also when the failed row is not on the page.
+    expect((await getJson(`${srv.url}/api/deliveries?limit=1`)).body).toEqual({ data: [expect.objectContaining({ channel: 'ok', state: 'delivered' })], failed_total: 1 });
     // pending=true: the rows still to send. None now; the dead one once it is queued again.
-    expect((await getJson(`${srv.url}/api/deliveries?pending=true`)).body).toEqual({ data: [] });
+    expect((await getJson(`${srv.url}/api/deliveries?pending=true`)).body).toEqual({ data: [], failed_total: 1 });
     const db = new BetterSqlite3(w.dbPath);
     db.prepare(`UPDATE outbox SET state = 'pending', next_attempt_at = 0 WHERE channel = 'gone'`).run();
     db.close();

@@ -279,10 +279,15 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
       const view = (await r.events.deliveries({ failed: true, channel: 'hooks' }, 10)).find((d) => d.event_id === e.id);
       expect(view).toMatchObject({ channel: 'hooks', state: 'pending', attempts: 1, last_error: 'HTTP 503', last_status: 503, type: e.type, subject: e.subject });
       expect(await r.events.count('pending')).toBeGreaterThanOrEqual(2);
+      // Counted as deliveries(failed) keeps them (a number on both engines): the retrying row, not the untried one.
+      const failed = await r.events.failedCount('hooks');
+      expect(typeof failed).toBe('number');
+      expect(await r.events.failedCount(null)).toBeGreaterThanOrEqual(failed);
       expect(await r.events.nextDue()).toBeLessThanOrEqual(5_000);
       expect(await r.events.oldestPendingCreatedAt()).toBe(50);
       expect(await tx((t) => t.events.redeliver({ eventId: e.id }, 'hooks', 300))).toBe(1);
       expect((await r.events.outboxFor(e.id)).find((o) => o.channel === 'hooks')).toMatchObject({ state: 'pending', attempts: 0, next_attempt_at: 300 });
+      expect(await r.events.failedCount('hooks')).toBe(failed - 1);
     });
 
     it('takes back the never-tried rows of an event for some channels, and no row already tried', async () => {

@@ -1,5 +1,5 @@
 import { pick, statement, variants, type Executor } from './sql.js';
-import { sql, type RawBuilder, type Selectable } from 'kysely';
+import { sql, type ExpressionBuilder, type RawBuilder, type Selectable } from 'kysely';
 import { COLUMNS, type Database } from './schema.js';
 import type { HostwatchEvent } from '../events/types.js';
 
@@ -142,6 +142,16 @@ const LOG = variants<LogParams, LogFlags, LoggedEvent>((qb, f, p) =>
     .orderBy('seq', f.newest ? 'desc' : 'asc')
     .limit(p.limit),
 );
+/** A failed delivery: dead-lettered, or waiting to retry after at least one failed attempt. */
+const failedDelivery = (eb: ExpressionBuilder<Database, 'outbox'>) =>
+  eb.or([eb('outbox.state', '=', 'dead'), eb.and([eb('outbox.state', '=', 'pending'), eb('outbox.attempts', '>=', 1)])]);
+const FAILED_COUNT = variants<{ channel: string }, { channel: boolean }, { n: number | string }>((qb, f, p) =>
+  qb
+    .selectFrom('outbox')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where(failedDelivery)
+    .$if(f.channel, (q) => q.where('outbox.channel', '=', p.channel)),
+);
 const DELIVERIES = variants<DeliveryParams, { failed: boolean; pending: boolean; channel: boolean }, DeliveryView>((qb, f, p) =>
   qb
     .selectFrom('outbox')
@@ -157,10 +167,7 @@ const DELIVERIES = variants<DeliveryParams, { failed: boolean; pending: boolean;
         .limit(1)
         .as('last_status'),
     )
-    // Failed: dead-lettered, or waiting to retry after at least one failed attempt.
-    .$if(f.failed, (q) =>
-      q.where((eb) => eb.or([eb('outbox.state', '=', 'dead'), eb.and([eb('outbox.state', '=', 'pending'), eb('outbox.attempts', '>=', 1)])])),
-    )
+    .$if(f.failed, (q) => q.where(failedDelivery))
     // Pending: still to send (due now, waiting to retry, or in a group's wait).
     .$if(f.pending, (q) => q.where('outbox.state', '=', 'pending'))
     .$if(f.channel, (q) => q.where('outbox.channel', '=', p.channel))
@@ -271,6 +278,11 @@ export class EventsRepo {
   /** Whether the log holds an event of this CloudEvents type (a type filter's last resort: resolveTypeFilter). */
   async holdsType(type: string): Promise<boolean> {
     return (await this.latest({ type, siteId: null, since: null }, 1)).length > 0;
+  }
+
+  /** How many deliveries have failed (as `deliveries` with `failed`), of one channel or all. */
+  async failedCount(channel: string | null): Promise<number> {
+    return Number((await this.x.get(FAILED_COUNT({ channel: channel !== null }), { channel: channel ?? '' }))?.n ?? 0);
   }
 
   /** Recent outbox rows, newest first; `failed` keeps dead rows and rows waiting to retry, `pending` the rows still to send. */

@@ -15,10 +15,18 @@ export const DASHBOARD_JS = String.raw`
   // The token comes in the fragment (#token=...), which browsers never send to a server;
   // it is kept for this tab only and removed from the address bar. Read at the start and
   // again when only the fragment changes (no reload): see the hashchange handler below.
+  // The token is everything after "#token=", as pasted: a token may hold "&" or "%" (a
+  // percent-encoded one is decoded; text that is not valid percent-encoding is taken as is).
   function takeTokenFromHash() {
-    const fromHash = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+    const fromHash = /(?:^#|&)token=(.*)$/s.exec(location.hash);
     if (!fromHash) return false;
-    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(fromHash[1]));
+    let value = fromHash[1];
+    try {
+      value = decodeURIComponent(value);
+    } catch (_) {
+      // "50%off": not percent-encoding, so the token itself.
+    }
+    sessionStorage.setItem(TOKEN_KEY, value);
     history.replaceState(null, '', location.pathname + location.search);
     return true;
   }
@@ -36,6 +44,7 @@ export const DASHBOARD_JS = String.raw`
     budget: null,
     alerts: null,
     deliveries: null,
+    deliveriesFailed: null,
     silences: null,
     // event id -> silence id, for the latest events held back by a silence
     silenced: new Map(),
@@ -493,6 +502,7 @@ export const DASHBOARD_JS = String.raw`
     if ($('failed-only').checked) q.set('failed', 'true');
     const r = await api('/api/deliveries?' + q.toString());
     state.deliveries = r.data || [];
+    state.deliveriesFailed = typeof r.failed_total === 'number' ? r.failed_total : null;
     renderDeliveries();
   }
   const refreshDeliveries = debounce(() => guard('deliveries-card', loadDeliveries), 800);
@@ -500,8 +510,10 @@ export const DASHBOARD_JS = String.raw`
   function renderDeliveries() {
     const tbody = document.querySelector('#deliveries tbody');
     const list = state.deliveries || [];
-    const failed = list.filter((d) => d.state === 'dead' || (d.state === 'pending' && d.attempts > 0)).length;
-    $('deliveries-count').textContent = failed ? failed + ' failing' : '';
+    // Every failed delivery, not only those of the rows shown (the server counts them).
+    const shown = list.filter((d) => d.state === 'dead' || (d.state === 'pending' && d.attempts > 0)).length;
+    const failed = state.deliveriesFailed === null ? shown : state.deliveriesFailed;
+    $('deliveries-count').textContent = failed ? failed + ' failing' + (failed > shown ? ' (' + shown + ' shown)' : '') : '';
     $('deliveries-count').className = failed ? 'count bad' : 'count';
     if (!list.length) return emptyRow(tbody, 6, $('failed-only').checked ? 'No failed deliveries.' : 'Nothing delivered yet.');
     fill(tbody,

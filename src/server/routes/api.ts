@@ -41,7 +41,9 @@ export function apiRoutes(ctx: ServerContext): Route[] {
         const filter = { failed: boolParam(q, 'failed'), pending: boolParam(q, 'pending'), channel: q.get('channel') || null };
         const unknown = filter.channel === null ? null : await unknownChannel(ctx.config.channels, ctx.events, filter.channel);
         if (unknown !== null) throw badRequest(`channel: ${unknown}`);
-        json(res, 200, { data: (await ctx.events.deliveries(filter, limit ?? DELIVERIES_DEFAULT)).map(deliveryJson) });
+        const rows = await ctx.events.deliveries(filter, limit ?? DELIVERIES_DEFAULT);
+        // All the failed ones, not only those of this page: what the dashboard's heading counts.
+        json(res, 200, { data: rows.map(deliveryJson), failed_total: await ctx.events.failedCount(filter.channel) });
       },
     },
   ];
