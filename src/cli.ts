@@ -143,9 +143,13 @@ function port(v: string): number {
   return n;
 }
 
+/** The most a count given on the command line may be: a million rows is more than a terminal shows. */
+const MAX_COUNT = 1_000_000;
+
 function atLeastOne(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number ≥ 1');
+  if (n > MAX_COUNT) throw new InvalidArgumentError(`must be at most ${MAX_COUNT.toLocaleString('en')}`);
   return n;
 }
 

@@ -168,11 +168,13 @@ describe('hostwatch events', () => {
   });
 
   it('exits 2 with a clear message on a bad --since, --type or --limit', async () => {
-    const [since, zero, type, limit] = await Promise.all([
+    const [since, zero, type, limit, huge] = await Promise.all([
       hostwatch(['events', '-c', config, '--since', 'an hour']),
       hostwatch(['events', '-c', config, '--since', '0']),
       hostwatch(['events', '-c', config, '--type', 'Offline!']),
       hostwatch(['events', '-c', config, '--limit', '0']),
+      // Past what SQLite takes as a LIMIT: it said "datatype mismatch", exit 1.
+      hostwatch(['events', '-c', config, '--limit', '99999999999999999999']),
     ]);
     expect(since.code).toBe(2);
     expect(since.stderr).toContain("option '--since <duration>' argument 'an hour' is invalid. expected a duration greater than 0, like 30m, 1h, 2d or 1h30m");
@@ -183,6 +185,8 @@ describe('hostwatch events', () => {
     expect(type.stderr).toContain('expected an event type like site.offline or hostwatch.site.offline');
     expect(limit.code).toBe(2);
     expect(limit.stderr).toContain('must be a whole number ≥ 1');
+    expect(huge.code).toBe(2);
+    expect(huge.stderr).toContain("option '--limit <n>' argument '99999999999999999999' is invalid. must be at most 1,000,000");
   });
 
   it('says which database it cannot open', async () => {
@@ -191,5 +195,13 @@ describe('hostwatch events', () => {
     const r = await hostwatch(['events', '-c', missing]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^hostwatch: no database at .*none\.db \(storage\.path\); `hostwatch run` creates it/);
+    // A file that is no database is named at open, as the commands that write name it.
+    const garbage = join(w.dir, 'garbage.db');
+    writeFileSync(garbage, 'garbage garbage\n');
+    const damaged = join(w.dir, 'damaged.yaml');
+    writeFileSync(damaged, w.yaml({ storage: { path: garbage } }));
+    const d = await hostwatch(['events', '-c', damaged]);
+    expect(d.code).toBe(1);
+    expect(d.stderr).toMatch(/^hostwatch: cannot open the SQLite database .*garbage\.db: the SQLite database .*garbage\.db is damaged \(file is not a database\)/);
   });
 });

@@ -340,7 +340,16 @@ export class SqliteStore extends QueuedStore {
 export function openSqlite(path: string, migrations: Migration[], opts: StoreOptions): SqliteStore {
   if (opts.readonly) {
     const sqlite = new BetterSqlite3(path, { readonly: true, fileMustExist: true });
-    sqlite.pragma('busy_timeout = 5000');
+    try {
+      sqlite.pragma('busy_timeout = 5000');
+      // Read the header now: a file that is no database (or a damaged one) is said to be so
+      // at open, with its path, not by whichever query first reads it.
+      sqlite.pragma('schema_version');
+    } catch (e) {
+      sqlite.close();
+      if (storageFailure(e) === 'damaged') throw damaged(path, e instanceof Error ? e.message : String(e));
+      throw e;
+    }
     return new SqliteStore(sqlite, path, migrations.at(-1)?.version ?? 0, null, null, opts.now);
   }
   const lock = opts.daemon && path !== ':memory:' ? lockDatabase(path, opts.now) : null;
