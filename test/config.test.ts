@@ -112,6 +112,11 @@ describe('valid configs', () => {
     ]);
   });
 
+  it('reports a "${" never closed inside a quoted value of a flow map as the value\'s problem, not as a YAML syntax error', () => {
+    const r = parseText('api: {base_url: "https://panel.example.com", key: "${BASE"}\nstorage: { path: ./h.db }\n');
+    expect(r.ok ? '' : formatConfigErrors(r.errors)).toBe('inline.yaml:1:51: api.key: has "${" without a closing "}"; write ${NAME}, ${NAME:-default}, or $${ for a literal "${"');
+  });
+
   it('takes a variable\'s value literally, even when it holds YAML syntax', () => {
     const value = 'https://hooks.slack.com/services/T1/B2/C3?x=},b:{c#d';
     const config = configOf('valid-env-in-flow-map.yaml', { SLACK_WEBHOOK_URL: value });

@@ -40,11 +40,13 @@ export interface YamlTree {
  * product's own example) is not valid YAML: `{` opens a map. Before parsing, the braces of
  * each reference become two private-use characters (same length, so positions hold); they
  * are turned back in each string value just before substitution. Substitution still runs
- * after parsing, so a variable's value can never change the structure of the file.
+ * after parsing, so a variable's value can never change the structure of the file. A
+ * reference holds no quote: in `key: "${BASE"}` the `}` closes the flow map, and the `${`
+ * that is never closed is the value's problem to report, not a YAML syntax error.
  */
 const OPEN = '\uE000';
 const CLOSE = '\uE001';
-const REFERENCE_IN_TEXT = /(?<!\$)\$\{([^{}\n]*)\}/g;
+const REFERENCE_IN_TEXT = /(?<!\$)\$\{([^{}\n"']*)\}/g;
 
 function protectReferences(text: string): string {
   return text.replace(REFERENCE_IN_TEXT, `$${OPEN}$1${CLOSE}`);
