@@ -408,8 +408,10 @@ program
         const line = o.json ? r.body : eventLine(JSON.parse(r.body) as HostwatchEvent);
         process.stdout.write(`${line}\n`);
       }
-      // On stderr, so `--json` output stays one event per line.
+      // On stderr, so `--json` output stays one event per line (and stays empty for none).
       if (rows.length > o.limit) process.stderr.write(`(the newest ${o.limit} shown; --limit N shows more)\n`);
+      const filters = [o.type === undefined ? '' : `--type ${o.type}`, o.since === undefined ? '' : '--since'].filter(Boolean);
+      if (rows.length === 0) process.stderr.write(filters.length ? `(no event matches ${filters.join(' and ')})\n` : '(the log holds no events yet)\n');
     } finally {
       await store.close();
     }

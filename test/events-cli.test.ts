@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
 import { formatEventLine } from '../src/notify/channels/console.js';
+import { openStore } from '../src/store/db.js';
 import { startWorld, TEST_KEY, type World } from './harness.js';
 import { hostwatch as run, type CliRun } from './run-cli.js';
 
@@ -101,6 +102,17 @@ describe('hostwatch events', () => {
     const known = await hostwatch(['events', '-c', config, '--type', 'api.unauthorized']);
     expect(known.code).toBe(0);
     expect(known.stdout).toBe('');
+    // Nothing printed is said so, on stderr (stdout stays empty for a pipe).
+    expect(known.stderr).toBe('(no event matches --type api.unauthorized)\n');
+  });
+
+  it('says that the log holds no events yet when it is empty', async () => {
+    const path = join(w.dir, 'empty.db');
+    await (await openStore({ engine: 'sqlite', path }, { now: Date.now })).close();
+    const empty = join(w.dir, 'empty.yaml');
+    writeFileSync(empty, w.yaml({ storage: { path } }));
+    const r = await hostwatch(['events', '-c', empty]);
+    expect(r).toMatchObject({ code: 0, stdout: '', stderr: '(the log holds no events yet)\n' });
   });
 
   it('finds the events of a type the log holds though no rule raises it any more (a rule removed since), as the API does', async () => {
