@@ -1,8 +1,10 @@
 import type { AsyncLocalStorage } from 'node:async_hooks';
 import type { Executor } from './sql.js';
 
-/** A write transaction as the commit queue drives it (one per batch; see CommitQueue). */
-/** The queue sets `afterCommit` (Executor) before each unit of a batch runs. */
+/**
+ * A write transaction as the commit queue drives it (one per batch; see CommitQueue). The
+ * queue sets its `afterCommit` (Executor) before each unit of the batch runs.
+ */
 export interface BatchTx extends Executor {
   /** Open a savepoint for the next unit. */
   savepoint(): Promise<void>;
