@@ -261,9 +261,13 @@ program
       } finally {
         calendar?.close();
       }
-      // A SQLite file a newer hostwatch migrated (a downgrade): `run` would refuse to start.
+      // A SQLite file a newer hostwatch migrated (a downgrade), or one that is no database or
+      // damaged where these reads look: `run` would refuse to start.
       const schema = await storedSchemaProblem(config.storage).catch(() => null);
-      if (schema !== null) problems.push(`${config.file}: storage.path: ${describeStorage(config.storage)}: ${schema}`);
+      if (schema !== null) {
+        const where = describeStorage(config.storage);
+        problems.push(`${config.file}: storage.path: ${schema.startsWith(where) ? schema : `${where}: ${schema}`}`);
+      }
     }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
     process.stdout.write(`${config!.file}: OK (${counted(ruleCount, 'rule')}, ${counted(config!.channels.length, 'channel')})\n`);

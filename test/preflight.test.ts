@@ -186,6 +186,21 @@ describe('hostwatch check reports what run would refuse', () => {
     after.close();
   });
 
+  it('a file at storage.path that is no database, as run would refuse it (it said OK)', async () => {
+    const db = join(tmp.dir, 'state', 'hostwatch.db');
+    makeFolders(db);
+    writeFileSync(db, 'garbage garbage\n');
+    const file = write('config.yaml', config());
+    const r = await hostwatch(['check', '-c', file], { env });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(
+      `${file}: storage.path: the SQLite database ${db} is damaged (file is not a database); hostwatch does not run on it. Restore it from a backup (docs/operations.md, "Back up the database"), or keep what can be read: sqlite3 ${db} .recover | sqlite3 ${db}.recovered, then set storage.path to the new file\n`,
+    );
+    const run = await hostwatch(['run', '-c', file], { env });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain(`the SQLite database ${db} is damaged (file is not a database)`);
+  });
+
   it('a bad storage path together with the config\'s other errors, each at its line, in one run', async () => {
     write('not-a-folder', 'a file');
     const file = write('config.yaml', config('channels: [{ name: Ops, type: console }]\n').replace('./state/hostwatch.db', './not-a-folder/hostwatch.db'));

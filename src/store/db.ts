@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { StorageConfig } from '../config/types.js';
 import { packageRoot } from '../paths.js';
 import type { CommitStats, SubmitOptions, Unit } from './commit-queue.js';
+import { damagedFileMessage, storageFailure } from './failures.js';
 import { MigrationError, readMigrations, sqliteSchemaProblem } from './migrate.js';
 import type { Executor } from './sql.js';
 import { makeFolders, storagePathProblem } from './storage-path.js';
@@ -121,8 +122,10 @@ export async function openStore(storage: StorageConfig, opts: StoreOptions): Pro
 
 /**
  * What `run` would refuse about the schema of an existing SQLite file (a newer hostwatch's
- * migration, a changed or missing one), read without writing; null when nothing. A
- * PostgreSQL database is not connected to (`check` works offline).
+ * migration, a changed or missing one, or a file that is no database or whose header or
+ * schema is damaged), read without writing; null when nothing. Only what these reads meet:
+ * `run`'s `quick_check` of every page is not done here. A PostgreSQL database is not
+ * connected to (`check` works offline).
  */
 export async function storedSchemaProblem(storage: StorageConfig): Promise<string | null> {
   if (storage.engine !== 'sqlite' || storage.path === ':memory:' || !existsSync(storage.path)) return null;
@@ -132,6 +135,9 @@ export async function storedSchemaProblem(storage: StorageConfig): Promise<strin
     db = new BetterSqlite3(storage.path, { readonly: true, fileMustExist: true });
     db.pragma('busy_timeout = 5000');
     return sqliteSchemaProblem(db, readMigrations(migrationsDir('sqlite')));
+  } catch (e) {
+    if (storageFailure(e) === 'damaged') return damagedFileMessage(storage.path, e instanceof Error ? e.message : String(e));
+    throw e;
   } finally {
     db?.close();
   }

@@ -46,3 +46,8 @@ export function describeStorageFailure(e: unknown): string {
   const message = e instanceof Error ? e.message : String(e);
   return `${storageFailure(e) ?? 'error'}${typeof code === 'string' ? ` (${code})` : ''}: ${message}`;
 }
+
+/** What is said of a damaged SQLite file, at start and by `check`: what was found, and what to do. */
+export function damagedFileMessage(path: string, found: string): string {
+  return `the SQLite database ${path} is damaged (${found}); hostwatch does not run on it. Restore it from a backup (docs/operations.md, "Back up the database"), or keep what can be read: sqlite3 ${path} .recover | sqlite3 ${path}.recovered, then set storage.path to the new file`;
+}

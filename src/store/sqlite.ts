@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { BatchTx } from './commit-queue.js';
 import { StorageError, type StoreOptions } from './db.js';
-import { storageFailure } from './failures.js';
+import { damagedFileMessage, storageFailure } from './failures.js';
 import { announceMigrated, migrateSqlite, type Migration } from './migrate.js';
 import { QueuedStore } from './queued-store.js';
 import { lockDatabase } from './sqlite-lock.js';
@@ -401,7 +401,5 @@ function checkIntact(sqlite: BetterSqlite3.Database, path: string): void {
 
 /** The error a damaged file gives at start: what was found, and what to do. */
 function damaged(path: string, found: string): StorageError {
-  return new StorageError(
-    `the SQLite database ${path} is damaged (${found}); hostwatch does not run on it. Restore it from a backup (docs/operations.md, "Back up the database"), or keep what can be read: sqlite3 ${path} .recover | sqlite3 ${path}.recovered, then set storage.path to the new file`,
-  );
+  return new StorageError(damagedFileMessage(path, found));
 }
