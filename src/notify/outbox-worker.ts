@@ -222,16 +222,18 @@ export class OutboxWorker {
 
   /**
    * Deliver until nothing is pending or `timeoutMs` has passed (for `poll --once`).
-   * Returns how many rows are still pending. `beforeEach` runs before every round: `poll
-   * --once` sends the groups waiting for group_wait there, so that events raised while it
-   * drains (a channel.disabled) go out too instead of waiting for the next run.
+   * Returns how many rows are still pending. `flushGroups` runs before the first round and
+   * after each round's sends: `poll --once` sends the groups waiting for group_wait there, so
+   * that events raised while it drains (a channel.disabled) go out too instead of waiting for
+   * the next run.
    */
-  async drain(timeoutMs: number, sleep: (ms: number) => Promise<void> = delay, beforeEach?: () => Promise<unknown>): Promise<number> {
+  async drain(timeoutMs: number, sleep: (ms: number) => Promise<void> = delay, flushGroups?: () => Promise<unknown>): Promise<number> {
     const deadline = this.deps.now() + timeoutMs;
-    // A store that fails is waited out below (storeFailures), not thrown out of the drain.
-    const flush = async (): Promise<void> => void (await beforeEach?.().catch(() => undefined));
+    // A store that fails is waited out below (storeFailures), not thrown out of the drain; a
+    // flush it refused is made again after the next round's sends.
+    const flush = async (): Promise<void> => void (await flushGroups?.().catch(() => undefined));
+    await flush();
     for (;;) {
-      await flush();
       await this.recordHeld();
       if (this.storeFailures > 0) {
         // The store fails: wait for the backoff (or give up at the deadline), never spin.
