@@ -13,6 +13,14 @@ import { isRecord } from './is-record.js';
 /** What a `site_labels` match sees. */
 export const SITE_LABEL_VARIABLES: readonly string[] = ['id', 'domain', 'site', 'clients'];
 
+/** A site as a `site_labels` match sees it (labelsOf's bindings), to learn what a match gives. */
+export const SAMPLE_SITE_BINDINGS: Readonly<Record<string, unknown>> = {
+  id: 1n,
+  domain: 'example.com',
+  site: { id: 1, domain: 'example.com' },
+  clients: [],
+};
+
 /** The names of a site_labels match's unknown variables ([] when all are known); throws on a syntax error. */
 export function unknownSiteLabelVariables(match: string): string[] {
   return unknownVariables(match, SITE_LABEL_VARIABLES);

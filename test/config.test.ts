@@ -589,6 +589,40 @@ describe('event matches', () => {
     expect(fixed.ok ? [] : formatConfigErrors(fixed.errors)).toEqual([]);
   });
 
+  it('refuse a match that gives something other than true or false (it would take nothing): in a route, a maintenance window, an inhibit target and a site label', () => {
+    const text = [
+      MINIMAL.trimEnd(),
+      'channels: [{ name: ops, type: console }]',
+      'routes: [{ match: "1 + 1", channels: [ops] }, { match: severity, channels: [ops] }, { match: labels, channels: [ops] }, { match: "[site_id]", channels: [ops] }]',
+      'maintenance: [{ name: nightly, schedule: "0 2 * * *", duration: 1h, match: name }]',
+      'inhibit: [{ source: site.offline, target: "site_id" }]',
+      'site_labels: [{ match: domain, labels: { team: a } }]',
+      '',
+    ].join('\n');
+    const r = parseText(text);
+    expect(r.ok ? [] : formatConfigErrors(r.errors).split('\n').map((l) => l.replace(/ \(got .*$/, ''))).toEqual([
+      'inline.yaml:5:19: routes[0].match: must be true or false for an event (like "site_id == 12"), but it gives a number',
+      'inline.yaml:5:56: routes[1].match: must be true or false for an event (like "site_id == 12"), but it gives a string',
+      'inline.yaml:5:94: routes[2].match: must be true or false for an event (like "site_id == 12"), but it gives a map',
+      'inline.yaml:5:130: routes[3].match: must be true or false for an event (like "site_id == 12"), but it gives a list',
+      'inline.yaml:6:76: maintenance[0].match: must be true or false for an event (like "site_id == 12"), but it gives a string',
+      'inline.yaml:7:43: inhibit[0].target: must be true or false for an event (like "site_id == 12"), but it gives a number',
+      'inline.yaml:8:24: site_labels[0].match: must be true or false for a site (like "domain.endsWith(\'.shop\')"), but it gives a string',
+    ]);
+    // A match that is true or false, or that errors on the sample only (a label it lacks), is fine.
+    const fine = parseText(
+      text
+        .replace('"1 + 1"', '"site_id > 1"')
+        .replace('match: severity,', "match: \"labels.client == 'acme'\",")
+        .replace('match: labels,', 'match: "size(labels) > 0",')
+        .replace('"[site_id]"', '"site_id in [1, 2]"')
+        .replace('match: name }', "match: \"name == 'site.offline'\" }")
+        .replace('target: "site_id"', 'target: "site_id != 3"')
+        .replace('match: domain,', "match: \"domain.endsWith('.shop')\","),
+    );
+    expect(fine.ok ? [] : formatConfigErrors(fine.errors)).toEqual([]);
+  });
+
   it('name a severity or status that no event has at its line, with the near miss, instead of a route that never takes an event', () => {
     const text = [
       MINIMAL.trimEnd(),
@@ -617,6 +651,22 @@ describe('event matches', () => {
     const { MATCH_VARIABLES } = await import('../src/notify/match-variables.js');
     const { SILENCE_VARIABLES } = await import('../src/notify/silences.js');
     expect(SILENCE_VARIABLES).toEqual(MATCH_VARIABLES);
+  });
+
+  it('learn what a match gives from a sample bound exactly as routing binds a real event', async () => {
+    const { SAMPLE_EVENT_BINDINGS } = await import('../src/notify/match-variables.js');
+    const { routeBindings } = await import('../src/notify/routing.js');
+    const event = {
+      specversion: '1.0',
+      id: 'x',
+      source: 'hostwatch://x',
+      type: 'hostwatch.site.offline',
+      subject: 'sites/1/health',
+      time: new Date(0).toISOString(),
+      datacontenttype: 'application/json',
+      data: { name: 'site.offline', severity: 'critical', status: 'firing', summary: 's', site_id: 1, domain: 'example.com', rule: 'site-offline', observed_at: new Date(0).toISOString() },
+    } as unknown as Parameters<typeof routeBindings>[0];
+    expect(SAMPLE_EVENT_BINDINGS).toEqual(routeBindings(event));
   });
 });
 

@@ -148,6 +148,11 @@ describe('creating a silence', () => {
     expect(typo.body.error.message).toBe(
       'match: CEL error: unknown variable "siteid"; a match can use type, name, severity, status, subject, site_id, domain, rule, labels',
     );
+    // A match that is no string is said to be one, not to be missing.
+    const notText = await post(`${url}/api/silences`, { match: 12, duration: '2h', comment: 'x' });
+    expect(notText.body.error.message).toMatch(/^match: must be a string: a CEL expression over /);
+    const missing = await post(`${url}/api/silences`, { duration: '2h', comment: 'x' });
+    expect(missing.body.error.message).toMatch(/^match: required: a CEL expression over /);
     const notBool = await post(`${url}/api/silences`, { match: 'site_id', duration: '2h', comment: 'x' });
     expect(notBool.body.error.message).toBe('match: must be true or false for an event (like "site_id == 12"), but it gives a number');
     // A severity no event has would silence nothing: refused with the near miss, amtool matchers too.

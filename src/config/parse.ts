@@ -9,8 +9,8 @@
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseCel } from '../cel.js';
 import { closest } from '../closest.js';
-import { SITE_LABEL_VARIABLES, unknownSiteLabelVariables } from '../labels.js';
-import { MATCH_VARIABLES, matchValueMessage, unknownMatchValues, unknownMatchVariables } from '../notify/match-variables.js';
+import { SAMPLE_SITE_BINDINGS, SITE_LABEL_VARIABLES, unknownSiteLabelVariables } from '../labels.js';
+import { MATCH_VARIABLES, matchValueMessage, nonBooleanMatch, nonBooleanMessage, SAMPLE_EVENT_BINDINGS, unknownMatchValues, unknownMatchVariables } from '../notify/match-variables.js';
 import { checkTemplate } from '../notify/templates.js';
 import type { z } from 'zod';
 import type { Env } from './env.js';
@@ -423,7 +423,9 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
         return; // the syntax error is reported above (checkCel)
       }
       if (unknown.length === 0) {
-        if (known === MATCH_VARIABLES) errors.push(...unknownMatchValues(match).map((u) => valueError([key, index, field], matchValueMessage(u), data, tree, file)));
+        const gives = nonBooleanMatch(match, known === MATCH_VARIABLES ? SAMPLE_EVENT_BINDINGS : SAMPLE_SITE_BINDINGS);
+        if (gives !== null) errors.push(valueError([key, index, field], known === MATCH_VARIABLES ? nonBooleanMessage(gives) : nonBooleanMessage(gives, 'a site', "domain.endsWith('.shop')"), data, tree, file));
+        else if (known === MATCH_VARIABLES) errors.push(...unknownMatchValues(match).map((u) => valueError([key, index, field], matchValueMessage(u), data, tree, file)));
         return;
       }
       const near = unknown.map((n) => closest(n, known)).find((n) => n !== null);

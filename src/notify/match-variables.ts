@@ -1,4 +1,5 @@
-import { comparedStrings, parseCel, unknownVariables } from '../cel.js';
+import { isCelError, isCelList, isCelMap, isCelUint } from '@bufbuild/cel';
+import { compileCel, comparedStrings, parseCel, unknownVariables } from '../cel.js';
 import { closest } from '../closest.js';
 
 /**
@@ -42,4 +43,43 @@ export function matchValueMessage(
   near = closest(u.value, u.known),
 ): string {
   return `compares ${u.variable} with ${JSON.stringify(u.value)}, which no event has${near ? ` (did you mean ${near}?)` : ''}; ${what}`;
+}
+
+/**
+ * An event as a match sees it (routing.ts' routeBindings of a firing `site.offline`; a test
+ * keeps the two equal), to learn what a match gives.
+ */
+export const SAMPLE_EVENT_BINDINGS: Readonly<Record<string, unknown>> = {
+  type: 'hostwatch.site.offline',
+  name: 'site.offline',
+  severity: 'critical',
+  status: 'firing',
+  subject: 'sites/1/health',
+  site_id: 1n,
+  domain: 'example.com',
+  rule: 'site-offline',
+  labels: {},
+};
+
+/**
+ * What a match gives for `bindings` when that is not true or false ("a number", "a
+ * string"), else null. A match that gives anything else never takes anything: routing,
+ * silences, maintenance windows, inhibition and site labels all ask for `true`, so `match:
+ * severity` would route, silence or label nothing, silently. An evaluation error (a label the
+ * sample lacks) is not reported: real events may have it. Throws on a syntax error.
+ */
+export function nonBooleanMatch(match: string, bindings: Readonly<Record<string, unknown>> = SAMPLE_EVENT_BINDINGS): string | null {
+  const v = compileCel(match)(bindings as Record<string, never>);
+  if (isCelError(v) || typeof v === 'boolean') return null;
+  if (v === null) return 'null';
+  if (typeof v === 'bigint' || typeof v === 'number' || isCelUint(v)) return 'a number';
+  if (typeof v === 'string') return 'a string';
+  if (isCelList(v) || Array.isArray(v)) return 'a list';
+  if (isCelMap(v) || typeof v === 'object') return 'a map';
+  return `a ${typeof v}`;
+}
+
+/** How a match that is not true/false is said, at its key or field. */
+export function nonBooleanMessage(gives: string, what = 'an event', example = 'site_id == 12'): string {
+  return `must be true or false for ${what} (like "${example}"), but it gives ${gives}`;
 }

@@ -1,11 +1,10 @@
-import { isCelError } from '@bufbuild/cel';
 import { parseCel, planCel, unknownVariablesIn, type CelProgram } from '../cel.js';
 import { isRecord } from '../is-record.js';
 import { formatDuration, parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { routeBindings } from './routing.js';
 import { eventMatchProblems } from './event-names.js';
-import { matchValueMessage, unknownMatchValues } from './match-variables.js';
+import { matchValueMessage, nonBooleanMatch, nonBooleanMessage, unknownMatchValues } from './match-variables.js';
 import type { Database } from '../store/schema.js';
 
 /**
@@ -85,10 +84,8 @@ export function compileSilenceMatch(match: string): Test {
       `CEL error: unknown variable ${unknown.map((n) => `"${n}"`).join(', ')}; a match can use ${SILENCE_VARIABLES.join(', ')}`,
     );
   }
-  const sample = test(SAMPLE);
-  if (!isCelError(sample) && typeof sample !== 'boolean') {
-    throw new SilenceMatchError(`must be true or false for an event (like "site_id == 12"), but it gives a ${typeof sample === 'bigint' ? 'number' : typeof sample}`);
-  }
+  const gives = nonBooleanMatch(match);
+  if (gives !== null) throw new SilenceMatchError(nonBooleanMessage(gives));
   return test;
 }
 
@@ -200,7 +197,10 @@ export function parseSilenceRequest(
 
   let match = text(req['match']);
   let translated: { from: string; to: string } | undefined;
-  if (match === null) bad('match', `required: a CEL expression over ${SILENCE_VARIABLES.join(', ')} (like "site_id == 12")`);
+  if (match === null) {
+    const given = req['match'] !== undefined && req['match'] !== null && !(typeof req['match'] === 'string' && req['match'].trim() === '');
+    bad('match', `${given ? 'must be a string' : 'required'}: a CEL expression over ${SILENCE_VARIABLES.join(', ')} (like "site_id == 12")`);
+  }
   else if (match.length > MAX_TEXT) bad('match', `at most ${MAX_TEXT} characters`);
   else {
     try {
