@@ -238,6 +238,19 @@ describe('storage: SQLite (path) or PostgreSQL (url)', () => {
     expect(result.ok && result.config.storage).toEqual({ engine: 'postgres', url: 'postgres://hostwatch:s3cret-pw@db.example.net:5432/hostwatch' });
   });
 
+  it('refuses a ${PGPASS} whose value would change the URL (a password with / @ :), without showing any of it, and takes it percent-encoded', () => {
+    const text = `${MINIMAL}storage:\n  url: postgres://hostwatch:\${PGPASS}@db.example.net:5432/hostwatch\n`;
+    for (const password of ['Xy7q@Secr3t:9/zqP', 'k7Tq/QwRtZ+Lm9==', 'Gh2Jk#Mn4Pq?Rs8']) {
+      const result = parseText(text, { PGPASS: password });
+      expect(result.ok).toBe(false);
+      const printed = result.ok ? '' : formatConfigErrors(result.errors);
+      expect(printed).toMatch(/^inline\.yaml:5:8: storage\.url: the value of \$\{PGPASS\} changes the URL's host or database: a password \(or user\) in a URL must be percent-encoded/m);
+      for (const part of password.split(/[@:/#?+=]/).filter((p) => p.length >= 4)) expect(printed).not.toContain(part);
+    }
+    const encoded = parseText(text, { PGPASS: encodeURIComponent('Xy@Secr3t:9/zq') });
+    expect(encoded.ok && encoded.config.storage).toEqual({ engine: 'postgres', url: 'postgres://hostwatch:Xy%40Secr3t%3A9%2Fzq@db.example.net:5432/hostwatch' });
+  });
+
   it('keeps SQLite, the embedded default, without a storage section', () => {
     const result = parseText(MINIMAL);
     expect(result.ok && result.config.storage).toEqual({ engine: 'sqlite', path: '/srv/hostwatch/data/hostwatch.db' });

@@ -129,6 +129,8 @@ export function parseConfig(text: string, file: string, env: Env, opts: ParseOpt
   const checked = buildConfigSchema(opts.sourceNames).safeParse(data);
   const errors = [
     ...tree.errors,
+    // Before the schema's "must be a PostgreSQL URL": one error per key, and this one says why.
+    ...storageUrlCheck(data, tree, file),
     ...(checked.success ? [] : issuesToErrors(checked.error.issues, [], data, tree, file)),
     ...crossCheck(data, tree, file, opts.readBy ?? {}, opts.views ?? []),
     ...storageCheck(data, tree, file, opts),
@@ -701,3 +703,40 @@ function chatChannel(channel: { name: string; timeout?: number | undefined; dige
 function trimSlash(url: string): string {
   return url.trim().replace(/\/+$/, '');
 }
+
+/** storage.url made into another URL (or none) by a variable's value (urlBrokenByVariable). */
+function storageUrlCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] {
+  const storage = (data as { storage?: unknown } | null)?.storage;
+  if (storage === null || typeof storage !== 'object') return [];
+  const problem = urlBrokenByVariable((storage as Record<string, unknown>)['url'], tree.writtenAt(['storage', 'url']));
+  return problem === null ? [] : [valueError(['storage', 'url'], problem, data, tree, file)];
+}
+
+/**
+ * A variable whose value changes what a URL names (its host, port or database), not only its
+ * user or password: `postgres://app:${PGPASS}@db/app` with a password holding "/", "@" or
+ * ":" (as `openssl rand -base64` makes them) is read with part of the password as the host,
+ * which is then looked up in DNS and printed in connection errors. The same URL with every
+ * variable replaced by a plain "x" says what the file meant. Never quotes the value.
+ */
+export function urlBrokenByVariable(value: unknown, written: string | undefined): string | null {
+  if (typeof value !== 'string' || written === undefined) return null;
+  const names = [...written.matchAll(/(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]!);
+  const plain = written.replace(/(?<!\$)\$\{[^}]*\}/g, 'x');
+  let meant: URL;
+  try {
+    meant = new URL(plain);
+  } catch {
+    return null; // not a URL as written: the URL check says so
+  }
+  let got: URL | null = null;
+  try {
+    got = new URL(value);
+  } catch {
+    // A URL as written that the value makes no URL at all (a "/" in the password made the rest a port)
+  }
+  if (got !== null && meant.host === got.host && meant.pathname === got.pathname && meant.search === got.search && meant.hash === got.hash) return null;
+  const which = names.length === 1 ? `the value of \${${names[0]}}` : `the value of one of ${names.map((n) => `\${${n}}`).join(', ')}`;
+  return `${which} changes the URL's host or database: a password (or user) in a URL must be percent-encoded where it has / @ : ? # % or spaces (node -p "encodeURIComponent(process.argv[1])" 'the-password' prints it so), or use a password of letters and digits`;
+}
+
