@@ -1,4 +1,5 @@
 import { BAIL, compileFast, isField, isPlainRecord } from './cel-fast.js';
+import { closest } from './closest.js';
 import { celEnv, celFunc, celList, celMap, CelScalar, objectType, parse, plan, type CelResult } from '@bufbuild/cel';
 
 /**
@@ -236,19 +237,44 @@ export function compileCel(expr: string): CelProgram {
 export function freeIdentifiers(root: unknown): Set<string> {
   const used = new Set<string>();
   const bound = new Set<string>();
+  eachExprKind(root, (kind) => {
+    if (kind.case === 'identExpr') used.add(String(kind.value?.['name']));
+    if (kind.case === 'comprehensionExpr') {
+      for (const k of ['iterVar', 'iterVar2', 'accuVar']) if (kind.value?.[k]) bound.add(String(kind.value[k]));
+    }
+  });
+  for (const b of bound) used.delete(b);
+  return used;
+}
+
+/** Calls `fn` with the kind of every expression node of a parsed expression. */
+function eachExprKind(root: unknown, fn: (kind: { case?: string; value?: Record<string, unknown> }) => void): void {
   const visit = (node: unknown): void => {
     if (node === null || typeof node !== 'object') return;
     if (Array.isArray(node)) return node.forEach(visit);
     const kind = (node as { exprKind?: { case?: string; value?: Record<string, unknown> } }).exprKind;
-    if (kind?.case === 'identExpr') used.add(String(kind.value?.['name']));
-    if (kind?.case === 'comprehensionExpr') {
-      for (const k of ['iterVar', 'iterVar2', 'accuVar']) if (kind.value?.[k]) bound.add(String(kind.value[k]));
-    }
+    if (kind) fn(kind);
     for (const [key, value] of Object.entries(node)) if (key !== 'sourceInfo' && typeof value === 'object') visit(value);
   };
   visit(root);
-  for (const b of bound) used.delete(b);
-  return used;
+}
+
+/**
+ * The functions an expression calls that no function of the environment has (`frobnicate(x)`,
+ * a misspelt `startswith`): planned, it would fail at every evaluation ("unbound function").
+ * Macros (`has`, `exists`, `all`, `map`, `filter`) are expanded by the parser, so every
+ * call left is a function. With the near miss among the known names.
+ */
+export function unknownFunctionsIn(root: unknown): Array<{ name: string; near: string | null }> {
+  const names = new Set<string>();
+  eachExprKind(root, (kind) => {
+    if (kind.case === 'callExpr') names.add(String(kind.value?.['function']));
+  });
+  // Operators (`_&&_`, `_?_:_`, `@not_strictly_false`) are the planner's own, not functions.
+  const unknown = [...names].filter((n) => /^[A-Za-z]/.test(n) && env.funcs.find(n) === undefined);
+  if (unknown.length === 0) return [];
+  const known = [...new Set([...env.funcs].map((f) => f.name))].filter((n) => /^[A-Za-z]/.test(n));
+  return unknown.map((name) => ({ name, near: closest(name, known) }));
 }
 
 /**

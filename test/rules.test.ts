@@ -48,6 +48,29 @@ describe('the built-in rule packs', () => {
 describe('a rule file with an error is refused with file, line and reason', () => {
   const cases: Array<[string, string[]]> = [
     ['bad-cel.yaml', ['test/fixtures/rules/bad-cel.yaml:6: rules[0].when: CEL error: <input>:1:21: found = but expecting end of input']],
+    [
+      // Planned as written, these fail at every evaluation: the rule would never fire.
+      'unknown-variable.yaml',
+      [
+        'test/fixtures/rules/unknown-variable.yaml:6: rules[0].when: uses unknown variable "aftr" (did you mean after?); a rule\'s expressions can use before, after, past, changes, site, now, params, subject',
+        'test/fixtures/rules/unknown-variable.yaml:7: rules[0].resolve_when: uses unknown variable "item"; a rule\'s expressions can use before, after, past, changes, site, now, params, subject (item only in absent.match and absent.time)',
+      ],
+    ],
+    [
+      'unknown-function.yaml',
+      [
+        'test/fixtures/rules/unknown-function.yaml:6: rules[0].when: calls unknown function "startswith" (did you mean startsWith?)',
+        'test/fixtures/rules/unknown-function.yaml:6: rules[0].when: calls unknown function "frobnicate"',
+      ],
+    ],
+    [
+      // duration(params.x) cannot read these: the rule would never fire.
+      'bad-duration-param.yaml',
+      [
+        'test/fixtures/rules/bad-duration-param.yaml:3: rules[0].params.after: must be a duration like the default ("3h"): 30s, 90m, 26h or 14d (got "5x")',
+        'test/fixtures/rules/bad-duration-param.yaml:8: rules[1].params.ahead: must be a duration like 30s, 90m, 26h or 14d, as duration(params.ahead) reads it (got "30x")',
+      ],
+    ],
     ['unknown-source.yaml', [`test/fixtures/rules/unknown-source.yaml:5: rules[0].source: must be one of ${SOURCE_NAMES.join(', ')} (got "healt")`]],
     ['bad-kind.yaml', ['test/fixtures/rules/bad-kind.yaml:4: rules[0].kind: must be one of change, alert (got "level")']],
     ['bad-template.yaml', ['test/fixtures/rules/bad-template.yaml:7: rules[0].summary: template error: undefined filter: nosuchfilter, line:1, col:1']],

@@ -3,7 +3,7 @@ import { join, relative } from 'node:path';
 import { Liquid } from 'liquidjs';
 import { closest, unknownKeyMessage } from '../closest.js';
 import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
-import { compileCel, freeIdentifiers, parseApiTime, parseCel } from '../cel.js';
+import { freeIdentifiers, parseApiTime, parseCel, parseCelDuration, planCel, unknownFunctionsIn, unknownVariablesIn } from '../cel.js';
 import { humanDuration, parseDuration } from '../config/duration.js';
 import { isRecord } from '../is-record.js';
 import type { Config } from '../config/types.js';
@@ -295,6 +295,7 @@ export function parseRuleFile(
         params,
         bad,
       );
+      badDurationParams([whenText, raw['resolve_when'], raw['dedup_key'], absent['match'], absent['time'], absent['in']], params, bad);
     }
     const clock = absentRaw !== undefined || readsClock([whenText, raw['resolve_when']]);
     if (everyMs !== null && !clock && kind === 'alert') {
@@ -353,23 +354,78 @@ function unknownParams(texts: ReadonlyArray<readonly [string, unknown]>, params:
   }
 }
 
-function celOf(key: string, expr: string, bad: Bad): CompiledRule['condition'] | null {
+/** The variables a rule's expressions see (docs/rules.md, "What an expression sees"); `item` only where WITH_ITEM. */
+export const RULE_VARIABLES: readonly string[] = ['before', 'after', 'past', 'changes', 'site', 'now', 'params', 'subject'];
+const WITH_ITEM: readonly string[] = [...RULE_VARIABLES, 'item'];
+
+/**
+ * Compile one of a rule's expressions. A syntax error, a variable the rule does not have
+ * (`aftr`, `item` outside an absence's match and time) or a function CEL does not have
+ * (`startswith`) is said at its key: planned as it is, it would fail at every evaluation
+ * and the rule would never fire, with only a log line each poll.
+ */
+function celOf(key: string, expr: string, bad: Bad, withItem = false): CompiledRule['condition'] | null {
+  let parsed: ReturnType<typeof parseCel>;
   try {
-    return compileCel(expr);
+    parsed = parseCel(expr);
+  } catch (e) {
+    bad(key, `CEL error: ${(e as Error).message}`);
+    return null;
+  }
+  const known = withItem ? WITH_ITEM : RULE_VARIABLES;
+  const unknown = unknownVariablesIn(parsed.expr, known);
+  const functions = unknownFunctionsIn(parsed.expr);
+  if (unknown.length > 0) {
+    const near = unknown.map((n) => closest(n, known)).find((n) => n !== null);
+    const itemHere = !withItem && unknown.includes('item') ? ' (item only in absent.match and absent.time)' : '';
+    bad(key, `uses unknown variable ${unknown.map((n) => `"${n}"`).join(', ')}${near ? ` (did you mean ${near}?)` : ''}; ${withItem ? 'it' : "a rule's expressions"} can use ${known.join(', ')}${itemHere}`);
+  }
+  for (const f of functions) bad(key, `calls unknown function "${f.name}"${f.near ? ` (did you mean ${f.near}?)` : ''}`);
+  if (unknown.length > 0 || functions.length > 0) return null;
+  try {
+    return planCel(parsed);
   } catch (e) {
     bad(key, `CEL error: ${(e as Error).message}`);
     return null;
   }
 }
 
-function optionalCel(key: string, value: unknown, bad: Bad): { program: CompiledRule['condition']; source: string } | null {
+function optionalCel(key: string, value: unknown, bad: Bad, withItem = false): { program: CompiledRule['condition']; source: string } | null {
   if (value === undefined) return null;
   if (typeof value !== 'string' || value.trim() === '') {
     bad(key, 'must be a CEL expression (a non-empty string)');
     return null;
   }
-  const program = celOf(key, value, bad);
+  const program = celOf(key, value, bad, withItem);
   return program ? { program, source: value } : null;
+}
+
+/** A text CEL's duration() reads (30s, 90m, 26h, 14d). */
+function isCelDuration(v: unknown): boolean {
+  if (typeof v !== 'string') return false;
+  try {
+    parseCelDuration(v);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A parameter an expression reads with `duration(params.x)` whose value is no duration
+ * (`after: 5x`): every evaluation would fail, and the rule never fire. Said at `params.x`.
+ */
+function badDurationParams(texts: readonly unknown[], params: Record<string, unknown>, bad: Bad): void {
+  const said = new Set<string>();
+  for (const text of texts) {
+    if (typeof text !== 'string') continue;
+    for (const m of text.matchAll(/\bduration\(\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\)/g)) {
+      const name = m[1]!;
+      if (!(name in params) || said.has(name) || isCelDuration(params[name])) continue;
+      said.add(name);
+      bad(`params.${name}`, `must be a duration like 30s, 90m, 26h or 14d, as duration(params.${name}) reads it (got ${JSON.stringify(params[name])})`);
+    }
+  }
 }
 
 /** True when any of the expressions reads `now` (a syntax error is reported elsewhere). */
@@ -402,7 +458,7 @@ function absenceOf(value: unknown, bad: Bad): Absence | null {
       if (required) fail(key, `is required: a CEL expression over each record (item)`);
       return null;
     }
-    return optionalCel(`absent.${key}`, v, (k, m) => fail(k.slice('absent.'.length), m));
+    return optionalCel(`absent.${key}`, v, (k, m) => fail(k.slice('absent.'.length), m), key === 'match' || key === 'time');
   };
   const match = cel('match', true);
   const time = cel('time', true);
@@ -512,6 +568,9 @@ function applyOverride(
         err([...p('params'), k], unknownKeyMessage(k, Object.keys(rule.params), `parameter of rule ${rule.name}`));
       } else if (typeof v !== typeof rule.params[k]) {
         err([...p('params'), k], `must be a ${typeof rule.params[k]} like the default (${JSON.stringify(rule.params[k])})`);
+      } else if (isCelDuration(rule.params[k]) && !isCelDuration(v)) {
+        // Read by duration(params.x): a value it cannot read fails every evaluation, and the rule never fires.
+        err([...p('params'), k], `must be a duration like the default (${JSON.stringify(rule.params[k])}): 30s, 90m, 26h or 14d (got ${JSON.stringify(v)})`);
       } else {
         rule.params[k] = v;
       }
