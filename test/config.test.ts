@@ -636,6 +636,21 @@ describe('event matches', () => {
     expect(fine.ok ? [] : formatConfigErrors(fine.errors)).toEqual([]);
   });
 
+  it('name a function CEL does not have at its line, with the near miss (the match would fail for every event and take none)', () => {
+    const text = [
+      MINIMAL.trimEnd(),
+      'channels: [{ name: ops, type: console }]',
+      'routes: [{ match: "domain.endswith(\'.shop\')", channels: [ops] }]',
+      'inhibit: [{ source: site.offline, target: "frobnicate(name)" }]',
+      '',
+    ].join('\n');
+    const r = parseText(text);
+    expect(r.ok ? [] : formatConfigErrors(r.errors).split('\n').map((l) => l.replace(/ \(got .*$/, ''))).toEqual([
+      'inline.yaml:5:19: routes[0].match: calls unknown function "endswith" (did you mean endsWith?)',
+      'inline.yaml:6:43: inhibit[0].target: calls unknown function "frobnicate"',
+    ]);
+  });
+
   it('name a severity or status that no event has at its line, with the near miss, instead of a route that never takes an event', () => {
     const text = [
       MINIMAL.trimEnd(),

@@ -148,6 +148,8 @@ describe('creating a silence', () => {
     expect(typo.body.error.message).toBe(
       'match: CEL error: unknown variable "siteid"; a match can use type, name, severity, status, subject, site_id, domain, rule, labels',
     );
+    const fn = await post(`${url}/api/silences`, { match: "domain.endswith('.shop')", duration: '2h', comment: 'x' });
+    expect(fn.body.error.message).toBe('match: CEL error: unknown function "endswith" (did you mean endsWith?)');
     // A match that is no string is said to be one, not to be missing.
     const notText = await post(`${url}/api/silences`, { match: 12, duration: '2h', comment: 'x' });
     expect(notText.body.error.message).toMatch(/^match: must be a string: a CEL expression over /);

@@ -7,7 +7,7 @@
  * the written shape (schema.ts) -> checks across keys -> defaults and milliseconds (Config).
  */
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { parseCel } from '../cel.js';
+import { parseCel, unknownFunctionsIn } from '../cel.js';
 import { closest } from '../closest.js';
 import { SAMPLE_SITE_BINDINGS, SITE_LABEL_VARIABLES, unknownSiteLabelVariables } from '../labels.js';
 import { MATCH_VARIABLES, matchValueMessage, nonBooleanMatch, nonBooleanMessage, SAMPLE_EVENT_BINDINGS, unknownMatchValues, unknownMatchVariables } from '../notify/match-variables.js';
@@ -424,6 +424,9 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
       } catch {
         return; // the syntax error is reported above (checkCel)
       }
+      const functions = unknownFunctionsIn(parseCel(match).expr);
+      for (const f of functions) errors.push(valueError([key, index, field], `calls unknown function "${f.name}"${f.near ? ` (did you mean ${f.near}?)` : ''}`, data, tree, file));
+      if (functions.length > 0) return;
       if (unknown.length === 0) {
         const gives = nonBooleanMatch(match, known === MATCH_VARIABLES ? SAMPLE_EVENT_BINDINGS : SAMPLE_SITE_BINDINGS);
         if (gives !== null) errors.push(valueError([key, index, field], known === MATCH_VARIABLES ? nonBooleanMessage(gives) : nonBooleanMessage(gives, 'a site', "domain.endsWith('.shop')"), data, tree, file));

@@ -1,4 +1,4 @@
-import { parseCel, planCel, unknownVariablesIn, type CelProgram } from '../cel.js';
+import { parseCel, planCel, unknownFunctionsIn, unknownVariablesIn, type CelProgram } from '../cel.js';
 import { isRecord } from '../is-record.js';
 import { formatDuration, parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
@@ -77,6 +77,10 @@ export function compileSilenceMatch(match: string): Test {
     test = planCel(parsed);
   } catch (e) {
     throw new SilenceMatchError(`CEL error: ${(e as Error).message}`);
+  }
+  const functions = unknownFunctionsIn(parsed.expr);
+  if (functions.length > 0) {
+    throw new SilenceMatchError(functions.map((f) => `CEL error: unknown function "${f.name}"${f.near ? ` (did you mean ${f.near}?)` : ''}`).join('; '));
   }
   const unknown = unknownVariablesIn(parsed.expr, SILENCE_VARIABLES);
   if (unknown.length > 0) {
