@@ -458,6 +458,8 @@ describe('cluster config', () => {
     expect(config('key-bbbbbbbb', 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0', 'pw2')).toBe(a);
     expect(a).toMatch(/^[0-9a-f]{12}$/);
     expect(config('key-aaaaaaaa', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'pw1', '  - { name: log, type: console }\n')).not.toBe(a);
+    // The name is every event's CloudEvents source: a member with another one differs.
+    expect(config('key-aaaaaaaa', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'pw1', 'name: agency-staging\n')).not.toBe(a);
   });
 
   it('refuses cluster settings with SQLite, naming the key and what to do', () => {

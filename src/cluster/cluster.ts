@@ -71,7 +71,8 @@ export function configFingerprint(config: Config, rules: readonly CompiledRule[]
   // Not the storage (its URL holds a password, and its host may differ by member), the
   // heartbeat (often per instance), nor any secret: a fingerprint shown in the database and
   // the log must not let anyone test guesses of a secret.
-  const { file: _file, name: _name, server: _server, log: _log, rules: _paths, storage: _storage, heartbeat: _heartbeat, cluster, ...rest } = config;
+  // `name` stays: it is every event's CloudEvents source, the same on every member.
+  const { file: _file, server: _server, log: _log, rules: _paths, storage: _storage, heartbeat: _heartbeat, cluster, ...rest } = config;
   const loaded = rules.map((r) => [r.name, r.enabled, r.kind, r.source, r.event, r.severity, r.when, r.summarySource, r.params]);
   let text = JSON.stringify({ ...rest, cluster: { ...cluster, instance: null }, rules: loaded });
   for (const secret of secretsOf(config).filter((s) => s.length > 0).sort((a, b) => b.length - a.length)) text = text.split(JSON.stringify(secret).slice(1, -1)).join('[secret]');
@@ -156,6 +157,6 @@ async function warnOfOtherConfigs(repo: ClusterRepo, me: string, opts: JoinOptio
   if (others.length === 0) return;
   opts.log.warn(
     { config: opts.configHash, others: others.map((m) => ({ instance: m.instance, config: m.config_hash })) },
-    'cluster members run different configs (rules, channels, routes or secrets): expected during a rolling change; until all run the same one, a channel only some members have is sent by those members, and rules differ by member (docs/cluster.md)',
+    'cluster members run different configs (name, rules, channels, routes or settings; secrets are not compared): expected during a rolling change; until all run the same one, a channel only some members have is sent by those members, and rules differ by member (docs/cluster.md)',
   );
 }
