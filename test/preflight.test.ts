@@ -118,11 +118,20 @@ describe('hostwatch check reports what run would refuse', () => {
     expect(run.code).toBe(2);
     expect(run.stderr).toBe(r.stderr);
     // An event of a rule of the user's own is known too.
-    write('mine.yaml', 'rules:\n  - { name: my-slow, event: site.very_slow, kind: alert, source: health, severity: warning, when: "status == \'slow\'", summary: "{{ domain }} is very slow" }\n');
+    write('mine.yaml', 'rules:\n  - { name: my-slow, event: site.very_slow, kind: alert, source: health, severity: warning, when: "after.status == \'slow\'", summary: "{{ domain }} is very slow" }\n');
     const own = write('own.yaml', config('rules: [./mine.yaml]\ninhibit: [{ source: site.very_slow }]\n'));
     const ok = await hostwatch(['check', '-c', own], { env });
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
+    // A change event, or one about hostwatch itself, never starts an inhibition nor gathers an incident.
+    const never = write('never.yaml', config('incidents: { alerts: [dns.record_changed] }\ninhibit: [{ source: site.added }, { source: source.degraded }]\n'));
+    const no = await hostwatch(['check', '-c', never], { env });
+    expect(no.code).toBe(2);
+    expect(no.stderr).toBe(
+      `${never}:9:23: incidents.alerts[0]: dns.record_changed is a change event, not an alert: an incident gathers only sites' alerts (kind: alert) as they fire\n` +
+        `${never}:10:21: inhibit[0].source: site.added is a change event, not an alert: an inhibition starts only from a site's alert (kind: alert) as it fires\n` +
+        `${never}:10:45: inhibit[1].source: source.degraded is about hostwatch itself, not about a site: an inhibition starts only from a site's alert (kind: alert) as it fires\n`,
+    );
   });
 
   it('a route or maintenance match comparing name or type with an event no rule sends, with the near miss; run refuses it too', async () => {

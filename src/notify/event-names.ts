@@ -43,16 +43,24 @@ export function eventMatchProblems(match: string, known: readonly string[]): str
  */
 export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents' | 'routes' | 'maintenance'>, rules: readonly CompiledRule[]): UnknownEventName[] {
   const known = knownEventNames(rules);
-  const problem = (path: Array<string | number>, name: string): UnknownEventName | null => {
-    if (known.includes(name)) return null;
-    const near = closest(name, known);
-    return { path, message: `no rule sends the event ${name}${near ? ` (did you mean ${near}?)` : ''}; the events are those of docs/events.md and the event: of your rules` };
+  // An inhibition starts, and an incident gathers, only from a site's alert that fires.
+  const alerts = [...new Set(rules.filter((r) => r.kind === 'alert').map((r) => r.event))];
+  const changes = new Set(rules.filter((r) => r.kind === 'change').map((r) => r.event));
+  const problem = (path: Array<string | number>, name: string, what: string): UnknownEventName | null => {
+    if (alerts.includes(name)) return null;
+    if (!known.includes(name)) {
+      const near = closest(name, known);
+      return { path, message: `no rule sends the event ${name}${near ? ` (did you mean ${near}?)` : ''}; the events are those of docs/events.md and the event: of your rules` };
+    }
+    const near = closest(name, alerts);
+    const kind = changes.has(name) ? 'a change event, not an alert' : "about hostwatch itself, not about a site";
+    return { path, message: `${name} is ${kind}: ${what}${near ? ` (did you mean ${near}?)` : ''}` };
   };
   const matches = (path: Array<string | number>, match: string | null): UnknownEventName[] =>
     match ? eventMatchProblems(match, known).map((message) => ({ path, message })) : [];
   return [
-    ...config.inhibit.map((i, n) => problem(['inhibit', n, 'source'], i.source)),
-    ...config.incidents.alerts.map((name, n) => problem(['incidents', 'alerts', n], name)),
+    ...config.inhibit.map((i, n) => problem(['inhibit', n, 'source'], i.source, "an inhibition starts only from a site's alert (kind: alert) as it fires")),
+    ...config.incidents.alerts.map((name, n) => problem(['incidents', 'alerts', n], name, "an incident gathers only sites' alerts (kind: alert) as they fire")),
     ...config.routes.flatMap((r, n) => matches(['routes', n, 'match'], r.match)),
     ...config.maintenance.flatMap((m, n) => matches(['maintenance', n, 'match'], m.match)),
     ...config.inhibit.flatMap((i, n) => matches(['inhibit', n, 'target'], i.target)),
