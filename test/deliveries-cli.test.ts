@@ -268,3 +268,25 @@ describe('hostwatch redeliver', () => {
     expect(after.stdout).toMatch(/^1 delivery queued again; no daemon is running on this database \(last seen \d{4}-.*Z\): /);
   }, SLOW);
 });
+
+describe('a row of hostwatch deliveries', () => {
+  it('says a pending row goes after the earlier row of its alert it waits for, not at its own due time, which is past', async () => {
+    const { deliveryLine } = await import('../src/notify/cli-commands.js');
+    const row = {
+      event_id: 'evt-2',
+      type: 'hostwatch.site.offline',
+      subject: 'sites/5/health',
+      channel: 'pager',
+      state: 'pending' as const,
+      attempts: 0,
+      last_error: null,
+      next_attempt_at: Date.parse('2026-11-28T17:44:22.011Z'),
+      updated_at: Date.parse('2026-11-28T17:44:17.011Z'),
+      id: 14,
+      group_key: null,
+      last_status: null,
+    };
+    expect(deliveryLine({ ...row, waits_behind: 10 })).toContain(' next after #10 (due 2026-11-28T17:44:22.011Z)  hostwatch.site.offline sites/5/health  evt-2 (#14)');
+    expect(deliveryLine({ ...row, waits_behind: null })).toContain(' next 2026-11-28T17:44:22.011Z  hostwatch.site.offline');
+  });
+});

@@ -589,6 +589,7 @@ describe('GET /api/deliveries', () => {
       id: expect.any(Number),
       group_key: null,
       last_status: 404,
+      waits_behind: null,
     };
     expect(all.body.data[1]).toEqual(dead);
     expect(all.body.data[0]).toMatchObject({ channel: 'ok', state: 'delivered', attempts: 1, last_error: null });

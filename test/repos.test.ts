@@ -238,6 +238,9 @@ describe.each(ENGINES)('repositories on %s', (engine) => {
       });
       const mine = (rows: Array<{ event_id: string }>): string[] => rows.map((d) => [firing, resolved, other].findIndex((e) => e.id === d.event_id)).filter((i) => i >= 0).map((i) => ['firing', 'resolved', 'other'][i]!);
       expect(mine(await r.events.due(200, 50))).toEqual(['other']);
+      // `deliveries` says the resolution waits for the firing, whose row it names; the others wait for nothing.
+      const listed = await r.events.deliveries({ failed: false, pending: true, channel: 'ordered' }, 10);
+      expect(listed.map((d) => [mine([d])[0], d.waits_behind])).toEqual([['other', null], ['resolved', ids], ['firing', null]]);
       expect(mine(await r.delivery.groupRows('ordered', 'g', 200, 50))).toEqual(['other']);
       if (engine === 'postgres') expect(mine(await new ClusterRepo(store).claimDue('m1', 200, 50, []))).toEqual(['other']);
       // Once the firing is due too, a group's message carries both, the firing first.

@@ -96,7 +96,9 @@ export function silenceLine(v: SilenceView, now: number): string {
 /** One row of `hostwatch deliveries`. */
 export function deliveryLine(d: DeliveryView): string {
   const status = d.last_status === null ? '-' : String(d.last_status);
-  const next = d.state === 'pending' ? ` next ${new Date(d.next_attempt_at).toISOString()}` : '';
+  const due = new Date(d.next_attempt_at).toISOString();
+  // A row held behind an earlier one of the same alert goes after it, not at its own due time.
+  const next = d.state !== 'pending' ? '' : d.waits_behind !== null ? ` next after #${d.waits_behind} (due ${due})` : ` next ${due}`;
   const why = d.last_error ? `  ${d.last_error}` : '';
   return `${new Date(d.updated_at).toISOString()}  ${d.state.padEnd(9)} ${d.channel.padEnd(12)} attempts ${d.attempts}  last ${status}${next}  ${d.type} ${d.subject}  ${d.event_id} (#${d.id})${why}`;
 }

@@ -46,6 +46,12 @@ export interface DeliveryView {
   group_key: string | null;
   /** The status code of the last attempt (null: none yet, or no HTTP/SMTP answer). */
   last_status: number | null;
+  /**
+   * A pending row's first earlier row of the same alert (rule and subject) on its channel,
+   * still pending: this one is sent not before it (with it, in one grouped message), whatever
+   * its own due time (channels.md, "Order"). Null when nothing is ahead of it.
+   */
+  waits_behind: number | null;
 }
 
 
@@ -166,6 +172,19 @@ const DELIVERIES = variants<DeliveryParams, { failed: boolean; pending: boolean;
         .orderBy('delivery_attempts.id', 'desc')
         .limit(1)
         .as('last_status'),
+    )
+    // The order the outbox worker keeps (inOrder above): the first earlier pending row of the
+    // same rule and subject on the channel (in one grouped message with it, or before it).
+    .select((eb) =>
+      eb
+        .selectFrom('outbox as earlier')
+        .select((e) => e.fn.min<number>('earlier.id').as('id'))
+        .where('earlier.state', '=', 'pending')
+        .whereRef('earlier.channel', '=', 'outbox.channel')
+        .whereRef('earlier.order_key', '=', 'outbox.order_key')
+        .whereRef('earlier.id', '<', 'outbox.id')
+        .where('outbox.state', '=', 'pending')
+        .as('waits_behind'),
     )
     .$if(f.failed, (q) => q.where(failedDelivery))
     // Pending: still to send (due now, waiting to retry, or in a group's wait).
