@@ -3,7 +3,7 @@
  * the built CLI against the database a daemon wrote; a daemon started afterwards sends
  * what the CLI queued, with the same event id.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -158,6 +158,20 @@ describe('hostwatch silence', () => {
     expect(anyway.stderr).toBe('(the rules of this config do not load, so the event names in --match were not checked; hostwatch check says why)\n');
 
   });
+
+  it('adds a silence before the daemon ever ran, creating the database and its folder where the config puts it, but not for a silence it refuses', async () => {
+    const { config, env, w } = await setup({ hook: () => ({ status: 200 }) });
+    const fresh = { ...env, DB: join(w.dir, 'not-yet', 'hostwatch.db') };
+    const refused = await hostwatch(['silence', 'add', '--match', 'site_id == 12', '--for', '2 hours', '--comment', 'x', '-c', config], fresh);
+    expect(refused.code).toBe(2);
+    expect(existsSync(join(w.dir, 'not-yet'))).toBe(false);
+    const added = await hostwatch(['silence', 'add', '--match', 'site_id == 12', '--for', '2h', '--comment', 'moving to a new server', '-c', config], fresh);
+    expect(added.stderr).toBe('');
+    expect(added.code).toBe(0);
+    expect(existsSync(fresh.DB)).toBe(true);
+    const listed = await hostwatch(['silence', 'list', '-c', config], fresh);
+    expect(lines(listed.stdout)).toEqual([expect.stringMatching(/ active +until .* site_id == 12 +— moving to a new server /)]);
+  }, SLOW);
 
   it('adds a silence that holds back delivery but not storage, lists it with what it held back, and expires it', async () => {
     const { w, hooks, overrides, config, env } = await setup({ hook: () => ({ status: 200 }) });

@@ -167,23 +167,31 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
     .requiredOption('--comment <text>', 'why, and who is on it')
     .option('--by <name>', 'who adds it', currentUser())
     .action(async (o: { config?: string; match: string; for: string; comment: string; by: string }) => {
-      await withStore(h, o.config, async (store, config, { repos, parseSilenceRequest, silenceView }) => {
-        const now = Date.now();
-        const parsed = parseSilenceRequest({ match: o.match, duration: o.for, comment: o.comment, created_by: o.by }, now, {
-          createdBy: 'cli',
-          maxDurationMs: config.silences.max_duration_ms,
-          eventNames: await eventNamesOf(config),
-        });
-        if (!parsed.ok) {
-          // The CLI's names for the request's fields.
-          const flag: Record<string, string> = { match: '--match', duration: '--for', comment: '--comment', created_by: '--by' };
-          h.fail(parsed.errors.map((e) => `hostwatch silence add: ${flag[e.field] ?? e.field}: ${e.message}`).join('\n'), EXIT_ARGS);
-        }
+      const config = await h.load(o.config, { secretsOptional: true, serverUnused: true });
+      const { repos, parseSilenceRequest, silenceView } = await runtime();
+      const now = Date.now();
+      const parsed = parseSilenceRequest({ match: o.match, duration: o.for, comment: o.comment, created_by: o.by }, now, {
+        createdBy: 'cli',
+        maxDurationMs: config.silences.max_duration_ms,
+        eventNames: await eventNamesOf(config),
+      });
+      if (!parsed.ok) {
+        // The CLI's names for the request's fields.
+        const flag: Record<string, string> = { match: '--match', duration: '--for', comment: '--comment', created_by: '--by' };
+        h.fail(parsed.errors.map((e) => `hostwatch silence add: ${flag[e.field] ?? e.field}: ${e.message}`).join('\n'), EXIT_ARGS);
+      }
+      // Unlike the other commands, this one creates the database (and its folder) where the
+      // config puts it when there is none yet: a site is silenced before the first start too,
+      // and the daemon then finds the silence there.
+      const store = await h.openDatabase(config, false);
+      try {
         const s: Silence = { id: randomUUID(), ...parsed.silence };
         await store.transaction((tx) => repos(tx).silences.add(s));
         out(silenceLine(silenceView(s, now, 0), now));
         if (parsed.translated) process.stderr.write(`(read the amtool matchers ${parsed.translated.from} as the CEL: ${parsed.translated.to})\n`);
-      });
+      } finally {
+        await store.close();
+      }
     });
 
   silence
