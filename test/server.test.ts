@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../src/paths.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { healthRoutes } from '../src/server/routes/health.js';
+import { healthRoutes, READY_DATABASE_TIMEOUT_MS } from '../src/server/routes/health.js';
 import { connect } from 'node:net';
 import { json, readJson, type Route } from '../src/server/http.js';
 import { isLoopback, parseListen, REQUEST_TIMEOUT_MS, startServer } from '../src/server/server.js';
@@ -40,6 +40,18 @@ describe('the health endpoints', () => {
     expect((await fetch(`${srv.url}/readyz`)).status).toBe(200);
     stopped = true;
     expect((await fetch(`${srv.url}/readyz`)).status).toBe(503);
+    await srv.close();
+  });
+
+  it('report not ready within seconds when the database does not answer at all (a frozen server), and say so', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: healthRoutes({ databaseReady: () => new Promise<boolean>(() => {}), schedulerRunning: () => true }) });
+    const t0 = performance.now();
+    const res = await fetch(`${srv.url}/readyz`);
+    const waited = performance.now() - t0;
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ status: 'not ready', database: false, database_problem: 'the database did not answer within 2 s' });
+    expect(waited).toBeGreaterThanOrEqual(READY_DATABASE_TIMEOUT_MS - 50);
+    expect(waited).toBeLessThan(4_500);
     await srv.close();
   });
 });

@@ -20,6 +20,9 @@ export interface HealthProbe {
   cluster?(): { member: boolean; instance: string; memberId: string; timers: boolean };
 }
 
+/** How long /readyz waits for the database's answer before it says not ready. */
+export const READY_DATABASE_TIMEOUT_MS = 2_000;
+
 /**
  * `/livez` (the process answers) and `/readyz` (database, migrations, writes going
  * through, scheduler, a recent successful poll, and in a cluster a live membership; 503
@@ -35,15 +38,27 @@ export function healthRoutes(probe: HealthProbe): Route[] {
       anyHost: true,
       handler: async (_req, res) => {
         let database = false;
+        let slow = false;
+        let timer: NodeJS.Timeout | undefined;
         try {
-          database = await probe.databaseReady();
+          // A database that does not answer (a frozen server, a network partition) must not
+          // hold the probe past a health check's timeout (Docker's is 5 s): it is not ready.
+          const late = new Promise<boolean>((resolve) => {
+            timer = setTimeout(() => {
+              slow = true;
+              resolve(false);
+            }, READY_DATABASE_TIMEOUT_MS);
+          });
+          database = await Promise.race([probe.databaseReady(), late]);
         } catch {
           database = false;
+        } finally {
+          clearTimeout(timer);
         }
         const scheduler = probe.schedulerRunning();
         const polling = probe.polling?.() ?? null;
         const cluster = probe.cluster?.() ?? null;
-        const problem = database ? null : (probe.databaseProblem?.() ?? null);
+        const problem = database ? null : (probe.databaseProblem?.() ?? (slow ? `the database did not answer within ${READY_DATABASE_TIMEOUT_MS / 1000} s` : null));
         const ready = database && scheduler && (polling?.fresh ?? true) && (cluster?.member ?? true);
         json(res, ready ? 200 : 503, {
           status: ready ? 'ready' : 'not ready',
