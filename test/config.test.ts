@@ -570,6 +570,24 @@ describe('durations', () => {
     expect(zero.ok ? '' : formatConfigErrors(zero.errors)).toBe('inline.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got 0)');
   });
 
+  it('refuse a duration too long to be meant, saying so rather than that it is no duration: a group_wait over a day, anything over ten years', () => {
+    const text = [
+      MINIMAL.trimEnd(),
+      'channels: [{ name: ops, type: console }]',
+      'routes: [{ channels: [ops], group_wait: 30d, group_interval: 999999999999999d }]',
+      'silences: { max_duration: 100000d }',
+      '',
+    ].join('\n');
+    const r = parseText(text);
+    expect(r.ok ? [] : formatConfigErrors(r.errors).split('\n')).toEqual([
+      'inline.yaml:5:41: routes[0].group_wait: is too long: at most 1d (got "30d")',
+      'inline.yaml:5:62: routes[0].group_interval: is too long: at most 7d (got "999999999999999d")',
+      'inline.yaml:6:27: silences.max_duration: is too long: at most 3650d (got "100000d")',
+    ]);
+    const fine = parseText(text.replace('group_wait: 30d', 'group_wait: 1d').replace('999999999999999d', '7d').replace('100000d', '3650d'));
+    expect(fine.ok ? [] : formatConfigErrors(fine.errors)).toEqual([]);
+  });
+
   it('say that a bare number needs a unit, written as a number or given by a variable', () => {
     const bare = parseText(MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: ${T}'), { T: '45' });
     expect(bare.ok ? '' : formatConfigErrors(bare.errors)).toBe(

@@ -222,6 +222,9 @@ describe('creating a silence', () => {
     expect(tenYears.body.error.message).toBe(
       'duration: a silence lasts at most 30d (silences.max_duration; got 3650d); for planned quiet periods use maintenance windows in the config',
     );
+    // Longer than a number holds in milliseconds: too long too, not "no duration".
+    const huge = await post(`${url}/api/silences`, { match: 'true', duration: '99999999999999999999d', comment: 'quiet' });
+    expect(huge.body.error.message).toBe('duration: a silence lasts at most 30d (silences.max_duration; got "99999999999999999999d")');
     const later = await post(`${url}/api/silences`, { match: 'true', ends_at: new Date(Date.now() + 40 * 86_400_000 + 90_000).toISOString(), comment: 'quiet' });
     expect(later.status).toBe(400);
     expect(later.body.error.message).toMatch(/^ends_at: a silence lasts at most 30d \(silences\.max_duration; got 40d1m/);

@@ -152,8 +152,11 @@ function bool() {
   return z.union([z.boolean(M.bool), z.enum(['true', 'True', 'TRUE', 'false', 'False', 'FALSE'], M.bool).transform((value) => value.toLowerCase() === 'true')], M.bool);
 }
 
-/** A duration string (`30s`, `1h30m`) at least `minMs` long; comes out as milliseconds. */
-export function duration(minMs = 0) {
+/** The longest duration a config takes anywhere: longer is a typo (`30d` for `30s`), not a plan. */
+export const MAX_DURATION_MS = 3650 * 86_400_000;
+
+/** A duration string (`30s`, `1h30m`) at least `minMs` and at most `maxMs` long; comes out as milliseconds. */
+export function duration(minMs = 0, maxMs = MAX_DURATION_MS) {
   const message =
     minMs === 0
       ? 'must be a duration like 30s, 5m, 6h'
@@ -168,7 +171,14 @@ export function duration(minMs = 0) {
       ctx.addIssue({ code: 'custom', message: `${message}; a number needs a unit: ${n}s or ${n}m, not ${n}` });
       return z.NEVER;
     }
-    const ms = typeof value === 'string' ? parseDuration(value.trim()) : null;
+    const text = typeof value === 'string' ? value.trim() : '';
+    const ms = parseDuration(text);
+    // Written as a duration, but more milliseconds than a number holds exactly: too long, not malformed.
+    const tooLong = (ms === null && /^(\d+(ms|d|h|m|s))+$/.test(text)) || (ms !== null && ms > maxMs);
+    if (tooLong) {
+      ctx.addIssue({ code: 'custom', message: `is too long: at most ${formatDuration(maxMs)}` });
+      return z.NEVER;
+    }
     if (ms === null || ms < minMs) {
       ctx.addIssue({ code: 'custom', message });
       return z.NEVER;
@@ -519,8 +529,9 @@ const route = section({
   group_by: z
     .array(z.string(M.groupBy).refine((f) => (GROUP_FIELDS as readonly string[]).includes(f) || GROUP_LABEL.test(f), M.groupBy), M.groupBy)
     .optional(),
-  group_wait: duration().optional(),
-  group_interval: duration().optional(),
+  // group_wait holds a group's first message back; longer than a day it is a typo (30m for 30s?).
+  group_wait: duration(0, 86_400_000).optional(),
+  group_interval: duration(0, 7 * 86_400_000).optional(),
   send_resolved: bool().optional(),
 });
 

@@ -252,7 +252,10 @@ export function parseSilenceRequest(
   else if (!hasDuration && !hasEnd) bad('duration', 'required (or ends_at): how long the silence lasts, like 30m, 2h or 1d');
   else if (hasDuration) {
     const ms = typeof req['duration'] === 'string' ? parseDuration(req['duration']) : null;
-    if (ms === null || ms <= 0) bad('duration', `a positive duration like 30m, 2h or 1d12h (got ${show(req['duration'])})`);
+    // Written as a duration but more ms than a number holds: too long, as any over the maximum.
+    const huge = ms === null && typeof req['duration'] === 'string' && /^(\d+(ms|d|h|m|s))+$/.test(req['duration']);
+    if (huge) bad('duration', `a silence lasts at most ${formatDuration(defaults.maxDurationMs)} (silences.max_duration; got ${show(req['duration'])})`);
+    else if (ms === null || ms <= 0) bad('duration', `a positive duration like 30m, 2h or 1d12h (got ${show(req['duration'])})`);
     else endsAt = startsAt + ms;
   } else {
     const t = isoTime(req['ends_at']);
