@@ -67,6 +67,46 @@ describe('hostwatch rules test', () => {
     }
   });
 
+  it('names the lines of the test file for an error in the rules a test defines, not lines of a copy of them', async () => {
+    const { dir, cleanup } = tempDir();
+    try {
+      const file = join(dir, 't8.test.yaml');
+      writeFileSync(
+        file,
+        [
+          'tests:',
+          '  - name: typo in an override',
+          '    source: health',
+          '    site: { id: 1, domain: a.example }',
+          '    steps:',
+          '      - snapshot: { online: { status: online } }',
+          '    rules:',
+          '      - name: site-ofline',
+          '        enabled: false',
+          '      - name: my-rule',
+          '        event: my.event',
+          '        kind: alert',
+          '        source: health',
+          '        severity: warning',
+          "        when: \"after.online.status ==\"",
+          '        for: 5x',
+          '        summary: x',
+          '',
+        ].join('\n'),
+      );
+      const r = await hostwatch(['rules', 'test', file], { cwd: dir });
+      expect(r.code).toBe(2);
+      const lines = r.stderr.split('\n').filter(Boolean).map((l) => l.replace(/: (rules\[\d\]\.\w+): .*$/, ': $1'));
+      expect(lines).toEqual([
+        't8.test.yaml (rules of test "typo in an override"):8: rules[0].name',
+        't8.test.yaml (rules of test "typo in an override"):15: rules[1].when',
+        't8.test.yaml (rules of test "typo in an override"):16: rules[1].for',
+      ]);
+    } finally {
+      cleanup();
+    }
+  });
+
   it('uses the rule files a test file names, relative to it', async () => {
     const r = await ruleTestIn(
       {

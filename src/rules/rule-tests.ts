@@ -45,6 +45,8 @@ interface TestCase {
   siteId: number | null;
   interval: number;
   rules: unknown[] | null;
+  /** The line in the test file of a key of `rules` (a path inside it, as [1, 'when']). */
+  ruleLine: (path: ReadonlyArray<string | number>) => number | null;
   steps: Step[];
   /** The clock at the first step (epoch ms): 0 unless the first step gives `now:`. */
   start: number;
@@ -81,8 +83,14 @@ function rulesFor(t: TestCase, builtinDir: string, ruleFiles: string[], file: st
   const byName = new Map(rules.map((r) => [r.name, r]));
   const errors: RuleError[] = [];
   parseRuleFile(stringify({ rules: t.rules }), `${file} (rules of test "${t.name}")`, opts, byName, errors);
-  if (errors.length) throw new RuleErrors(errors);
+  // The block was parsed as a file of its own: its lines are put back to the test file's.
+  if (errors.length) throw new RuleErrors(errors.map((e) => ({ ...e, line: t.ruleLine(pathSegments(e.path).slice(1)) ?? e.line })));
   return [...byName.values()];
+}
+
+/** `rules[1].absent.for` as ['rules', 1, 'absent', 'for'] (pathText's inverse). */
+function pathSegments(path: string): Array<string | number> {
+  return [...path.matchAll(/\[(\d+)\]|([^.[\]]+)/g)].map((m) => (m[1] !== undefined ? Number(m[1]) : m[2]!));
 }
 
 function runTest(t: TestCase, rules: CompiledRule[]): string[] {
@@ -271,7 +279,8 @@ function parseTestFile(text: string, file: string, dir: string, opts: LoadRulesO
       });
       steps.push({ line: lineAt(doc, lc, sp()), at, time: (start ?? 0) + at, value: structuredClone(value), expect: exps });
     });
-    tests.push({ name, line: lineAt(doc, lc, p()), source: source.name, site, entity: ref.entity, siteId: ref.siteId, interval, rules, steps, start: start ?? 0 });
+    const ruleLine = (path: ReadonlyArray<string | number>): number | null => lineAt(doc, lc, p('rules', ...path));
+    tests.push({ name, line: lineAt(doc, lc, p()), source: source.name, site, entity: ref.entity, siteId: ref.siteId, interval, rules, ruleLine, steps, start: start ?? 0 });
   });
   if (errors.length) throw new RuleErrors(errors);
   return { ruleFiles, tests };
