@@ -110,14 +110,14 @@ describe('a rule file with an error is refused with file, line and reason', () =
     ['bad-window.yaml', ['test/fixtures/rules/bad-window.yaml:6: rules[0].window: must be a duration like 30s, 10m, 4h or 1h30m (got "a-day")']],
     ['override-timing-on-change.yaml', ['test/fixtures/rules/override-timing-on-change.yaml:3: rules[0].for: only for kind: alert rules (backup-failed is a change rule)']],
     [
-      // A bad name does not hide the entry's other problems: every error at once.
+      // A bad name does not hide the entry's other problems: every error at once, in file order.
       'bad-name-and-more.yaml',
       [
         'test/fixtures/rules/bad-name-and-more.yaml:2: rules[0].name: must be lower-case letters, digits and dashes (got "R_Five")',
-        'test/fixtures/rules/bad-name-and-more.yaml:7: rules[0].whenn: unknown key (did you mean when?); allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent',
+        'test/fixtures/rules/bad-name-and-more.yaml:2: rules[0].when: must be a CEL expression (a non-empty string)',
         'test/fixtures/rules/bad-name-and-more.yaml:4: rules[0].kind: must be one of change, alert (got "sometimes")',
         'test/fixtures/rules/bad-name-and-more.yaml:6: rules[0].severity: must be one of info, warning, critical (got "urgent")',
-        'test/fixtures/rules/bad-name-and-more.yaml:2: rules[0].when: must be a CEL expression (a non-empty string)',
+        'test/fixtures/rules/bad-name-and-more.yaml:7: rules[0].whenn: unknown key (did you mean when?); allowed: name, event, kind, source, severity, when, summary, params, enabled, description, mode, labels, for, keep_firing_for, repeat, resolve_when, dedup_key, window, every, absent',
       ],
     ],
     [
@@ -130,10 +130,10 @@ describe('a rule file with an error is refused with file, line and reason', () =
     [
       'bad-absent.yaml',
       [
-        'test/fixtures/rules/bad-absent.yaml:9: rules[0].absent.since: unknown key; allowed: match, time, for, in',
-        'test/fixtures/rules/bad-absent.yaml:7: rules[0].absent.match: CEL error: <input>:1:12: found = but expecting end of input',
         'test/fixtures/rules/bad-absent.yaml:6: rules[0].absent.time: is required: a CEL expression over each record (item)',
+        'test/fixtures/rules/bad-absent.yaml:7: rules[0].absent.match: CEL error: <input>:1:12: found = but expecting end of input',
         'test/fixtures/rules/bad-absent.yaml:8: rules[0].absent.for: must be a duration like 30s, 10m, 4h or 1h30m (got "soon")',
+        'test/fixtures/rules/bad-absent.yaml:9: rules[0].absent.since: unknown key; allowed: match, time, for, in',
       ],
     ],
     ['absent-on-change.yaml', ['test/fixtures/rules/absent-on-change.yaml:6: rules[0].absent: only for kind: alert rules']],

@@ -38,8 +38,14 @@ const KIND_ONLY: Record<string, (typeof KINDS)[number]> = {
 export class RuleErrors extends Error {
   override readonly name = 'RuleErrors';
   readonly code = 'rules_invalid';
-  constructor(readonly errors: RuleError[]) {
-    super(errors.map(formatRuleError).join('\n'));
+  readonly errors: RuleError[];
+  constructor(errors: RuleError[]) {
+    // In file order (files as first named, lines ascending), as config errors are.
+    const order = new Map<string, number>();
+    for (const e of errors) if (!order.has(e.file)) order.set(e.file, order.size);
+    const sorted = [...errors].sort((a, b) => order.get(a.file)! - order.get(b.file)! || (a.line ?? 0) - (b.line ?? 0));
+    super(sorted.map(formatRuleError).join('\n'));
+    this.errors = sorted;
   }
 }
 
