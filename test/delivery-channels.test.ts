@@ -337,9 +337,28 @@ describe('a webhook 429', () => {
 
     expect(await send('third')).toMatchObject({ ok: false, retryable: true, statusCode: 429, retryAfterMs: 60_000 });
     const held = await send('fourth');
-    expect(held).toMatchObject({ ok: false, retryable: true, statusCode: null, retryAfterMs: 60_000 });
+    expect(held).toMatchObject({ ok: false, retryable: true, statusCode: null, retryAfterMs: 60_000, notSent: true, notBefore: now + 60_000 });
     expect(!held.ok && held.error).toBe(`webhook: held back until ${new Date(now + 60_000).toISOString()} (the provider's rate limit)`);
     expect(hook.requests).toHaveLength(3);
+  });
+
+  it('counts no attempt against a message it held back unsent: with no retries left to spend, the later event waits in the outbox for the Retry-After instead of being dead-lettered', async () => {
+    const w = await world();
+    const hook = await receiver({ answer: (r) => (r.n === 1 ? { status: 429, headers: { 'retry-after': '60' } } : { status: 200 }) });
+    const app = await w.app({ delivery: { retry_schedule: [] }, channels: [{ name: 'hooks', type: 'webhook', url: hook.url, secret: TEST_SECRET }] });
+    const t0 = Date.now();
+    await app.notifier.publish(siteEvent('refused', 2));
+    await app.worker.deliverDue();
+    await app.notifier.publish(siteEvent('held', 3));
+    await app.worker.deliverDue();
+    expect(hook.requests).toHaveLength(1);
+    // The refused one was sent (and, with no retries configured, is dead); the held one was never sent.
+    const byEvent = new Map(rows<{ event_id: string; state: string; attempts: number; next_attempt_at: number }>(w, 'SELECT event_id, state, attempts, next_attempt_at FROM outbox').map((r) => [r.event_id, r]));
+    expect(byEvent.get(siteEvent('refused', 2).id)).toMatchObject({ state: 'dead', attempts: 1 });
+    const held = byEvent.get(siteEvent('held', 3).id)!;
+    expect(held).toMatchObject({ state: 'pending', attempts: 0 });
+    expect(held.next_attempt_at).toBeGreaterThanOrEqual(t0 + 55_000);
+    expect(rows(w, 'SELECT COUNT(*) AS n FROM delivery_attempts')).toEqual([{ n: 1 }]);
   });
 
   it('leaves the webhook\'s sends parallel otherwise: three messages reach a slow receiver before it answers the first', async () => {

@@ -16,6 +16,11 @@ export type SendResult =
       disable?: boolean;
       /** Nothing was sent: the gate said no once the message's turn came (nothing to record). */
       notSent?: boolean;
+      /**
+       * With `notSent`: not before this time (epoch ms; a provider's rate limit holds every
+       * message to it). The rows wait in the outbox until then, with no attempt counted.
+       */
+      notBefore?: number;
     };
 
 /**

@@ -475,8 +475,18 @@ export class OutboxWorker {
             ? await channel.sendBatch!(events, gate)
             : await channel.send(events[0]!, first.body, gate);
       if (!result.ok && result.notSent) {
-        // Nothing went out: nothing to record, and the rows stay as they were (pending; sent
-        // after the next start, or by the member that holds them now).
+        // Nothing went out: no attempt to record. Held back by a provider's rate limit, the rows
+        // wait until it ends (their claim ended, no attempt counted); held back by the gate,
+        // they stay as they were (pending; sent after the next start, or by the member that
+        // holds them now).
+        const notBefore = result.notBefore;
+        if (notBefore !== undefined) {
+          const postpone: Unit<void> = async (tx) => {
+            const r = repos(tx);
+            for (const row of rows) await r.events.postpone({ id: row.id, claim_token: row.claim_token, next_attempt_at: Math.max(row.next_attempt_at, notBefore), updated_at: this.deps.now() });
+          };
+          await this.record({ ids: rows.map((r) => r.id), write: postpone, after: async () => void this.retries.push(notBefore), failures: 0 });
+        }
         this.deps.log.debug({ channel: first.channel, outbox_ids: rows.map((r) => r.id), reason: result.error }, 'not sent');
         return;
       }

@@ -127,6 +127,14 @@ const UPDATE_OUTBOX = statement<AttemptUpdate>((qb, p) =>
     // its claim records nothing; alone, the token stays 0).
     .where('claim_token', '=', p.claim_token),
 );
+const POSTPONE = statement<Pick<OutboxRow, 'id' | 'claim_token' | 'next_attempt_at' | 'updated_at'>>((qb, p) =>
+  qb
+    .updateTable('outbox')
+    .set({ next_attempt_at: p.next_attempt_at, updated_at: p.updated_at, claimed_by: null })
+    .where('id', '=', p.id)
+    .where('state', '=', 'pending')
+    .where('claim_token', '=', p.claim_token),
+);
 const INSERT_ATTEMPT = statement<Omit<AttemptRow, 'id'>>((qb, p) => qb.insertInto('delivery_attempts').values(pick(p, COLUMNS.delivery_attempts)));
 const COUNT = statement<{ state: OutboxRow['state'] }, { n: number }>((qb, p) =>
   qb.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('n')).where('state', '=', p.state),
@@ -262,6 +270,15 @@ export class EventsRepo {
     if ((await this.x.run(UPDATE_OUTBOX, update)) === 0) return false;
     await this.x.run(INSERT_ATTEMPT, attempt);
     return true;
+  }
+
+  /**
+   * A pending row not sent (a provider's rate limit held it back) waits until
+   * `next_attempt_at`: no attempt is counted or recorded, its claim ends. False, writing
+   * nothing, when the row is no longer under that claim.
+   */
+  async postpone(p: Pick<OutboxRow, 'id' | 'claim_token' | 'next_attempt_at' | 'updated_at'>): Promise<boolean> {
+    return (await this.x.run(POSTPONE, p)) > 0;
   }
 
   /** How many outbox rows are in a state. */

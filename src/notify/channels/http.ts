@@ -152,16 +152,19 @@ export class Pacer {
   }
 
   /**
-   * Run `task` in turn; a message that would wait too long comes back retryable instead, and
-   * one the gate holds back once its turn came comes back `notSent` (nothing was sent).
+   * Run `task` in turn; a message that would wait too long comes back `notSent` with the time
+   * it may go (`notBefore`), and one the gate holds back once its turn came comes back
+   * `notSent` (nothing was sent either way).
    */
   run(task: () => Promise<SendResult>, gate?: SendGate): Promise<SendResult> {
     const turn = this.o.concurrent ? Promise.resolve() : this.queue;
     const run = turn.then(async (): Promise<SendResult> => {
       const wait = this.nextSlot - this.o.now();
       if (wait > this.maxWaitMs) {
+        // Nothing goes out: the message waits in the outbox, with no attempt counted against
+        // its retries (a rate limit is no failure of this message).
         const until = new Date(this.nextSlot).toISOString();
-        return { ok: false, retryable: true, statusCode: null, error: `${this.o.label}: held back until ${until} (the provider's rate limit)`, retryAfterMs: wait };
+        return { ok: false, retryable: true, statusCode: null, error: `${this.o.label}: held back until ${until} (the provider's rate limit)`, retryAfterMs: wait, notSent: true, notBefore: this.nextSlot };
       }
       // Asked when its turn comes, and again after a wait for the provider's pace.
       let held = gate?.() ?? null;
