@@ -588,6 +588,22 @@ describe('durations', () => {
     expect(fine.ok ? [] : formatConfigErrors(fine.errors)).toEqual([]);
   });
 
+  it('refuse a timer longer than Node can hold (it would fire at once, a heartbeat pinging without pause) and a timeout over an hour; units out of order stay malformed, not too long', () => {
+    const text = [
+      MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: 1h1h').trimEnd(),
+      'heartbeat: { url: "https://hc.example.com/ping/x", every: 30d, timeout: 2h }',
+      'history: { prune_every: 25d }',
+      '',
+    ].join('\n');
+    const r = parseText(text);
+    expect(r.ok ? [] : formatConfigErrors(r.errors).split('\n')).toEqual([
+      'inline.yaml:4:12: api.timeout: must be a duration greater than 0, like 10s, 1m (got "1h1h")',
+      'inline.yaml:5:59: heartbeat.every: is too long: at most 24d (got "30d")',
+      'inline.yaml:5:73: heartbeat.timeout: is too long: at most 1h (got "2h")',
+      'inline.yaml:6:25: history.prune_every: is too long: at most 24d (got "25d")',
+    ]);
+  });
+
   it('say that a bare number needs a unit, written as a number or given by a variable', () => {
     const bare = parseText(MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: ${T}'), { T: '45' });
     expect(bare.ok ? '' : formatConfigErrors(bare.errors)).toBe(

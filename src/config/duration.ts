@@ -14,6 +14,18 @@ const PART = /(\d+)(ms|d|h|m|s)/y;
 
 /** Parses a duration like `30s` or `1h30m` into milliseconds; null if it is not one. */
 export function parseDuration(text: string): number | null {
+  const total = durationTotal(text);
+  return total !== null && Number.isSafeInteger(total) ? total : null;
+}
+
+/** A duration written right (`99999999999999999d`) but longer than a number holds exactly. */
+export function isOverlongDuration(text: string): boolean {
+  const total = durationTotal(text);
+  return total !== null && !Number.isSafeInteger(total);
+}
+
+/** The milliseconds of a well-formed duration (maybe beyond a safe integer); null if it is malformed. */
+function durationTotal(text: string): number | null {
   if (text === '0') return 0;
   if (text.length === 0) return null;
   let total = 0;
@@ -29,7 +41,7 @@ export function parseDuration(text: string): number | null {
     lastRank = rank;
     total += Number(match[1]) * UNIT_MS[unit];
   }
-  return Number.isSafeInteger(total) ? total : null;
+  return total;
 }
 
 /** Formats milliseconds the way parseDuration reads them (5_400_000 -> "1h30m", 0 -> "0s"). */

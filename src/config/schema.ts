@@ -7,7 +7,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { validateDetailed as validateCron } from 'node-cron';
 import { PRIORITIES } from '../api/budget.js';
-import { formatDuration, parseDuration } from './duration.js';
+import { formatDuration, isOverlongDuration, parseDuration } from './duration.js';
 
 /** The start of every unknown-key message; parse.ts splits such issues into one error per key. */
 export const UNKNOWN_KEY = 'unknown key';
@@ -154,6 +154,14 @@ function bool() {
 
 /** The longest duration a config takes anywhere: longer is a typo (`30d` for `30s`), not a plan. */
 export const MAX_DURATION_MS = 3650 * 86_400_000;
+/**
+ * The longest wait a timer is set to from a config value (an interval, a drain): Node's
+ * timers hold at most 2^31 - 1 ms (24.8 days) and fire at once beyond it, so a heartbeat of
+ * `every: 30d` would ping without pause.
+ */
+const TIMER_MAX_MS = 24 * 86_400_000;
+/** The longest timeout of a request: longer only hides a hung connection. */
+const TIMEOUT_MAX_MS = 3_600_000;
 
 /** A duration string (`30s`, `1h30m`) at least `minMs` and at most `maxMs` long; comes out as milliseconds. */
 export function duration(minMs = 0, maxMs = MAX_DURATION_MS) {
@@ -174,7 +182,7 @@ export function duration(minMs = 0, maxMs = MAX_DURATION_MS) {
     const text = typeof value === 'string' ? value.trim() : '';
     const ms = parseDuration(text);
     // Written as a duration, but more milliseconds than a number holds exactly: too long, not malformed.
-    const tooLong = (ms === null && /^(\d+(ms|d|h|m|s))+$/.test(text)) || (ms !== null && ms > maxMs);
+    const tooLong = (ms === null && isOverlongDuration(text)) || (ms !== null && ms > maxMs);
     if (tooLong) {
       ctx.addIssue({ code: 'custom', message: `is too long: at most ${formatDuration(maxMs)}` });
       return z.NEVER;
@@ -285,7 +293,7 @@ const apiSection = section({
       else if (/\/api\/v1$/i.test(value)) ctx.addIssue({ code: 'custom', message: M.baseUrlApiV1 });
     }),
   key: text(M.apiKey),
-  timeout: duration(1).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
   max_requests_per_second: numeric(M.rate).pipe(z.number().gt(0, M.rate).max(1000, M.rate)).optional(),
   max_concurrency: integer(1, 64).optional(),
   retries: integer(0, 10).optional(),
@@ -393,7 +401,7 @@ const webhookChannel = section({
   // A list while rotating: every secret signs, so receivers on the old or the new one verify.
   // Optional with a template (a receiver that is not a Standard Webhooks one); required otherwise.
   secret: z.union([webhookSecret, z.array(webhookSecret, M.secrets).min(1, M.secrets)], M.secrets).optional(),
-  timeout: duration(1).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
   mode: z.enum(['structured', 'binary'], M.mode).optional(),
   template: webhookTemplate.optional(),
 }).superRefine((hook, ctx) => {
@@ -414,7 +422,7 @@ const slackChannel = section({
   name: channelName,
   type: z.literal('slack'),
   url: httpUrl('must be an http(s) URL like https://hooks.slack.com/services/...'),
-  timeout: duration(1).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
   digest: digest.optional(),
   template: template.optional(),
 });
@@ -442,7 +450,7 @@ const emailChannel = section({
   to: z.union([email().transform((address) => [address]), z.array(email(), M.emails).min(1, M.emails)], M.emails),
   from: email(),
   smtp: smtpSection,
-  timeout: duration(1).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
   digest: digest.optional(),
 });
 
@@ -452,7 +460,7 @@ const teamsChannel = section({
   name: channelName,
   type: z.literal('teams'),
   url: httpUrl('must be the http(s) URL of a Teams Workflows webhook ("Post to a channel when a webhook request is received")'),
-  timeout: duration(1).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
   digest: digest.optional(),
   template: template.optional(),
 });
@@ -461,7 +469,7 @@ const discordChannel = section({
   name: channelName,
   type: z.literal('discord'),
   url: httpUrl('must be an http(s) URL like https://discord.com/api/webhooks/ID/TOKEN'),
-  timeout: duration(1).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
   digest: digest.optional(),
   template: template.optional(),
 });
@@ -471,7 +479,7 @@ const pagerdutyChannel = section({
   type: z.literal('pagerduty'),
   routing_key: z.string(M.routingKey).regex(/^[A-Za-z0-9]{32}$/, M.routingKey),
   api_url: httpUrl('must be an http(s) URL like https://events.pagerduty.com (the channel appends /v2/enqueue)').optional(),
-  timeout: duration(1).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
   template: template.optional(),
 });
 
@@ -481,7 +489,7 @@ const opsgenieChannel = section({
   api_key: text(M.opsgenieKey),
   region: z.enum(['us', 'eu'], M.region).optional(),
   api_url: httpUrl('must be an http(s) URL like https://api.opsgenie.com (the channel appends /v2/alerts)').optional(),
-  timeout: duration(1).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
   template: template.optional(),
 }).superRefine((og, ctx) => {
   if (og.region !== undefined && og.api_url !== undefined) {
@@ -496,7 +504,7 @@ const telegramChannel = section({
   chat_id: z.union([z.number(M.chatId).int(M.chatId), z.string(M.chatId).regex(/^(-?\d+|@[A-Za-z][A-Za-z0-9_]{3,})$/, M.chatId)], M.chatId),
   message_thread_id: integer(1, Number.MAX_SAFE_INTEGER, 'must be the positive integer id of a forum topic').optional(),
   api_url: httpUrl('must be an http(s) URL like https://api.telegram.org (the channel appends /bot<token>/sendMessage)').optional(),
-  timeout: duration(1).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
   digest: digest.optional(),
   template: template.optional(),
 });
@@ -513,7 +521,7 @@ const ntfyChannel = section({
   type: z.literal('ntfy'),
   url: z.string(M.ntfyUrl).refine(isNtfyTopicUrl, M.ntfyUrl),
   token: text(M.ntfyToken).optional(),
-  timeout: duration(1).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
   digest: digest.optional(),
   template: template.optional(),
 });
@@ -558,7 +566,7 @@ const inhibitRule = section({
 
 const deliverySection = section({
   retry_schedule: z.array(duration(), M.retrySchedule).optional(),
-  drain_timeout: duration().optional(),
+  drain_timeout: duration(0, TIMEOUT_MAX_MS).optional(),
   concurrency: integer(1, 64).optional(),
   disable_after: duration(60_000).optional(),
 });
@@ -585,7 +593,7 @@ const degradedSection = section({
 
 const historySection = section({
   retention: duration(3_600_000).optional(),
-  prune_every: duration(60_000).optional(),
+  prune_every: duration(60_000, TIMER_MAX_MS).optional(),
 });
 
 // A bad name and a bad value in one map are both reported (a key schema, not a refinement).
@@ -605,8 +613,8 @@ const siteLabel = z.union([siteLabelMatch, siteLabelFrom], M.siteLabels);
 
 const heartbeatSection = section({
   url: httpUrl(M.heartbeatUrl),
-  every: duration(10_000).optional(),
-  timeout: duration(1).optional(),
+  every: duration(10_000, TIMER_MAX_MS).optional(),
+  timeout: duration(1, TIMEOUT_MAX_MS).optional(),
 });
 
 const clusterSection = section({
@@ -618,7 +626,7 @@ const clusterSection = section({
 
 const watchdogSection = section({
   enabled: bool().optional(),
-  every: duration(60_000).optional(),
+  every: duration(60_000, TIMER_MAX_MS).optional(),
 });
 
 const minSites = z.union(

@@ -3,7 +3,7 @@ import type { EmailChannelConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import { Semaphore } from '../../semaphore.js';
 import { notSent, type Channel, type SendGate, type SendResult } from '../channel.js';
-import { renderItem, subjectOf } from './render.js';
+import { cut, oneLine, renderItem, subjectOf } from './render.js';
 
 /** Escape text for HTML element content and attribute values. */
 export function escapeHtml(text: string): string {
@@ -43,7 +43,8 @@ const AUTH_FAILED = new Set([530, 534, 535]);
 export function resultFromSmtpError(e: unknown): SendResult {
   const err = e as { responseCode?: number; response?: string; code?: string; message?: string };
   const status = typeof err.responseCode === 'number' ? err.responseCode : null;
-  const answer = (err.response ?? err.message ?? String(e)).slice(0, 300);
+  // One line, as every channel's error is stored: a multi-line SMTP answer or TLS error text must not break a row.
+  const answer = cut(oneLine(err.response ?? err.message ?? String(e)), 300);
   if (err.code === 'ETLS') {
     // smtp.require_tls and no encryption: nothing was sent. Tried again like a connection
     // that failed (STARTTLS stripped in the path is a passing fault; a server without it is
