@@ -185,3 +185,13 @@ describe('a group\'s headline', () => {
     expect(subjectOf([accountWide('d'), accountWide('e')])).toMatch(/^\[hostwatch\] CRITICAL: 2 events: /);
   });
 });
+
+describe('an SMTP server\'s answer', () => {
+  it('is stored on one line, as every channel\'s error is: a multi-line answer or a TLS error text cannot break a row of hostwatch deliveries', async () => {
+    const { resultFromSmtpError } = await import('../src/notify/channels/email.js');
+    const tls = resultFromSmtpError({ code: 'ESOCKET', message: '80AC:error:0A00010B:SSL routines:ssl3_get_record:wrong version number:ssl3_record.c:350:\n' });
+    expect(!tls.ok && tls.error).toBe('SMTP connection failed (ESOCKET): 80AC:error:0A00010B:SSL routines:ssl3_get_record:wrong version number:ssl3_record.c:350:');
+    const refused = resultFromSmtpError({ responseCode: 554, response: '554-5.7.1 Rejected\r\n554 5.7.1 policy' });
+    expect(!refused.ok && refused.error).toBe('SMTP 554-5.7.1 Rejected 554 5.7.1 policy');
+  });
+});
