@@ -157,6 +157,8 @@ describe.each(CASES)('the $type channel', (c) => {
     expect(w.events.map((e) => e.data.name)).toEqual(['channel.disabled']);
     const operator = rows<{ channel: string; state: string }>(w, "SELECT o.channel, o.state FROM outbox o JOIN events e ON e.id = o.event_id WHERE e.type = 'hostwatch.channel.disabled'");
     expect(operator).toContainEqual({ channel: 'log', state: 'delivered' });
+    // Not to the channel it is about: a row there would only be dead-lettered, or sent there by redeliver --dead.
+    expect(operator.filter((o) => o.channel === 'chat')).toEqual([]);
   });
 
   it('a body the provider refuses is dead-lettered with its words, and the channel stays enabled', async () => {

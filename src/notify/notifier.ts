@@ -142,7 +142,10 @@ export class Notifier {
       case 'queue':
         // A platform incident holds the human channels' rows; the machine ones go now.
         if (decision.heldBy) await r.delivery.hold(e.id, decision.heldBy, null);
+        // A channel.disabled goes to the other channels: the one it is about takes nothing.
+        const about = e.data.name === 'channel.disabled' ? e.data['channel'] : undefined;
         for (const q of decision.deliveries) {
+          if (q.channel === about) continue;
           await r.events.enqueue({
             event_id: e.id,
             channel: q.channel,
