@@ -212,6 +212,9 @@ describe('GET /api/events', () => {
     expect((await getJson<{ error: { message: string } }>(`${srv.url}/api/events?last=2&after=3`)).body.error.message).toBe(
       'last: cannot be combined with after (last starts from the newest events)',
     );
+    // limit beside last would be ignored: the page would look limited, and it is not.
+    const both = await getJson<{ error: { message: string } }>(`${srv.url}/api/events?last=2&limit=1`);
+    expect([both.status, both.body.error.message]).toEqual([400, 'limit: cannot be combined with last (last=N is the number of newest events to return)']);
   });
 
   it('answers a bad parameter with 400, naming the parameter and what is allowed', async () => {

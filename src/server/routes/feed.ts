@@ -39,6 +39,8 @@ async function page(ctx: ServerContext, req: Request, res: ServerResponse): Prom
   const last = intParam(q, 'last', { min: 1, max: LIMIT_MAX, expected: `a whole number from 1 to ${LIMIT_MAX}` });
   if (last !== null) {
     if (q.get('after')) throw badRequest('last: cannot be combined with after (last starts from the newest events)');
+    // Ignored, limit would seem to have worked: last is the number of events.
+    if (q.get('limit') !== null) throw badRequest('limit: cannot be combined with last (last=N is the number of newest events to return)');
     const newest = (await ctx.events.latest(filter, last)).reverse();
     const cursor = String(newest.at(-1)?.seq ?? (await ctx.events.lastSeq()));
     const body = `{"data":[${newest.map((r) => r.body).join(',')}],"cursor":${JSON.stringify(cursor)},"has_more":false}`;
