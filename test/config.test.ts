@@ -588,6 +588,15 @@ describe('durations', () => {
     expect(fine.ok ? [] : formatConfigErrors(fine.errors)).toEqual([]);
   });
 
+  it('refuse a heartbeat URL with credentials (the pings would go without them) and take LOCALHOST as loopback', () => {
+    const hb = parseText(`${MINIMAL}heartbeat: { url: "http://user:\${HB}@hc.example.com/ping" }\n`, { HB: 'hb-secret-1' });
+    const printed = hb.ok ? '' : formatConfigErrors(hb.errors);
+    expect(printed).toMatch(/^inline\.yaml:\d+:\d+: heartbeat\.url: must not carry credentials \(user:password@\): an HTTP client does not send them/);
+    expect(printed).not.toContain('hb-secret-1');
+    const upper = parseText(`${MINIMAL}server: { listen: "LOCALHOST:8080" }\n`);
+    expect(upper.ok ? [] : formatConfigErrors(upper.errors)).toEqual([]);
+  });
+
   it('refuse a timer longer than Node can hold (it would fire at once, a heartbeat pinging without pause) and a timeout over an hour; units out of order stay malformed, not too long', () => {
     const text = [
       MINIMAL.replace('key: hc_live_test', 'key: hc_live_test\n  timeout: 1h1h').trimEnd(),

@@ -69,6 +69,7 @@ const M = {
   siteLabels: 'must be a list of entries, each like { match: "glob(domain, \'*.acme.com\')", labels: { client: acme } } or { from: client_reports, label: client }',
   siteLabelFrom: 'must be client_reports (client reports tie sites to clients by domain)',
   heartbeatUrl: 'must be an http(s) URL like https://hc-ping.com/<uuid> (a dead man\'s switch check)',
+  heartbeatUrlCredentials: 'must not carry credentials (user:password@): an HTTP client does not send them, so the pings would go out without them; use a URL whose path is the secret (https://hc-ping.com/<uuid>)',
   minSites: 'must be a number of sites from 2 up (like 5), or a percentage of the watched sites (like "20%")',
   template: 'must be a non-empty Liquid template, like "{{ data.summary }} ({{ data.domain }})"',
   routingKey: 'must be the 32-character integration key of a PagerDuty Events API v2 integration, usually routing_key: ${PAGERDUTY_ROUTING_KEY}',
@@ -275,7 +276,8 @@ export function listenHost(value: string): string | null {
 
 /** Loopback names and addresses: the only binds allowed without a token. */
 export function isLoopback(host: string): boolean {
-  if (host === 'localhost') return true;
+  // Host names are case-insensitive: LOCALHOST is localhost.
+  if (host.toLowerCase() === 'localhost') return true;
   if (isIP(host) === 4) return host.startsWith('127.');
   return host === '::1';
 }
@@ -612,7 +614,8 @@ const siteLabelFrom = section({
 const siteLabel = z.union([siteLabelMatch, siteLabelFrom], M.siteLabels);
 
 const heartbeatSection = section({
-  url: httpUrl(M.heartbeatUrl),
+  // Credentials in the URL are not sent by the HTTP client: the pings would go out without them.
+  url: httpUrl(M.heartbeatUrl).refine((value) => !hasUrlCredentials(value), M.heartbeatUrlCredentials),
   every: duration(10_000, TIMER_MAX_MS).optional(),
   timeout: duration(1, TIMEOUT_MAX_MS).optional(),
 });
