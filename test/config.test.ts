@@ -588,6 +588,20 @@ describe('durations', () => {
     expect(fine.ok ? [] : formatConfigErrors(fine.errors)).toEqual([]);
   });
 
+  it('refuse a watched file path outside the site folder (the API refuses it at every poll) or listed twice', () => {
+    const all = (text: string) => parseConfig(text, 'inline.yaml', {}, { sourceNames: SOURCES.map((x) => x.name), baseDir: BASE_DIR });
+    const r = all(`${MINIMAL}sources:\n  files:\n    paths: [/etc/passwd, ../x, .htaccess, .htaccess, a/../../b]\n    site_paths: { 12: [config/app.php, /x] }\n`);
+    expect(r.ok ? [] : formatConfigErrors(r.errors).split('\n').map((l) => l.replace(/^inline\.yaml:\d+:\d+: /, '').replace(/ \(got .*$/, ''))).toEqual([
+      'sources.files.paths[0]: must be a path inside the site folder, relative to it (no leading / and no ..), like wp-config.php or config/app.php',
+      'sources.files.paths[1]: must be a path inside the site folder, relative to it (no leading / and no ..), like wp-config.php or config/app.php',
+      'sources.files.paths[3]: lists .htaccess twice',
+      'sources.files.paths[4]: must be a path inside the site folder, relative to it (no leading / and no ..), like wp-config.php or config/app.php',
+      'sources.files.site_paths.12[1]: must be a path inside the site folder, relative to it (no leading / and no ..), like wp-config.php or config/app.php',
+    ]);
+    const fine = all(`${MINIMAL}sources:\n  files:\n    paths: [.htaccess, wp-config.php, ./config/app.php]\n`);
+    expect(fine.ok ? [] : formatConfigErrors(fine.errors)).toEqual([]);
+  });
+
   it('refuse a heartbeat URL with credentials (the pings would go without them) and take LOCALHOST as loopback', () => {
     const hb = parseText(`${MINIMAL}heartbeat: { url: "http://user:\${HB}@hc.example.com/ping" }\n`, { HB: 'hb-secret-1' });
     const printed = hb.ok ? '' : formatConfigErrors(hb.errors);

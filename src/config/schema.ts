@@ -334,15 +334,30 @@ const sitesSection = z.union(
 );
 
 const filePaths = 'must be a non-empty list of paths inside the site folder, like [.htaccess, wp-config.php]';
+/**
+ * A list of paths inside a site folder, each once: the API refuses a path that leaves the
+ * folder (`/etc/passwd`, `../x`) at every poll, and a path listed twice is read twice.
+ */
+function sitePaths() {
+  const inside = (p: string): boolean => !p.startsWith('/') && !p.startsWith('\\') && !p.split(/[/\\]/).includes('..');
+  return z
+    .array(text(filePaths).refine(inside, 'must be a path inside the site folder, relative to it (no leading / and no ..), like wp-config.php or config/app.php'), filePaths)
+    .min(1, filePaths)
+    .superRefine((list, ctx) => {
+      list.forEach((p, i) => {
+        if (list.indexOf(p) < i) ctx.addIssue({ code: 'custom', path: [i], message: `lists ${p} twice` });
+      });
+    });
+}
 const PRIORITY_MESSAGE = `must be one of ${PRIORITIES.join(', ')} (critical keeps its interval when the request budget is short; low stretches first)`;
 const sourceOverride = section({
   enabled: bool().optional(),
   every: duration(10_000).optional(),
   priority: z.enum(PRIORITIES, PRIORITY_MESSAGE).optional(),
   max_events: integer(1, 100_000).optional(),
-  paths: z.array(text(filePaths), filePaths).min(1, filePaths).optional(),
+  paths: sitePaths().optional(),
   site_paths: z
-    .record(z.string(), z.array(text(filePaths), filePaths).min(1, filePaths), 'must be a map of site ids to lists of paths, like { 12: [wp-config.php] }')
+    .record(z.string(), sitePaths(), 'must be a map of site ids to lists of paths, like { 12: [wp-config.php] }')
     .superRefine((map, ctx) => {
       for (const key of Object.keys(map)) {
         if (!/^[1-9]\d*$/.test(key)) ctx.addIssue({ code: 'custom', path: [key], message: 'the key must be a positive integer site id, like 12: [wp-config.php]' });
