@@ -211,7 +211,7 @@ describe('valid configs', () => {
 
   it('names a webhook template header the transport owns (Host) or that is no header name, with what a name may be, and takes the rest', () => {
     const result = parseText(`${MINIMAL}channels:\n  - { name: h, type: webhook, url: "https://example.net/x", template: { body: "{}", headers: { Host: x, "Bad Name": y, X-Ok: "{{ type }}" } } }\n`);
-    const rule = "must be an HTTP header name (letters, digits and !#$%&'*+.^_`|~-), not Host, Content-Length or Transfer-Encoding";
+    const rule = "must be an HTTP header name (letters, digits and !#$%&'*+.^_`|~-), not Host, Content-Length, Transfer-Encoding or Connection (the HTTP client sets those)";
     expect(result.ok ? [] : result.errors.map((e) => `${e.path}: ${e.message}`)).toEqual([
       `channels[0].template.headers.Host: ${rule} (got "x")`,
       `channels[0].template.headers["Bad Name"]: ${rule} (got "y")`,

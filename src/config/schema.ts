@@ -79,7 +79,7 @@ const M = {
   chatId: 'must be a Telegram chat id (an integer like -1001234567890) or a public channel name like @my_alerts',
   ntfyUrl: 'must be an ntfy topic URL like https://ntfy.sh/my-alerts (the last path part is the topic: letters, digits, _ or -, at most 64)',
   ntfyToken: 'must be an ntfy access token, usually token: ${NTFY_TOKEN}, or left out for a public topic',
-  headerName: 'must be an HTTP header name (letters, digits and !#$%&\'*+.^_`|~-), not Host, Content-Length or Transfer-Encoding',
+  headerName: 'must be an HTTP header name (letters, digits and !#$%&\'*+.^_`|~-), not Host, Content-Length, Transfer-Encoding or Connection (the HTTP client sets those)',
   webhookTemplate: 'must be a map like { body: "{\"text\": {{ data.summary | json }}}", headers: { X-Kind: "{{ type }}" }, content_type: application/json }',
 } as const;
 
