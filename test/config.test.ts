@@ -463,7 +463,7 @@ describe('invalid configs: every error names file, line, column, key path, value
     {
       name: 'a site id listed twice points at the repeat',
       fixture: 'duplicate-site.yaml',
-      errors: ['duplicate-site.yaml:7:5: sites[2]: must be unique; sites[0] is already 12 (got 12)'],
+      errors: ['duplicate-site.yaml:7:5: sites[2]: must be unique; 12 is already listed at [0] (got 12)'],
     },
     {
       name: 'a YAML syntax error has its line',

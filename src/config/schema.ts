@@ -311,7 +311,7 @@ const siteList = z
     ids.forEach((id, index) => {
       const earlier = first.get(id);
       if (earlier === undefined) first.set(id, index);
-      else ctx.addIssue({ code: 'custom', path: [index], message: `must be unique; sites[${earlier}] is already ${id}` });
+      else ctx.addIssue({ code: 'custom', path: [index], message: `must be unique; ${id} is already listed at [${earlier}]` });
     });
   });
 
