@@ -16,8 +16,8 @@ afterEach(async () => {
   await Promise.allSettled(cleanups.splice(0).map((c) => c()));
 });
 
-async function setup(opts: { answer?: (n: number) => SmtpReply | null; route?: Record<string, unknown>; clock?: TestClock } = {}): Promise<{ w: World; app: App; smtp: SmtpReceiver; clock: TestClock }> {
-  const smtp = await startSmtp({ answer: opts.answer });
+async function setup(opts: { answer?: (n: number) => SmtpReply | null; route?: Record<string, unknown>; clock?: TestClock; starttls?: boolean } = {}): Promise<{ w: World; app: App; smtp: SmtpReceiver; clock: TestClock }> {
+  const smtp = await startSmtp({ answer: opts.answer, starttls: opts.starttls });
   const w = await startWorld();
   cleanups.push(() => w.close(), () => smtp.close());
   const clock = opts.clock ?? testClock();
@@ -55,6 +55,14 @@ describe('the e-mail channel', () => {
     expect(html).not.toContain('<script>');
     expect(html).not.toContain('<img');
     expect(html).not.toContain('<b>bold');
+  });
+
+  it('delivers through a relay on this machine that offers STARTTLS with a self-signed certificate, as a stock Postfix does', async () => {
+    const { app, smtp } = await setup({ starttls: true });
+    expect(await app.notifier.publish(siteEvent('local-tls', 3))).toBe(true);
+    expect(await app.worker.drain(5_000)).toBe(0);
+    expect(smtp.messages).toHaveLength(1);
+    expect(smtp.messages[0]!.headers.get('x-hostwatch-event-ids')).toBe(siteEvent('local-tls', 3).id);
   });
 
   it('sends neither the password nor the message to a server that offers no STARTTLS when smtp.require_tls is on (the default for a login to another machine), and says why', async () => {

@@ -25,7 +25,13 @@ export interface SmtpReceiver {
 
 /** Start an SMTP server on 127.0.0.1 (any free port); `answer(n)` for the n-th message (1-based): null accepts. */
 export async function startSmtp(
-  opts: { answer?: (n: number) => SmtpReply | null; login?: { user: string; pass: string }; authError?: (pass: string) => string } = {},
+  opts: {
+    answer?: (n: number) => SmtpReply | null;
+    login?: { user: string; pass: string };
+    authError?: (pass: string) => string;
+    /** Offer STARTTLS, with smtp-server's own certificate (self-signed, as a stock relay's). */
+    starttls?: boolean;
+  } = {},
 ): Promise<SmtpReceiver> {
   const messages: ParsedMail[] = [];
   const logins: Array<{ user: string; pass: string }> = [];
@@ -33,7 +39,7 @@ export async function startSmtp(
   const server = new SMTPServer({
     authOptional: opts.login === undefined,
     allowInsecureAuth: true,
-    disabledCommands: ['STARTTLS'],
+    disabledCommands: opts.starttls ? [] : ['STARTTLS'],
     logger: false,
     onAuth(auth, _session, cb) {
       logins.push({ user: auth.username ?? '', pass: auth.password ?? '' });

@@ -1,4 +1,5 @@
 import nodemailer, { type Transporter } from 'nodemailer';
+import { isLoopback } from '../../config/schema.js';
 import type { EmailChannelConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import { Semaphore } from '../../semaphore.js';
@@ -83,6 +84,10 @@ export class EmailChannel implements Channel {
       // STARTTLS or nothing: without it the message (and the password) is not sent.
       requireTLS: cfg.smtp.require_tls && !cfg.smtp.secure,
       auth: cfg.smtp.user && cfg.smtp.pass ? { user: cfg.smtp.user, pass: cfg.smtp.pass } : undefined,
+      // A relay on this machine (loopback) with require_tls off: traffic that never leaves the
+      // machine, where a stock relay's certificate is self-signed (Postfix's "snakeoil").
+      // STARTTLS is still used when offered, without checking that certificate.
+      ...(isLoopback(cfg.smtp.host) && !cfg.smtp.require_tls ? { tls: { rejectUnauthorized: false } } : {}),
       connectionTimeout: cfg.timeout_ms,
       greetingTimeout: cfg.timeout_ms,
       socketTimeout: cfg.timeout_ms,
