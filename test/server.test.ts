@@ -123,6 +123,19 @@ describe('a request that never finishes arriving', () => {
     }
   });
 
+  it('answers a request whose headers are too large, or that is no HTTP, with a JSON error like every other, and closes', async () => {
+    const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [echo] });
+    try {
+      const big = await fetch(`${srv.url}/echo?type=${'a'.repeat(20_000)}`);
+      expect(big.status).toBe(431);
+      expect(await big.json()).toEqual({ error: { code: 'request_too_large', message: 'the request line and headers are larger than the server takes (16 KB); send a shorter query' } });
+      const garbage = await slowClient(srv.url, 'NOT HTTP AT ALL\r\n\r\n');
+      expect(garbage.reply).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n[\s\S]*\r\n\r\n\{"error":\{"code":"bad_request","message":"the request is not valid HTTP"\}\}$/);
+    } finally {
+      await srv.close();
+    }
+  });
+
   it('leaves a stream open past the request timeout: only receiving the request is timed', async () => {
     const srv = await startServer({ listen: '127.0.0.1:0', token: null, routes: [held], requestTimeoutMs: 300 });
     try {

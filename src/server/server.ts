@@ -77,6 +77,23 @@ export async function startServer(opts: {
       else res.end();
     });
   });
+  // A request Node refuses before any handler sees it (headers over its 16 KB, bytes that are
+  // no HTTP, a request that did not arrive in time) is answered as every /api error is:
+  // JSON with a code and a message, then the connection is closed.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: import('node:stream').Duplex) => {
+    if (!socket.writable || err.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    const [status, reason, code, message] =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'request_too_large', 'the request line and headers are larger than the server takes (16 KB); send a shorter query']
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? [408, 'Request Timeout', 'request_timeout', 'the whole request did not arrive in time']
+          : [400, 'Bad Request', 'bad_request', 'the request is not valid HTTP'];
+    const body = JSON.stringify({ error: { code, message } });
+    socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  });
   // SSE streams stay open; closing must not wait for them forever.
   const sockets = new Set<import('node:net').Socket>();
   server.on('connection', (s) => {
