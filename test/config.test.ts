@@ -247,6 +247,11 @@ describe('storage: SQLite (path) or PostgreSQL (url)', () => {
       expect(printed).toMatch(/^inline\.yaml:5:8: storage\.url: the value of \$\{PGPASS\} changes the URL's host or database: a password \(or user\) in a URL must be percent-encoded/m);
       for (const part of password.split(/[@:/#?+=]/).filter((p) => p.length >= 4)) expect(printed).not.toContain(part);
     }
+    // A host, a port or a database in a variable is what the file means, not a broken URL.
+    const hosted = parseText(`${MINIMAL}storage:\n  url: postgres://hostwatch:\${PGPASS}@\${PGHOST}:\${PGPORT}/\${PGDB}\n`, { PGPASS: 'pw', PGHOST: 'db.example.net', PGPORT: '5433', PGDB: 'hw' });
+    expect(hosted.ok && hosted.config.storage).toEqual({ engine: 'postgres', url: 'postgres://hostwatch:pw@db.example.net:5433/hw' });
+    const host = parseText(`${MINIMAL}storage:\n  url: postgres://hostwatch:\${PGPASS}@\${PGHOST}:5432/hostwatch\n`, { PGPASS: 'pw', PGHOST: 'db.example.net' });
+    expect(host.ok ? [] : formatConfigErrors(host.errors)).toEqual([]);
     const encoded = parseText(text, { PGPASS: encodeURIComponent('Xy@Secr3t:9/zq') });
     expect(encoded.ok && encoded.config.storage).toEqual({ engine: 'postgres', url: 'postgres://hostwatch:Xy%40Secr3t%3A9%2Fzq@db.example.net:5432/hostwatch' });
   });

@@ -13,7 +13,7 @@ import { SAMPLE_SITE_BINDINGS, SITE_LABEL_VARIABLES, unknownSiteLabelVariables }
 import { MATCH_VARIABLES, matchValueMessage, nonBooleanMatch, nonBooleanMessage, SAMPLE_EVENT_BINDINGS, unknownMatchValues, unknownMatchVariables } from '../notify/match-variables.js';
 import { checkTemplate } from '../notify/templates.js';
 import type { z } from 'zod';
-import type { Env } from './env.js';
+import { substituteEnv, type Env } from './env.js';
 import { formatPath, REDACTED, type ConfigError } from './errors.js';
 import {
   buildConfigSchema,
@@ -130,7 +130,7 @@ export function parseConfig(text: string, file: string, env: Env, opts: ParseOpt
   const errors = [
     ...tree.errors,
     // Before the schema's "must be a PostgreSQL URL": one error per key, and this one says why.
-    ...storageUrlCheck(data, tree, file),
+    ...storageUrlCheck(data, tree, file, env),
     ...(checked.success ? [] : issuesToErrors(checked.error.issues, [], data, tree, file)),
     ...crossCheck(data, tree, file, opts.readBy ?? {}, opts.views ?? []),
     ...storageCheck(data, tree, file, opts),
@@ -708,10 +708,10 @@ function trimSlash(url: string): string {
 }
 
 /** storage.url made into another URL (or none) by a variable's value (urlBrokenByVariable). */
-function storageUrlCheck(data: unknown, tree: YamlTree, file: string): ConfigError[] {
+function storageUrlCheck(data: unknown, tree: YamlTree, file: string, env: Env): ConfigError[] {
   const storage = (data as { storage?: unknown } | null)?.storage;
   if (storage === null || typeof storage !== 'object') return [];
-  const problem = urlBrokenByVariable((storage as Record<string, unknown>)['url'], tree.writtenAt(['storage', 'url']));
+  const problem = urlBrokenByVariable((storage as Record<string, unknown>)['url'], tree.writtenAt(['storage', 'url']), env);
   return problem === null ? [] : [valueError(['storage', 'url'], problem, data, tree, file)];
 }
 
@@ -720,12 +720,19 @@ function storageUrlCheck(data: unknown, tree: YamlTree, file: string): ConfigErr
  * user or password: `postgres://app:${PGPASS}@db/app` with a password holding "/", "@" or
  * ":" (as `openssl rand -base64` makes them) is read with part of the password as the host,
  * which is then looked up in DNS and printed in connection errors. The same URL with every
- * variable replaced by a plain "x" says what the file meant. Never quotes the value.
+ * variable's value percent-encoded says what the file meant (a host or a database name in a
+ * variable is the same encoded). Never quotes the value.
  */
-export function urlBrokenByVariable(value: unknown, written: string | undefined): string | null {
+export function urlBrokenByVariable(value: unknown, written: string | undefined, env: Env): string | null {
   if (typeof value !== 'string' || written === undefined) return null;
   const names = [...written.matchAll(/(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]!);
-  const plain = written.replace(/(?<!\$)\$\{[^}]*\}/g, 'x');
+  let unresolved = false;
+  const plain = written.replace(/(?<!\$)\$\{[^}]*\}/g, (ref) => {
+    const one = substituteEnv(ref, env);
+    if (!one.ok) unresolved = true;
+    return one.ok ? encodeURIComponent(one.text) : 'x';
+  });
+  if (unresolved) return null; // the variable's own error says so
   let meant: URL;
   try {
     meant = new URL(plain);
