@@ -139,7 +139,7 @@ export class Notifier {
         await r.delivery.hold(e.id, decision.by, null);
         d.log.debug({ event: e.id, type: e.type, by: decision.by }, 'event inhibited: stored, held until the inhibiting alert resolves');
         return;
-      case 'queue':
+      case 'queue': {
         // A platform incident holds the human channels' rows; the machine ones go now.
         if (decision.heldBy) await r.delivery.hold(e.id, decision.heldBy, null);
         // A channel.disabled goes to the other channels: the one it is about takes nothing.
@@ -159,6 +159,7 @@ export class Notifier {
             order_key: orderKey(e),
           });
         }
+      }
     }
   }
 

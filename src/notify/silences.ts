@@ -1,6 +1,6 @@
 import { parseCel, planCel, unknownFunctionsIn, unknownVariablesIn, type CelProgram } from '../cel.js';
 import { isRecord } from '../is-record.js';
-import { formatDuration, parseDuration } from '../config/duration.js';
+import { formatDuration, isOverlongDuration, parseDuration } from '../config/duration.js';
 import type { HostwatchEvent } from '../events/types.js';
 import { routeBindings } from './routing.js';
 import { eventMatchProblems } from './event-names.js';
@@ -253,7 +253,7 @@ export function parseSilenceRequest(
   else if (hasDuration) {
     const ms = typeof req['duration'] === 'string' ? parseDuration(req['duration']) : null;
     // Written as a duration but more ms than a number holds: too long, as any over the maximum.
-    const huge = ms === null && typeof req['duration'] === 'string' && /^(\d+(ms|d|h|m|s))+$/.test(req['duration']);
+    const huge = typeof req['duration'] === 'string' && isOverlongDuration(req['duration']);
     if (huge) bad('duration', `a silence lasts at most ${formatDuration(defaults.maxDurationMs)} (silences.max_duration; got ${show(req['duration'])})`);
     else if (ms === null || ms <= 0) bad('duration', `a positive duration like 30m, 2h or 1d12h (got ${show(req['duration'])})`);
     else endsAt = startsAt + ms;
