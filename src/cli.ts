@@ -14,7 +14,7 @@ import { parseDuration } from './config/duration.js';
 import { ConfigErrors } from './config/errors.js';
 import type { Config } from './config/types.js';
 import { knownEventNames } from './events/catalog.js';
-import { resolveTypeFilter, TYPE_SHAPE_MESSAGE, typeShaped } from './events/envelope.js';
+import { resolveEventType, resolveTypeFilter, TYPE_SHAPE_MESSAGE, typeShaped } from './events/envelope.js';
 import type { HostwatchEvent } from './events/types.js';
 import type { App } from './main.js';
 import { formatEventLine } from './notify/channels/console.js';
@@ -161,15 +161,18 @@ function duration(v: string): number {
 }
 
 function typeName(v: string): string {
-  if (!typeShaped(v)) throw new InvalidArgumentError(TYPE_SHAPE_MESSAGE);
-  return v;
+  if (typeShaped(v)) return v;
+  // The rules are not loaded yet: the near miss of a rule's name is looked for among the built-in events.
+  const r = resolveEventType(v, knownEventNames([]));
+  throw new InvalidArgumentError(`${TYPE_SHAPE_MESSAGE}${!r.ok && r.near ? `; did you mean ${r.near}?` : ''}`);
 }
 
 const program = new Command()
   .name('hostwatch')
   .description('Polls the Hosting Control API and turns changes into signed, durable events.')
   .version(packageVersion(), '-V, --version', 'print the version')
-  .showHelpAfterError()
+  // One line after the error, not the whole help, which would push the error off the screen.
+  .showHelpAfterError('(add --help for usage)')
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : EXIT_CONFIG));
 
 program

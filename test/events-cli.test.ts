@@ -183,7 +183,8 @@ describe('hostwatch events', () => {
     const [since, zero, type, limit, huge] = await Promise.all([
       hostwatch(['events', '-c', config, '--since', 'an hour']),
       hostwatch(['events', '-c', config, '--since', '0']),
-      hostwatch(['events', '-c', config, '--type', 'Offline!']),
+      // A rule's name: its event's name with dashes.
+      hostwatch(['events', '-c', config, '--type', 'site-offline']),
       hostwatch(['events', '-c', config, '--limit', '0']),
       // Past what SQLite takes as a LIMIT: it said "datatype mismatch", exit 1.
       hostwatch(['events', '-c', config, '--limit', '99999999999999999999']),
@@ -194,7 +195,10 @@ describe('hostwatch events', () => {
     expect(zero.code).toBe(2);
     expect(zero.stderr).toContain("argument '0' is invalid. expected a duration greater than 0");
     expect(type.code).toBe(2);
-    expect(type.stderr).toContain('expected an event type like site.offline or hostwatch.site.offline');
+    expect(type.stderr).toContain("argument 'site-offline' is invalid. expected an event type like site.offline or hostwatch.site.offline; did you mean site.offline?");
+    // One line of hint after the error, not the whole help.
+    expect(type.stderr).toContain('(add --help for usage)');
+    expect(type.stderr).not.toContain('Usage:');
     expect(limit.code).toBe(2);
     expect(limit.stderr).toContain('must be a whole number ≥ 1');
     expect(huge.code).toBe(2);

@@ -228,6 +228,8 @@ describe('GET /api/events', () => {
       ['after=abc', 'after: expected a cursor returned by this feed (got "abc")'],
       ['site_id=example.com', 'site_id: expected a site id (a whole number) (got "example.com")'],
       ['type=Site%20Offline', 'type: expected an event type like site.offline or hostwatch.site.offline (got "Site Offline")'],
+      // A rule's name is its event's name with dashes.
+      ['type=site-offline', 'type: expected an event type like site.offline or hostwatch.site.offline (got "site-offline"); did you mean site.offline?'],
       ['type=site.offlin', 'type: no event is named site.offlin; did you mean site.offline? (docs/events.md lists them)'],
       ['type=hostwatch.site.offlin', 'type: no event is named hostwatch.site.offlin; did you mean site.offline? (docs/events.md lists them)'],
       ['type=site.nothing_like_this', 'type: no event is named site.nothing_like_this (docs/events.md lists them)'],

@@ -279,6 +279,26 @@ describe('the HTTP details of refusals', () => {
     }
   });
 
+  it('says, when a token came in the URL, that only the stream takes it there, and that it must be percent-encoded', async () => {
+    const stream: Route = { method: 'GET', path: '/api/events/stream', queryToken: true, handler: ok };
+    const srv = await startServer({ listen: '127.0.0.1:0', token: 'a+b/c=', routes: [...routes, stream] });
+    try {
+      const message = async (path: string): Promise<string> => ((await (await fetch(`${srv.url}${path}`)).json()) as { error: { message: string } }).error.message;
+      expect(await message('/things?access_token=a%2Bb%2Fc%3D')).toBe(
+        'a valid bearer token is required (Authorization: Bearer <server.token>); access_token in the URL is taken by the event stream only (GET /api/events/stream)',
+      );
+      // Not encoded, the + arrives as a space.
+      expect(await message('/api/events/stream?access_token=a+b/c=')).toBe(
+        'a valid bearer token is required (Authorization: Bearer <server.token>) or ?access_token=<server.token>, percent-encoded (encodeURIComponent): a + in the token arrives as a space otherwise',
+      );
+      expect((await fetch(`${srv.url}/api/events/stream?access_token=a%2Bb%2Fc%3D`)).status).toBe(200);
+      // No token in the URL: the plain message, which quotes no token.
+      expect(await message('/things')).toBe('a valid bearer token is required (Authorization: Bearer <server.token>)');
+    } finally {
+      await srv.close();
+    }
+  });
+
   it('takes the Bearer scheme in any case, as RFC 9110 says an auth scheme is (bearer, BEARER), and nothing but Bearer', async () => {
     const srv = await startServer({ listen: '127.0.0.1:0', token: 'the-right-token-123', routes });
     try {

@@ -73,7 +73,12 @@ export const TYPE_SHAPE_MESSAGE = 'expected an event type like site.offline or h
  * first taken as a name, then as a type. Unknown text gives the nearest known name.
  */
 export function resolveEventType(text: string, known: readonly string[]): TypeResolution {
-  if (!typeShaped(text)) return { ok: false, problem: 'shape', near: null, message: TYPE_SHAPE_MESSAGE };
+  if (!typeShaped(text)) {
+    // A rule's name (`site-offline`) is its event's name with dashes (docs/rules.md).
+    const dotted = text.replace(/-/g, '.');
+    const near = dotted !== text && typeShaped(dotted) ? closest(dotted, known) : null;
+    return { ok: false, problem: 'shape', near, message: TYPE_SHAPE_MESSAGE };
+  }
   if (known.includes(text)) return { ok: true, type: TYPE_PREFIX + text };
   if (text.startsWith(TYPE_PREFIX) && known.includes(text.slice(TYPE_PREFIX.length))) return { ok: true, type: text };
   const near = closest(text, known) ?? (text.startsWith(TYPE_PREFIX) ? closest(text.slice(TYPE_PREFIX.length), known) : null);

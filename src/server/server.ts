@@ -137,7 +137,7 @@ async function dispatch(req: IncomingMessage, res: ServerResponse, routes: reado
     if (auth !== 'ok') {
       // RFC 6750 §3: the scheme a client should use, and whether the one it sent was refused.
       const challenge = auth === 'missing' ? 'Bearer realm="hostwatch"' : 'Bearer realm="hostwatch", error="invalid_token"';
-      return fail(res, 401, 'unauthorized', 'a valid bearer token is required (Authorization: Bearer <server.token>)', { 'www-authenticate': challenge });
+      return fail(res, 401, 'unauthorized', unauthorizedMessage(req, url, route.queryToken === true && method === 'GET'), { 'www-authenticate': challenge });
     }
     return route.handler({ raw: req, method, url, params }, res);
   }
@@ -163,6 +163,19 @@ function matchPath(pattern: string | RegExp, path: string): string[] | null {
  * RFC 6750 §3.1 gives such a request no error code), `invalid` when one was and it is not
  * the server's.
  */
+/**
+ * Why a request was refused its token, with a hint for the two mistakes a token in the URL
+ * invites: `access_token` sent to an endpoint that does not take it (only the stream does,
+ * for EventSource, which cannot set headers), and a token not percent-encoded (a `+` in it
+ * arrives as a space).
+ */
+function unauthorizedMessage(req: IncomingMessage, url: URL, queryToken: boolean): string {
+  const required = 'a valid bearer token is required (Authorization: Bearer <server.token>)';
+  if (req.headers.authorization !== undefined || !url.searchParams.has('access_token')) return required;
+  if (!queryToken) return `${required}; access_token in the URL is taken by the event stream only (GET /api/events/stream)`;
+  return `${required} or ?access_token=<server.token>, percent-encoded (encodeURIComponent): a + in the token arrives as a space otherwise`;
+}
+
 export function authorized(req: IncomingMessage, url: URL, token: string, queryToken: boolean): 'ok' | 'missing' | 'invalid' {
   const header = req.headers.authorization ?? '';
   const bearer = /^bearer +(\S.*)$/i.exec(header);

@@ -166,7 +166,7 @@ async function typeFilter(ctx: ServerContext, text: string): Promise<string> {
   // the types of the events it shows.
   const r = await resolveTypeFilter(text, ctx.eventNames, (type) => ctx.events.holdsType(type));
   if (r.ok) return r.type;
-  throw badRequest(r.problem === 'shape' ? `type: ${r.message} (got ${shown(text)})` : `type: ${r.message}`);
+  throw badRequest(r.problem === 'shape' ? `type: ${r.message} (got ${shown(text)})${r.near ? `; did you mean ${r.near}?` : ''}` : `type: ${r.message}`);
 }
 
 /**
