@@ -63,6 +63,29 @@ describe('the API client', () => {
     expect(sim.requests.filter((r) => r.path === '/api/v1/sites')).toHaveLength(3);
   });
 
+  it('follows a next_cursor that comes without has_more, and refuses a has_more that is neither true nor false', async () => {
+    // A server that leaves has_more out: taken as the last page, sites 4 and 5 looked removed.
+    let hasMore: unknown;
+    const server = createServer((req, res) => {
+      const cursor = new URL(req.url ?? '/', 'http://x').searchParams.get('cursor');
+      const page = cursor === null ? { data: [{ id: 1 }, { id: 2 }, { id: 3 }], next_cursor: 'p2', ...(hasMore === undefined ? {} : { has_more: hasMore }) } : { data: [{ id: 4 }, { id: 5 }], next_cursor: null };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(page));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+      const { client } = makeClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, retries: 0 });
+      expect(((await client.list('/sites', {}, 3)) as Array<{ id: number }>).map((s) => s.id)).toEqual([1, 2, 3, 4, 5]);
+      hasMore = false;
+      expect(((await client.list('/sites', {}, 3)) as Array<{ id: number }>).map((s) => s.id)).toEqual([1, 2, 3]);
+      hasMore = 'yes';
+      const err = await thrown(client.list('/sites', {}, 3));
+      expect({ code: err.code, message: err.message }).toEqual({ code: 'bad_response', message: '/sites: page 1: has_more is string, not true or false' });
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   it('stops at the page cap with a page_cap error rather than returning part of a list', async () => {
     sim = await startSimulator({ sites: 7, keys: { [KEY]: '*' } });
     const { client } = makeClient({ maxPages: 2 });

@@ -149,3 +149,31 @@ describe('a site list that comes back empty while sites are known', () => {
     expect(names(world.events).filter((n) => n === 'site.removed')).toHaveLength(2);
   });
 });
+
+describe('a backup list that comes back empty while backups are held', () => {
+  it('is refused once, so the backups are not announced again as new when the list is back; the next poll that says the same is taken', async () => {
+    world = await startWorld({ sim: { sites: 1 } });
+    const app = await world.app();
+    await app.runOnce();
+    const held = world.sim.world.getBackups(1)!.length;
+    expect(held).toBeGreaterThan(1);
+    const stored = (): unknown[] => JSON.parse(rows<{ body: string }>(world!, "SELECT body FROM snapshots WHERE source = 'backups'")[0]!.body) as unknown[];
+    const empty = { path: '^/sites/1/backups$', kind: 'body', body: '{"data":[],"next_cursor":null,"has_more":false}' } as const;
+    world.sim.faults.add(empty);
+    await app.runOnce();
+    expect(rows(world, "SELECT last_error FROM poll_state WHERE source = 'backups' AND entity != ''")).toEqual([
+      { last_error: `/sites/1/backups: the list came back empty although it held ${held} records; the previous list is kept until the next poll says the same` },
+    ]);
+    expect(stored()).toHaveLength(held);
+    // The list is back: nothing was removed, so nothing is new (it announced every backup as completed).
+    world.sim.faults.clear();
+    await app.runOnce();
+    expect(names(world.events).filter((n) => n.startsWith('backup.'))).toEqual([]);
+    // Said twice in a row, it is taken.
+    world.sim.faults.add(empty);
+    await app.runOnce();
+    await app.runOnce();
+    expect(stored()).toEqual([]);
+    expect(rows(world, "SELECT consecutive_failures FROM poll_state WHERE source = 'backups' AND entity != ''")).toEqual([{ consecutive_failures: 0 }]);
+  });
+});

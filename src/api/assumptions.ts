@@ -21,6 +21,19 @@ export const ERROR_STATUS: Readonly<Record<string, number>> = {
 /** A6: the page size hostwatch asks for on paged lists whose limit the spec does not give. */
 export const DEFAULT_PAGE_SIZE = 200;
 
+/**
+ * A33: whether a page of a list says more pages follow; null when `has_more` is there but
+ * neither true nor false. `has_more` decides when it is there (the spec's list shape); a
+ * plain (unpaged) list has neither field, and one page is the whole list (A4, A5). A page
+ * with a `next_cursor` but no `has_more` is followed: taken as the last page, it would drop
+ * every record after it, and those would look removed.
+ */
+export function morePages(hasMore: unknown, next: unknown): boolean | null {
+  if (typeof hasMore === 'boolean') return hasMore;
+  if (hasMore !== undefined && hasMore !== null) return null;
+  return typeof next === 'string' && next !== '';
+}
+
 /** Statuses that mean "try again later" rather than "this request is wrong". */
 export function isRetryableStatus(status: number): boolean {
   return status === 429 || status === 408 || status >= 500;

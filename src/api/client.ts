@@ -6,7 +6,7 @@ import { Semaphore } from '../semaphore.js';
 import { isRecord } from '../is-record.js';
 import { ApiError } from './errors.js';
 import { replyScrubber } from './scrub.js';
-import { DEFAULT_PAGE_SIZE, isRetryableStatus, MAX_RETRY_AFTER_MS } from './assumptions.js';
+import { DEFAULT_PAGE_SIZE, isRetryableStatus, MAX_RETRY_AFTER_MS, morePages } from './assumptions.js';
 import { defaultTicket, freshTurnMs, HOLDS_CONNECTION, LocalBudget, type RequestBudget, type Ticket } from './budget.js';
 import type { ApiConfig } from '../config/types.js';
 
@@ -193,8 +193,9 @@ export class ApiClient {
       for (const item of body['data']) items.push(item);
       const next = body['next_cursor'];
       const validators = page === 1 ? reply.validators : {};
-      // A plain (unpaged) list has neither field: one page is the whole list (A4, A5).
-      if (body['has_more'] !== true) return { notModified: false, data: items, validators, partial: false, pages: page };
+      const more = morePages(body['has_more'], next);
+      if (more === null) throw new ApiError({ code: 'bad_response', endpoint: path, message: `page ${page}: has_more is ${typeof body['has_more']}, not true or false` });
+      if (!more) return { notModified: false, data: items, validators, partial: false, pages: page };
       if (opts.until && (await opts.until(body['data'], page))) return { notModified: false, data: items, validators, partial: true, pages: page };
       if (typeof next !== 'string' || next === '') {
         throw new ApiError({ code: 'bad_response', endpoint: path, message: `page ${page}: has_more is true but next_cursor is missing` });

@@ -328,11 +328,11 @@ export class Poller {
       await this.recordSuccess(ref, started);
       return this.observed(ref, { entity: ref.entity, status: 'not_applicable', events: 0, durationMs: this.deps.now() - started });
     }
-    const tooMany = await this.siteListProblem(ref, got.data);
-    if (tooMany) {
+    const refused = await this.listProblem(ref, got.data);
+    if (refused) {
       // Refused, not stored: the same reply again (a 304, the same digest) must be refused again.
       this.fetcher.forget(ref);
-      return this.failed(ref, new ApiError({ code: 'bad_response', endpoint: pathOf(source, null), message: tooMany }), started);
+      return this.failed(ref, new ApiError({ code: 'bad_response', endpoint: pathOf(source, ref.siteId, recordKey), message: refused }), started);
     }
     const outcome = await this.ingest(ref, got.data, started, opts);
     const endpoint = pathOf(source, ref.siteId, recordKey);
@@ -349,23 +349,37 @@ export class Poller {
   /**
    * A site list longer than `sites.max` is refused as a whole, before any diff: a hostile
    * or broken reply must not become a million `site.added` events and a huge database.
-   * An empty site list while sites are known is refused once: a reply that drops every site
-   * at once is more often a fault upstream than every site deleted, and taken as it came it
-   * would remove every site (and resolve their alerts, which fire again under new ids once
-   * the sites are back). The next poll that says the same is taken: the refusal is the site
-   * list's last failure in the database, so a restart (`poll --once` from cron is one process
-   * a poll) or another cluster member sees it too.
+   * A list that comes back empty although it held records is refused once, when it is the
+   * site list or a history (a newest-first list: jobs, backups, reports, A31): a reply that
+   * drops every record at once is more often a fault upstream than every record deleted.
+   * Taken as it came, it would remove every site (and resolve their alerts, which fire again
+   * under new ids once the sites are back), or announce every backup again as new when the
+   * list is back. The next poll that says the same is taken: the refusal is the entity's
+   * last failure in the database, so a restart (`poll --once` from cron is one process a
+   * poll) or another cluster member sees it too.
    */
-  private async siteListProblem(ref: EntityRef, data: unknown): Promise<string | null> {
-    if (ref.source.name !== sitesSource.name) return null;
-    const n = listOf(sitesSource, data).length;
+  private async listProblem(ref: EntityRef, data: unknown): Promise<string | null> {
+    const isSites = ref.source.name === sitesSource.name;
+    if (!isSites && ref.source.newestFirst === undefined) return null;
+    const n = listOf(ref.source, data).length;
     const max = this.deps.sitesMax;
-    if (max !== undefined && n > max) return `the site list has ${n} sites, more than sites.max (${max}); the previous list is kept. Raise sites.max if this is real`;
-    const known = this.directory.size;
-    if (n > 0 || known === 0) return null;
+    if (isSites && max !== undefined && n > max) return `the site list has ${n} sites, more than sites.max (${max}); the previous list is kept. Raise sites.max if this is real`;
+    if (n > 0) return null;
+    const known = isSites ? this.directory.size : await this.heldRecords(ref);
+    if (known === 0) return null;
     const last = await this.r.snapshots.state(ref.source.name, ref.entity);
-    if (last !== undefined && last.consecutive_failures > 0 && last.last_error?.includes(EMPTY_SITE_LIST) === true) return null;
-    return `${EMPTY_SITE_LIST} although ${known} ${known === 1 ? 'site was' : 'sites were'} known; the previous list is kept until the next poll of the site list says the same`;
+    if (last !== undefined && last.consecutive_failures > 0 && last.last_error?.includes(CAME_BACK_EMPTY) === true) return null;
+    return isSites
+      ? `the site list ${CAME_BACK_EMPTY} although ${known} ${known === 1 ? 'site was' : 'sites were'} known; the previous list is kept until the next poll of the site list says the same`
+      : `the list ${CAME_BACK_EMPTY} although it held ${known} ${known === 1 ? 'record' : 'records'}; the previous list is kept until the next poll says the same`;
+  }
+
+  /** How many records an entity's stored snapshot holds (read only when a list comes back empty). */
+  private async heldRecords(ref: EntityRef): Promise<number> {
+    // A new database holds nothing this poller has not stored (`fresh`): no read.
+    if (this.fresh && this.heads.get(ref) === undefined && !this.ingesting.has(`${ref.source.name}\u0000${ref.entity}`)) return 0;
+    const stored = await this.r.snapshots.get(ref.source.name, ref.entity);
+    return stored === undefined ? 0 : listOf(ref.source, JSON.parse(stored.body)).length;
   }
 
   /** An entity the server said is unchanged (304): replanned on its stored snapshot if a timer runs. */
@@ -1013,8 +1027,8 @@ export class Poller {
 
 export { recordVolatile };
 
-/** How a refused empty site list is told, and found again in its poll state (siteListProblem). */
-const EMPTY_SITE_LIST = 'the site list came back empty';
+/** How a refused empty list is told, and found again in its poll state (listProblem). */
+const CAME_BACK_EMPTY = 'came back empty';
 
 /** Two bad-data messages tell of the same fault: equal but for the numbers in them (an item's index, a byte count, a position). */
 function sameFault(a: string | null, b: string): boolean {
