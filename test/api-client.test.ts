@@ -214,6 +214,38 @@ describe('the API client', () => {
     }
   });
 
+  it('reads JSON after a byte order mark, and says what a reply that is no JSON was: empty, a web page, a redirect, a connection cut short', async () => {
+    const server = createServer((req, res) => {
+      const path = req.url!.split('?')[0]!;
+      if (path === '/api/v1/bom') res.writeHead(200, { 'content-type': 'application/json' }).end(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"data":{"ok":true}}')]));
+      else if (path === '/api/v1/empty') res.writeHead(200).end();
+      else if (path === '/api/v1/page') res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>Sign in</title>');
+      else if (path === '/api/v1/moved') res.writeHead(302, { location: `https://panel.example.net/login?next=/api&key=${KEY}` }).end();
+      else {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+        res.write('{"data": {"a"');
+        setTimeout(() => res.socket?.destroy(), 50);
+      }
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
+    const { client } = makeClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, retries: 0 });
+    try {
+      expect(await client.get('/bom')).toEqual({ ok: true });
+      const messages = await Promise.all(['/empty', '/page', '/moved', '/cut'].map(async (p) => (await thrown(client.get(p))).message));
+      expect(messages).toEqual([
+        '/empty: an empty 200 reply where JSON was expected',
+        "/page: an HTML or XML page in a 200 reply where JSON was expected (37 bytes, content-type text/html): is api.base_url the API's address?",
+        // Not the query, which could carry anything (here the key).
+        "/moved: HTTP 302: a redirect to https://panel.example.net/login, not followed: is api.base_url the API's address?",
+        '/cut: network error: the connection closed before the whole reply arrived (UND_ERR_SOCKET)',
+      ]);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   it('reports truncated JSON as bad_response naming the endpoint', async () => {
     sim = await startSimulator({ sites: 1, keys: { [KEY]: '*' } });
     sim.faults.add({ path: '^/sites/1/health$', kind: 'truncated' });

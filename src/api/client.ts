@@ -308,7 +308,8 @@ export class ApiClient {
           validators.digest = bodyDigest(bytes);
           if (prev?.digest === validators.digest) return { body: null, validators: prev, notModified: true };
         }
-        const text = bytes.toString('utf8');
+        // RFC 8259 §8.1: a parser may ignore a byte order mark, which some servers put first.
+        const text = bytes.toString('utf8', hasBom(bytes) ? 3 : 0);
         let parsed: unknown;
         try {
           parsed = JSON.parse(text);
@@ -316,7 +317,7 @@ export class ApiClient {
           code = 'bad_response';
           throw new ApiError({
             code, endpoint: path, statusCode: status,
-            message: `malformed JSON in a ${status} reply (${text.length} bytes)`,
+            message: notJsonMessage(status, text, bytes.length, one(res.headers['content-type'])),
             // A truncated body is usually a broken connection: worth one more try.
             retryable: true,
           });
@@ -331,7 +332,7 @@ export class ApiClient {
           throw new ApiError({ code, endpoint: path, statusCode: status, message: `a ${status} reply nested too deeply to check for secrets (${text.length} bytes)`, retryable: false });
         }
       }
-      const err = errorFromReply(path, status, bytes.toString('utf8'), res.headers['retry-after'], this.now());
+      const err = errorFromReply(path, status, bytes.toString('utf8'), res.headers['retry-after'], this.now(), one(res.headers['location']));
       code = err.code;
       throw err;
     } catch (e) {
@@ -394,6 +395,25 @@ export function formatBytes(n: number): string {
   return `${+(n / (1024 * 1024)).toFixed(1)} MB`;
 }
 
+function hasBom(bytes: Buffer): boolean {
+  return bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+}
+
+/** What a 2xx reply that is no JSON was: nothing, a web page (a proxy's, a login's), or broken JSON. */
+function notJsonMessage(status: number, text: string, size: number, contentType: string | undefined): string {
+  if (text.trim() === '') return `an empty ${status} reply where JSON was expected`;
+  const type = contentType === undefined ? '' : `, content-type ${contentType.split(';')[0]!.trim()}`;
+  if (/^\s*</.test(text)) return `an HTML or XML page in a ${status} reply where JSON was expected (${size} bytes${type}): is api.base_url the API's address?`;
+  return `malformed JSON in a ${status} reply (${size} bytes${type})`;
+}
+
+/** Where a redirect pointed, without its query (which could carry anything): it is not followed. */
+function redirectTo(location: string | undefined): string {
+  if (location === undefined) return 'a redirect, not followed';
+  const where = location.split(/[?#]/)[0]!.slice(0, 200);
+  return `a redirect to ${where}, not followed: is api.base_url the API's address?`;
+}
+
 function one(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
@@ -405,9 +425,10 @@ function errorFromReply(
   text: string,
   retryAfter: string | string[] | undefined,
   nowMs: number,
+  location?: string,
 ): ApiError {
   let code = `http_${status}`;
-  let message = `HTTP ${status}`;
+  let message = status >= 300 && status < 400 ? `HTTP ${status}: ${redirectTo(location)}` : `HTTP ${status}`;
   let details: Record<string, unknown> = {};
   try {
     const body: unknown = JSON.parse(text);
@@ -472,9 +493,25 @@ function toNetworkError(endpoint: string, e: unknown, timedOut: boolean): ApiErr
   return new ApiError({
     code: timeout ? 'timeout' : 'network',
     endpoint,
-    message: timeout ? 'request timed out' : refusal !== null ? `network error: ${refusal}` : `network error ${ucode || name || ''}`.trim(),
+    message: timeout ? 'request timed out' : refusal !== null ? `network error: ${refusal}` : networkMessage(ucode || name || ''),
     retryable: true,
   });
+}
+
+/** What the usual network failures mean, for people; the code stays for searches. */
+const NETWORK_MEANINGS: Readonly<Record<string, string>> = {
+  UND_ERR_SOCKET: 'the connection closed before the whole reply arrived',
+  ECONNRESET: 'the connection was reset',
+  ECONNREFUSED: 'the connection was refused (nothing listens at api.base_url)',
+  ENOTFOUND: "api.base_url's host name was not found (DNS)",
+  EAI_AGAIN: "api.base_url's host name could not be looked up now (DNS)",
+  EHOSTUNREACH: "api.base_url's host cannot be reached",
+  ENETUNREACH: 'the network is unreachable',
+};
+
+function networkMessage(code: string): string {
+  const meaning = NETWORK_MEANINGS[code];
+  return meaning === undefined ? `network error ${code}`.trim() : `network error: ${meaning} (${code})`;
 }
 
 function toQueryString(q: Query): string {
