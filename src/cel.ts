@@ -201,8 +201,26 @@ const env = celEnv({ funcs: HELPERS });
 /** A planned CEL expression. */
 export type CelProgram = (bindings: Record<string, unknown>) => CelResult;
 
-/** Parse a CEL expression; throws the parser's error, which names the position. */
-export const parseCel = parse;
+/** The most expressions the caches below hold: every rule, match and label of a config, many times over. */
+const CACHED_EXPRESSIONS = 5_000;
+const parsed = new Map<string, ReturnType<typeof parse>>();
+const planned = new WeakMap<ReturnType<typeof parse>, CelProgram>();
+
+/**
+ * Parse a CEL expression; throws the parser's error, which names the position. The parse
+ * of a text is kept (a parsed expression is never changed): loading the rules parses each
+ * expression for several checks (variables, functions, the clock) and to plan it, and a
+ * daemon, `check` or a test process loads the same rules again and again.
+ */
+export function parseCel(text: string): ReturnType<typeof parse> {
+  let ast = parsed.get(text);
+  if (ast === undefined) {
+    ast = parse(text);
+    if (parsed.size >= CACHED_EXPRESSIONS) parsed.clear();
+    parsed.set(text, ast);
+  }
+  return ast;
+}
 
 /**
  * Plan a parsed expression for repeated evaluation: the library's interpreter, behind the
@@ -210,13 +228,20 @@ export const parseCel = parse;
  * it is sure the interpreter would answer, and hands everything else to it).
  */
 export function planCel(ast: ReturnType<typeof parse>): CelProgram {
+  // A plan holds no state of its own: the plan of a kept parse (parseCel) is kept with it.
+  const known = planned.get(ast);
+  if (known !== undefined) return known;
   const slow = plan(env, ast) as CelProgram;
   const fast = compileFast(ast);
-  if (fast === null) return slow;
-  return (bindings) => {
-    const v = fast(bindings);
-    return v === BAIL ? slow(bindings) : (v as CelResult);
-  };
+  const program: CelProgram =
+    fast === null
+      ? slow
+      : (bindings) => {
+          const v = fast(bindings);
+          return v === BAIL ? slow(bindings) : (v as CelResult);
+        };
+  planned.set(ast, program);
+  return program;
 }
 
 /** The interpreter alone, without the fast path (the fast path's tests compare the two). */
@@ -226,7 +251,7 @@ export function planCelSlow(ast: ReturnType<typeof parse>): CelProgram {
 
 /** Parse and plan in one step (throws on a syntax error). */
 export function compileCel(expr: string): CelProgram {
-  return planCel(parse(expr));
+  return planCel(parseCel(expr));
 }
 
 /**
@@ -235,16 +260,33 @@ export function compileCel(expr: string): CelProgram {
  * and site labels, and to see which rules read the clock (`now`).
  */
 export function freeIdentifiers(root: unknown): Set<string> {
+  return new Set(factsOf(root).free);
+}
+
+/** What the checks of an expression ask of its tree, found in one walk and kept with a kept parse (parseCel). */
+interface ExprFacts {
+  free: ReadonlySet<string>;
+  calls: ReadonlySet<string>;
+}
+const facts = new WeakMap<object, ExprFacts>();
+
+function factsOf(root: unknown): ExprFacts {
+  const known = root !== null && typeof root === 'object' ? facts.get(root) : undefined;
+  if (known !== undefined) return known;
   const used = new Set<string>();
   const bound = new Set<string>();
+  const calls = new Set<string>();
   eachExprKind(root, (kind) => {
     if (kind.case === 'identExpr') used.add(String(kind.value?.['name']));
+    if (kind.case === 'callExpr') calls.add(String(kind.value?.['function']));
     if (kind.case === 'comprehensionExpr') {
       for (const k of ['iterVar', 'iterVar2', 'accuVar']) if (kind.value?.[k]) bound.add(String(kind.value[k]));
     }
   });
   for (const b of bound) used.delete(b);
-  return used;
+  const found = { free: used, calls };
+  if (root !== null && typeof root === 'object') facts.set(root, found);
+  return found;
 }
 
 /** Calls `fn` with the kind of every expression node of a parsed expression. */
@@ -266,10 +308,7 @@ function eachExprKind(root: unknown, fn: (kind: { case?: string; value?: Record<
  * call left is a function. With the near miss among the known names.
  */
 export function unknownFunctionsIn(root: unknown): Array<{ name: string; near: string | null }> {
-  const names = new Set<string>();
-  eachExprKind(root, (kind) => {
-    if (kind.case === 'callExpr') names.add(String(kind.value?.['function']));
-  });
+  const names = factsOf(root).calls;
   // Operators (`_&&_`, `_?_:_`, `@not_strictly_false`) are the planner's own, not functions.
   const unknown = [...names].filter((n) => /^[A-Za-z]/.test(n) && env.funcs.find(n) === undefined);
   if (unknown.length === 0) return [];

@@ -487,20 +487,35 @@ function absenceOf(value: unknown, bad: Bad): Absence | null {
   };
 }
 
+/**
+ * Parsed templates by their text, with the variables they read. A template is not changed
+ * by rendering, so one parse serves every load of the same rules (as parseCel's cache does
+ * for the rules' expressions).
+ */
+const parsedTemplates = new Map<string, { template: CompiledRule['summary']; variables: string[] }>();
+const CACHED_TEMPLATES = 5_000;
+
 function templateOf(key: string, value: unknown, bad: Bad): CompiledRule['summary'] | null {
   if (typeof value !== 'string') {
     bad(key, 'must be a template string');
     return null;
   }
-  let template: CompiledRule['summary'];
-  try {
-    template = liquid.parse(value);
-  } catch (e) {
-    bad(key, `template error: ${(e as Error).message}`);
-    return null;
+  let parsed = parsedTemplates.get(value);
+  if (parsed === undefined) {
+    let template: CompiledRule['summary'];
+    try {
+      template = liquid.parse(value);
+    } catch (e) {
+      bad(key, `template error: ${(e as Error).message}`);
+      return null;
+    }
+    parsed = { template, variables: [...new Set(liquid.globalVariableSegmentsSync(template).map((segments) => String(segments[0])))] };
+    if (parsedTemplates.size >= CACHED_TEMPLATES) parsedTemplates.clear();
+    parsedTemplates.set(value, parsed);
   }
+  const { template } = parsed;
   const known: readonly string[] = TEMPLATE_VARIABLES;
-  const unknown = [...new Set(liquid.globalVariableSegmentsSync(template).map((segments) => String(segments[0])))].filter((v) => !known.includes(v));
+  const unknown = parsed.variables.filter((v) => !known.includes(v));
   for (const name of unknown) {
     const near = closest(name, known);
     bad(key, `unknown template variable "${name}"${near ? ` (did you mean ${near}?)` : ''}; a template sees ${known.join(', ')}`);
