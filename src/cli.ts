@@ -18,6 +18,7 @@ import { resolveEventType, resolveTypeFilter, TYPE_SHAPE_MESSAGE, typeShaped } f
 import type { HostwatchEvent } from './events/types.js';
 import type { App } from './main.js';
 import { formatEventLine } from './notify/channels/console.js';
+import { terminalJson, terminalLine } from './notify/channels/render.js';
 import type { Router } from './notify/routing.js';
 import { registerDeliveryCommands } from './notify/cli-commands.js';
 import type { UnknownEventName } from './notify/event-names.js';
@@ -402,7 +403,7 @@ program
   .option('--since <duration>', 'only events of the last DURATION (e.g. 30m, 1h, 2d)', duration)
   .option('--type <type>', 'only events of this type (site.offline or hostwatch.site.offline)', typeName)
   .option('--limit <n>', 'at most the newest N events', atLeastOne, 100)
-  .option('--json', 'one CloudEvent JSON per line, exactly as stored')
+  .option('--json', 'one CloudEvent JSON per line, as stored (control characters as \\u escapes)')
   .action(async (o: { config?: string; since?: number; type?: string; limit: number; json?: boolean }) => {
     const config = await load(o.config, { secretsOptional: true, serverUnused: true });
     // Read-only: it reads beside a running daemon and never writes (no migration, no lock).
@@ -412,7 +413,7 @@ program
       const filter = { type, siteId: null, since: o.since === undefined ? null : Date.now() - o.since };
       const rows = await (await reposOf(store)).events.latest(filter, o.limit + 1);
       for (const r of rows.slice(0, o.limit).reverse()) {
-        const line = o.json ? r.body : eventLine(JSON.parse(r.body) as HostwatchEvent);
+        const line = o.json ? terminalJson(r.body) : eventLine(JSON.parse(r.body) as HostwatchEvent);
         process.stdout.write(`${line}\n`);
       }
       // On stderr, so `--json` output stays one event per line (and stays empty for none).
@@ -526,7 +527,7 @@ rulesCmd
         },
       });
       const header = `backtest since ${new Date(since).toISOString()}: ${rules.filter((r) => r.enabled).length} rules, ${result.entities} entities, ${result.snapshots} snapshots replayed, ${result.events.length} events`;
-      for (const line of formatBacktest(result, header)) process.stdout.write(`${line}\n`);
+      for (const line of formatBacktest(result, header)) process.stdout.write(`${terminalLine(line)}\n`);
     } finally {
       await store.close();
     }
@@ -569,10 +570,10 @@ program
       if (id !== undefined) {
         const lines = await explainEvent(deps, id);
         if (!lines) fail(`hostwatch explain: no event with id ${id} in ${store.description}`, 1);
-        for (const line of lines) process.stdout.write(`${line}\n`);
+        for (const line of lines) process.stdout.write(`${terminalLine(line)}\n`);
       } else {
         if (!rules.some((r) => r.name === o.rule)) fail(`hostwatch explain: ${unknownRule(o.rule!, rules)}`, EXIT_CONFIG);
-        for (const line of (await explainWhyNot(deps, o.subject!, o.rule!)).lines) process.stdout.write(`${line}\n`);
+        for (const line of (await explainWhyNot(deps, o.subject!, o.rule!)).lines) process.stdout.write(`${terminalLine(line)}\n`);
       }
     } finally {
       await store.close();

@@ -10,7 +10,7 @@ const MIN_ENCODED_END = 6;
 
 /**
  * Each secret as written, and as a server or a library may repeat it encoded: percent-encoded
- * (a URL, a form), and in base64 and base64url, as SMTP's `AUTH PLAIN`
+ * (a URL, a form), escaped as in a JSON string, and in base64 and base64url, as SMTP's `AUTH PLAIN`
  * (`base64("\0user\0pass")`), `AUTH LOGIN` and HTTP Basic credentials carry it. A secret
  * inside a longer base64 text is encoded one of three ways, by where it starts in a group of
  * three bytes, so each of the three is listed: the characters that come from the secret's
@@ -26,6 +26,11 @@ export function secretForms(secrets: readonly string[]): string[] {
     out.add(s);
     const pct = encodeURIComponent(s);
     if (pct !== s) out.add(pct);
+    // Inside a JSON string (a log line as pino writes it, an error a server quotes, or such
+    // an error in a log line: escaped twice): a `"` or `\` of the secret is escaped there,
+    // and the secret as written is not in the text.
+    const json = JSON.stringify(s).slice(1, -1);
+    if (json !== s) out.add(json).add(JSON.stringify(json).slice(1, -1));
     const bytes = Buffer.from(s, 'utf8');
     for (let lead = 0; lead < 3; lead++) {
       const b64 = Buffer.concat([Buffer.alloc(lead), bytes]).toString('base64');

@@ -7,7 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HostwatchEvent } from '../src/events/types.js';
-import { oneLine, subjectOf } from '../src/notify/channels/render.js';
+import { formatEventLine } from '../src/notify/channels/console.js';
+import { opsgenieAlert } from '../src/notify/channels/opsgenie.js';
+import { pagerDutyEvent } from '../src/notify/channels/pagerduty.js';
+import { oneLine, subjectOf, terminalJson, terminalLine } from '../src/notify/channels/render.js';
 import { siteEvent } from './events-fixture.js';
 import { discordShown, fakeDiscord, liveDiscordMarkup, type FakeDiscord } from './fakes/discord.js';
 import { fakeNtfy, type FakeNtfy } from './fakes/ntfy.js';
@@ -169,6 +172,30 @@ describe('a hostile review', () => {
     expect(consoleLines[0]).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
     expect(consoleLines[0]).toContain(LITERAL);
     expect(consoleLines[0]).toContain('**bold**');
+  });
+});
+
+describe('API text in a subject or a domain', () => {
+  // A review's URL becomes part of its subject; a site's domain comes from the API as well.
+  const forged = '\u001b]0;TITLE\u0007\u001b[2J\r\n2026-11-28T00:00:00Z  🟢 site.offline resolved\u202e';
+  const e = siteEvent('subject', 4, { name: 'reputation.poor_review', subject: `reputation/businesses/1/reviews/https://r.test/${forged}`, domain: `site4.example.com${forged}` });
+  const unsafe = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+
+  it('is one line with no terminal escapes where the CLI and the console channel print it (hostwatch events, deliveries, explain, silence list)', () => {
+    expect(formatEventLine(e)).not.toMatch(unsafe);
+    expect(formatEventLine(e)).toContain('[reputation/businesses/1/reviews/https://r.test/ ]0;TITLE [2J 2026-11-28T00:00:00Z  🟢 site.offline resolved]');
+    // A whole printed row keeps its own spacing; JSON output keeps the value, escaped.
+    expect(terminalLine(`a  ${forged}  b`)).toBe('a   ]0;TITLE  [2J  2026-11-28T00:00:00Z  🟢 site.offline resolved   b');
+    const json = terminalJson(JSON.stringify({ subject: e.subject }));
+    expect(json).not.toMatch(unsafe);
+    expect((JSON.parse(json) as { subject: string }).subject).toBe(e.subject);
+  });
+
+  it('is one line in what PagerDuty and Opsgenie show: source, component, entity, details and description', () => {
+    const pdBody = JSON.stringify(pagerDutyEvent(e, PD_KEY));
+    const ogBody = JSON.stringify(opsgenieAlert(e));
+    for (const body of [pdBody, ogBody]) expect(body.replace(/\\n/g, ' '), body).not.toMatch(/\\u00(0|1)[0-9a-f]|\\r|\\u202e|\u202e/i);
+    expect(pagerDutyEvent(e, PD_KEY).payload!.source).toBe(oneLine(e.data.domain!));
   });
 });
 

@@ -53,6 +53,22 @@ describe('the logger', () => {
     }
   });
 
+  it('removes a secret with a quote or a backslash from a log line, where JSON escapes them, and from an error that quotes it as JSON', async () => {
+    const pass = 'Sm"tp\\Pass-Secret-987654';
+    const out = new LogCollector();
+    const log = createLogger({ level: 'info', pretty: false, scrub: secretScrubber([pass]), destination: out });
+    log.info(`login with ${pass} failed`);
+    log.warn({ err: new Error(`454 auth failed: json=${JSON.stringify(pass)}`) }, 'smtp');
+    await new Promise((r) => setTimeout(r, 10));
+    expect(out.lines).toHaveLength(2);
+    expect(out.text).not.toContain(JSON.stringify(pass).slice(1, -1));
+    expect(out.text).not.toContain('Pass-Secret-987654');
+    // The first message; the error's message and its stack.
+    expect(out.text.match(/\[REDACTED\]/g)).toHaveLength(3);
+    // An error text stored as it is (not in JSON): the server's JSON quoting of it.
+    expect(secretScrubber([pass])(`454 json=${JSON.stringify(pass)}`)).toBe('454 json="[REDACTED]"');
+  });
+
   it('removes a secret percent-encoded with lower-case or mixed hex digits (%2b, %2F), and matches only the hex digits in any case', () => {
     const key = 'Hc+Live/Key=9Z';
     const upper = encodeURIComponent(key);

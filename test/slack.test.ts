@@ -113,6 +113,13 @@ describe('the Slack channel', () => {
     expect(rows<{ state: string }>(w, "SELECT state FROM outbox WHERE channel = 'ops'")).toEqual([{ state: 'delivered' }]);
   });
 
+  it('stores an error answer on one line, as every channel does: its line breaks and terminal escapes cannot forge a row of hostwatch deliveries', async () => {
+    const { w, app } = await setup(() => ({ status: 500, body: 'boom\u001b[31mESC\r\n2026-11-21T00:00:00Z  delivered  ops\u0007' }));
+    await app.notifier.publish(siteEvent('forged', 1));
+    await app.worker.deliverDue();
+    expect(rows(w, "SELECT last_error FROM outbox WHERE channel = 'ops'")).toEqual([{ last_error: 'Slack HTTP 500: boom [31mESC 2026-11-21T00:00:00Z  delivered  ops' }]);
+  });
+
   it('a named permanent error (channel_is_archived) marks the channel misconfigured: disabled, an operator event, no more requests', async () => {
     const { w, app, slack } = await setup(() => ({ status: 410, body: 'channel_is_archived' }));
     await app.notifier.publish(siteEvent('arch', 1));

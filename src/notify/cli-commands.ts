@@ -7,6 +7,7 @@ import type { HeldView } from '../store/delivery-repo.js';
 import type { Repos } from '../store/repos.js';
 import type { DeliveryView } from '../store/events-repo.js';
 import { deliveryJson, heldJson, unknownChannel } from './delivery-views.js';
+import { terminalJson, terminalLine } from './channels/render.js';
 import type { Silence, SilenceView } from './silences.js';
 
 /** What the delivery commands borrow from cli.ts (config loading, exits, argument parsers). */
@@ -57,7 +58,9 @@ async function withStore<T>(h: CliHelpers, file: string | undefined, fn: (store:
   }
 }
 
-const out = (line: string): void => void process.stdout.write(`${line}\n`);
+// Rows hold API text (subjects, receivers' answers) and people's (silence comments): see terminalLine.
+const out = (line: string): void => void process.stdout.write(`${terminalLine(line)}\n`);
+const outJson = (value: unknown): void => void process.stdout.write(`${terminalJson(JSON.stringify(value))}\n`);
 
 /**
  * The names of the events the config's rules can send, to check a silence's `name` and
@@ -208,7 +211,7 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
         let list: SilenceView[] = [];
         for (const s of recent) list.push(silenceView(s, now, await repo.suppressed(s.id)));
         if (o.expiring !== undefined) list = list.filter((v) => v.state === 'active' && Date.parse(v.ends_at) - now <= o.expiring!);
-        for (const v of list) out(o.json ? JSON.stringify(v) : silenceLine(v, now));
+        for (const v of list) (o.json ? outJson(v) : out(silenceLine(v, now)));
         if (list.length === 0 && !o.json) process.stderr.write('(no silences)\n');
       });
     });
@@ -248,12 +251,12 @@ export function registerDeliveryCommands(program: Command, h: CliHelpers): void 
         if (o.channel !== undefined) await knownChannel(h, 'deliveries', config, r, o.channel);
         if (o.held) {
           const held = await r.delivery.recentHeld(o.limit);
-          for (const r of held) out(o.json ? JSON.stringify(heldJson(r)) : heldLine(r));
+          for (const r of held) (o.json ? outJson(heldJson(r)) : out(heldLine(r)));
           if (held.length === 0 && !o.json) process.stderr.write('(no held events)\n');
           return;
         }
         const rows = await r.events.deliveries({ failed: o.failed === true, pending: o.pending === true, channel: o.channel ?? null }, o.limit);
-        for (const row of rows) out(o.json ? JSON.stringify(deliveryJson(row)) : deliveryLine(row));
+        for (const row of rows) (o.json ? outJson(deliveryJson(row)) : out(deliveryLine(row)));
         for (const c of await r.delivery.disabledChannels()) {
           if (o.channel === undefined || o.channel === c.channel) {
             process.stderr.write(`channel ${c.channel} is DISABLED since ${new Date(c.disabled_at!).toISOString()}: ${c.disabled_reason} (hostwatch redeliver --dead --channel ${c.channel} enables it)\n`);

@@ -10,9 +10,10 @@ export function formatEventLine(e: HostwatchEvent): string {
   const status = e.data.status === 'resolved' ? '✅ resolved' : e.data.status === 'firing' ? 'FIRING' : 'change';
   const icon = e.data.status === 'resolved' ? '🟢' : (ICON[e.data.severity] ?? '•');
   // API text is untrusted: control characters and bidi overrides become spaces, so it can
-  // neither rewrite the terminal nor make the line read in another order (`hostwatch events` too).
+  // neither rewrite the terminal nor make the line read in another order (`hostwatch events`
+  // too). So is a subject, made of API text too (a review's URL).
   const summary = oneLine(e.data.summary);
-  return `${icon} ${e.data.name.padEnd(24)} ${status.padEnd(10)} ${summary}  [${e.subject}]`;
+  return `${icon} ${e.data.name.padEnd(24)} ${status.padEnd(10)} ${summary}  [${oneLine(e.subject)}]`;
 }
 
 /** Prints events to a writer (stdout by default): the demo's channel, and handy for trying rules. */

@@ -22,9 +22,9 @@ const PRIORITY: Record<string, string> = { critical: 'P1', warning: 'P3', info: 
 
 /** The alert's details (a flat string map, 8000 characters in all). */
 function details(e: HostwatchEvent): Record<string, string> {
-  const out: Record<string, string> = { event_id: e.id, type: e.type, subject: cut(e.subject, 500), rule: e.data.rule };
+  const out: Record<string, string> = { event_id: e.id, type: e.type, subject: cut(oneLine(e.subject), 500), rule: e.data.rule };
   if (e.data.site_id !== null) out['site_id'] = String(e.data.site_id);
-  if (e.data.domain !== null) out['domain'] = cut(e.data.domain, 500);
+  if (e.data.domain !== null) out['domain'] = cut(oneLine(e.data.domain), 500);
   if (e.data.status) out['status'] = e.data.status;
   return out;
 }
@@ -32,7 +32,8 @@ function details(e: HostwatchEvent): Record<string, string> {
 /** The create-alert request body for an event. */
 export function opsgenieAlert(e: HostwatchEvent, text: ItemText = summaryText) {
   const said = oneLine(text(e)) || e.data.name;
-  const description = [said, '', `${e.data.name} · ${e.data.domain ?? e.subject} · ${e.time}`, typeof e.data['description'] === 'string' ? `\n${e.data['description']}` : '']
+  // API text, one line each (oneLine): the lines are the ones this builds.
+  const description = [said, '', `${e.data.name} · ${oneLine(e.data.domain ?? e.subject)} · ${e.time}`, typeof e.data['description'] === 'string' ? `\n${oneLine(e.data['description'])}` : '']
     .join('\n')
     .trim();
   return {
@@ -41,7 +42,7 @@ export function opsgenieAlert(e: HostwatchEvent, text: ItemText = summaryText) {
     description: cut(description, OPSGENIE_LIMITS.description),
     tags: ['hostwatch', e.data.severity, cut(e.data.name, OPSGENIE_LIMITS.tag)],
     details: details(e),
-    entity: cut(e.data.domain ?? e.subject, OPSGENIE_LIMITS.entity),
+    entity: cut(oneLine(e.data.domain ?? e.subject), OPSGENIE_LIMITS.entity),
     source: cut(e.source, OPSGENIE_LIMITS.source),
     priority: PRIORITY[e.data.severity] ?? 'P5',
   };

@@ -73,7 +73,29 @@ export function subjectOf(events: readonly HostwatchEvent[], text: ItemText = su
  * a header or a line, or make text read in another order than it was written.
  */
 export function oneLine(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]+/g, ' ').trim();
+  return text.replace(UNSAFE_RUNS, ' ').trim();
+}
+
+const UNSAFE_RUNS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]+/g;
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * A line for a terminal, whose parts may be API text (a subject made of a review's URL, a
+ * receiver's answer): each control character (ESC, CR, LF, BEL, C1's CSI) and bidi
+ * override becomes a space, so the text can neither rewrite the screen nor forge a line.
+ * Unlike oneLine, the line's own spacing is kept. What every CLI command prints of the log.
+ */
+export function terminalLine(text: string): string {
+  return text.replace(UNSAFE, ' ');
+}
+
+/**
+ * JSON text for a terminal: the characters terminalLine replaces, written as `\uXXXX`
+ * escapes instead (JSON.stringify leaves C1 controls and bidi overrides as they are). The
+ * same JSON value, byte for byte the same wherever the text holds none.
+ */
+export function terminalJson(json: string): string {
+  return json.replace(UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /**

@@ -6,7 +6,7 @@ import type { SlackChannelConfig } from '../../config/types.js';
 import type { HostwatchEvent } from '../../events/types.js';
 import type { Channel, SendGate, SendResult } from '../channel.js';
 import { Pacer, pacerOf, type SharedPacer } from './http.js';
-import { cut, escapedCut, moreLine, renderItem, subjectOf, summaryText, type ItemText } from './render.js';
+import { cut, escapedCut, moreLine, oneLine, renderItem, subjectOf, summaryText, type ItemText } from './render.js';
 
 /** Slack's limits: characters in one section's text, and blocks in one message. */
 export const SLACK_SECTION_MAX = 3000;
@@ -156,7 +156,7 @@ export class SlackChannel implements Channel {
       return { ok: true, statusCode: 200 };
     } catch (e) {
       if (e instanceof IncomingWebhookHTTPError) {
-        const answer = cut(this.scrub(e.body).trim(), 200);
+        const answer = cut(oneLine(this.scrub(e.body)), 200);
         const status = e.statusCode;
         const retryAfterMs = parseRetryAfter(this.lastRetryAfter ?? undefined, this.now());
         if (SLACK_PERMANENT_ERRORS.has(answer)) {
