@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import type { Config } from './config/types.js';
 import { SECRET_HEADER } from './config/schema.js';
 import { secretPattern } from './secret-forms.js';
+import { terminalLine } from './notify/channels/render.js';
 
 /**
  * Every secret value in a config: the API key, the server token, webhook secrets and
@@ -118,6 +119,27 @@ export interface LoggerOptions {
  * pino, and every serialized line also passes through the scrubber, so a secret that ends
  * up in a message or an error text is removed too.
  */
+/**
+ * A JSON log line whose text pino-pretty will print as it is: its strings (API text in a
+ * message or an error) lose their control characters (terminalLine), so a line break in them
+ * cannot forge a log line, nor an escape rewrite the terminal. A stack keeps its lines.
+ */
+function forTerminal(line: string): string {
+  let record: unknown;
+  try {
+    record = JSON.parse(line);
+  } catch {
+    return terminalLine(line);
+  }
+  const clean = (v: unknown, key: string): unknown => {
+    if (typeof v === 'string') return key === 'stack' ? v : terminalLine(v);
+    if (Array.isArray(v)) return v.map((x) => clean(x, ''));
+    if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, clean(x, k)]));
+    return v;
+  };
+  return `${JSON.stringify(clean(record, ''))}\n`;
+}
+
 export function createLogger(opts: LoggerOptions): Logger {
   const out = opts.destination ?? process.stderr;
   // pino-pretty is loaded only when asked for: the daemon's JSON logs do not pay its memory.
@@ -131,7 +153,8 @@ export function createLogger(opts: LoggerOptions): Logger {
     : out;
   const scrubbing = new Writable({
     write(chunk: Buffer | string, _enc, cb) {
-      target.write(opts.scrub(chunk.toString()));
+      const line = opts.scrub(chunk.toString());
+      target.write(opts.pretty ? forTerminal(line) : line);
       cb();
     },
   });

@@ -69,6 +69,18 @@ describe('the logger', () => {
     expect(secretScrubber([pass])(`454 json=${JSON.stringify(pass)}`)).toBe('454 json="[REDACTED]"');
   });
 
+  it('pretty (the demo): API text in a message or an error cannot forge a log line or send a terminal escape', async () => {
+    const out = new LogCollector();
+    const log = createLogger({ level: 'info', pretty: true, scrub: (t) => t, destination: out });
+    const forged = 'boom\r\n[21:00:00.000] INFO (hostwatch): all is well\u001b[2J';
+    log.warn(`poll failed: ${forged}`);
+    log.warn({ error: forged }, 'poll failed');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(out.text).not.toMatch(/[\u0000-\u0009\u000b-\u001f]/);
+    expect(out.text.split('\n').filter((l) => l.includes('all is well'))).toHaveLength(2);
+    expect(out.text.split('\n').filter((l) => /^\[[\d:.]+\] INFO/.test(l))).toEqual([]);
+  });
+
   it('removes a secret percent-encoded with lower-case or mixed hex digits (%2b, %2F), and matches only the hex digits in any case', () => {
     const key = 'Hc+Live/Key=9Z';
     const upper = encodeURIComponent(key);
