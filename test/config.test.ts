@@ -218,6 +218,18 @@ describe('valid configs', () => {
     ]);
   });
 
+  it('refuses a JSON webhook body that puts API text in quotes by hand: a quote in a review would break it or add fields; | json, or another content_type, is taken', () => {
+    const body = (b: string, extra = ''): ParseResult =>
+      parseText(`${MINIMAL}channels:\n  - name: h\n    type: webhook\n    url: "https://example.net/x"\n    template:\n      body: '${b}'\n${extra}`);
+    const quoted = body('{"text": "{{ data.summary }}", "site": {{ data.site_id }}}');
+    expect(quoted.ok ? [] : quoted.errors.map((e) => `${e.path}: ${e.message}`)).toEqual([
+      'channels[0].template.body: is not JSON for an event whose text holds a quote, a backslash or a line break (API text can): put a value in with | json, like {{ data.summary | json }}, not in quotes "{{ data.summary }}"; or set content_type if the body is not JSON (got "{\\"text\\": \\"{{ data.summary }}\\", \\"site\\": {{ data.site_id }}}")',
+    ]);
+    // Names hostwatch gives (the severity, the rule) need no escaping.
+    expect(body('{"text": {{ data.summary | json }}, "severity": "{{ data.severity }}", "rule": "{{ data.rule }}", "site": {{ data.site_id }}}').ok).toBe(true);
+    expect(body('text={{ data.summary }}', '      content_type: text/plain\n').ok).toBe(true);
+  });
+
   it('names a misspelt key at once even when its value is an unset ${VAR}, and leaves out that variable\'s error (the key is the problem)', () => {
     const result = parseText(`${MINIMAL}channels:\n  - { name: h, type: webhook, url: "https://example.net/x", secert: "\${WEBHOOK_SECRET}" }\n`, {});
     expect(result.ok ? [] : result.errors.map((e) => `${e.path}: ${e.message}`)).toEqual([

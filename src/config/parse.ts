@@ -11,7 +11,7 @@ import { parseCel, unknownFunctionsIn } from '../cel.js';
 import { closest } from '../closest.js';
 import { SAMPLE_SITE_BINDINGS, SITE_LABEL_VARIABLES, unknownSiteLabelVariables } from '../labels.js';
 import { MATCH_VARIABLES, matchValueMessage, nonBooleanMatch, nonBooleanMessage, SAMPLE_EVENT_BINDINGS, unknownMatchValues, unknownMatchVariables } from '../notify/match-variables.js';
-import { checkTemplate } from '../notify/templates.js';
+import { checkTemplate, jsonBodyProblem } from '../notify/templates.js';
 import type { z } from 'zod';
 import { substituteEnv, type Env } from './env.js';
 import { formatPath, REDACTED, type ConfigError } from './errors.js';
@@ -369,7 +369,10 @@ function crossCheck(data: unknown, tree: YamlTree, file: string, readBy: Readonl
 
   channels.forEach((channel: unknown, index) => {
     for (const [path, text] of templatesOf(channel)) {
-      for (const problem of checkTemplate(text)) errors.push(valueError(['channels', index, ...path], problem, data, tree, file));
+      const problems = checkTemplate(text);
+      for (const problem of problems) errors.push(valueError(['channels', index, ...path], problem, data, tree, file));
+      const json = problems.length === 0 && jsonBodyOf(channel, path) ? jsonBodyProblem(text) : null;
+      if (json !== null) errors.push(valueError(['channels', index, ...path], json, data, tree, file));
     }
   });
 
@@ -484,6 +487,13 @@ function serverCheck(server: unknown, data: unknown, tree: YamlTree, file: strin
  * `template`, a webhook's `template.body` and `template.headers.*`. They are checked here,
  * variables included, so `check` names the file and line of an unknown variable.
  */
+/** Whether a template path is a webhook's body sent as JSON (its content_type, JSON by default). */
+function jsonBodyOf(channel: unknown, path: KeyPath): boolean {
+  if (path.length !== 2 || path[1] !== 'body' || (channel as { type?: unknown }).type !== 'webhook') return false;
+  const type = ((channel as { template?: { content_type?: unknown } }).template ?? {}).content_type;
+  return type === undefined || (typeof type === 'string' && /json/i.test(type));
+}
+
 function templatesOf(channel: unknown): Array<[KeyPath, string]> {
   if (channel === null || typeof channel !== 'object') return [];
   const t = (channel as { template?: unknown }).template;

@@ -54,6 +54,55 @@ export function checkTemplate(text: string): string[] {
   return problems;
 }
 
+/** API text as it can come: with a quote, a backslash and a line break (what `| json` escapes). */
+const AWKWARD = 'a "quoted" word, a back\\slash\nand a line break';
+
+/**
+ * An event whose texts that can come from the API (summary, domain, subject, description,
+ * an error's text) are AWKWARD, to try a JSON body with (jsonBodyProblem); the rest (ids,
+ * names hostwatch gives, times) are as hostwatch writes them, which never need escaping.
+ */
+function awkwardEvent(): HostwatchEvent {
+  const data: Record<string, unknown> = Object.fromEntries(TEMPLATE_DATA_FIELDS.map((f) => [f, null]));
+  Object.assign(data, {
+    name: 'site.offline', severity: 'critical', status: 'firing', summary: AWKWARD, site_id: 1, domain: AWKWARD, changes: [],
+    rule: 'site-offline', observed_at: '2026-11-28T00:00:00.000Z', labels: {}, description: AWKWARD, repeat: 1,
+    alert_id: '5f0c6a8e-2b1d-4c3e-9f7a-1e2d3c4b5a69', shadow: false, channel: 'ops', reason: AWKWARD, source: 'health',
+    failing: 1, last_error: AWKWARD, required: 'sites:read',
+  });
+  return {
+    specversion: '1.0',
+    id: '5f0c6a8e-2b1d-4c3e-9f7a-1e2d3c4b5a69',
+    source: 'hostwatch://hostwatch',
+    type: 'hostwatch.site.offline',
+    subject: `sites/1/${AWKWARD}`,
+    time: '2026-11-28T00:00:00.000Z',
+    datacontenttype: 'application/json',
+    data: data as unknown as HostwatchEvent['data'],
+  };
+}
+
+/**
+ * Why a webhook body template sent as JSON would not be JSON for some events: a value put in
+ * quotes by hand (`"{{ data.summary }}"`) breaks, or adds fields, when API text holds a quote,
+ * a backslash or a line break; `{{ data.summary | json }}` escapes it. Null when the body is
+ * JSON for such an event, or when only a real event can tell (a label it names).
+ */
+export function jsonBodyProblem(text: string): string | null {
+  let rendered: string;
+  try {
+    rendered = renderTemplate(liquid.parse(text), awkwardEvent());
+  } catch {
+    return null;
+  }
+  try {
+    JSON.parse(rendered);
+    return null;
+  } catch {
+    return 'is not JSON for an event whose text holds a quote, a backslash or a line break (API text can): put a value in with | json, like {{ data.summary | json }}, not in quotes "{{ data.summary }}"; or set content_type if the body is not JSON';
+  }
+}
+
 /** Parse a template that checkTemplate accepted (config validation ran before). */
 export function compileTemplate(text: string): Template[] {
   return liquid.parse(text);
