@@ -214,12 +214,13 @@ describe('the API client', () => {
     }
   });
 
-  it('reads JSON after a byte order mark, and says what a reply that is no JSON was: empty, a web page, a redirect, a connection cut short', async () => {
+  it('reads JSON after a byte order mark, and says what a reply that is no JSON was: empty, a web page, a redirect, a connection cut short; an error\'s own words come on one line', async () => {
     const server = createServer((req, res) => {
       const path = req.url!.split('?')[0]!;
       if (path === '/api/v1/bom') res.writeHead(200, { 'content-type': 'application/json' }).end(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"data":{"ok":true}}')]));
       else if (path === '/api/v1/empty') res.writeHead(200).end();
       else if (path === '/api/v1/page') res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>Sign in</title>');
+      else if (path === '/api/v1/refused') res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'no\nway', message: 'line 1\r\n2026-11-28 INFO all is well\u001b[2J' } }));
       else if (path === '/api/v1/moved') res.writeHead(302, { location: `https://panel.example.net/login?next=/api&key=${KEY}` }).end();
       else {
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
@@ -232,13 +233,15 @@ describe('the API client', () => {
     const { client } = makeClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, retries: 0 });
     try {
       expect(await client.get('/bom')).toEqual({ ok: true });
-      const messages = await Promise.all(['/empty', '/page', '/moved', '/cut'].map(async (p) => (await thrown(client.get(p))).message));
+      const messages = await Promise.all(['/empty', '/page', '/moved', '/cut', '/refused'].map(async (p) => (await thrown(client.get(p))).message));
       expect(messages).toEqual([
         '/empty: an empty 200 reply where JSON was expected',
         "/page: an HTML or XML page in a 200 reply where JSON was expected (37 bytes, content-type text/html): is api.base_url the API's address?",
         // Not the query, which could carry anything (here the key).
         "/moved: HTTP 302: a redirect to https://panel.example.net/login, not followed: is api.base_url the API's address?",
         '/cut: network error: the connection closed before the whole reply arrived (UND_ERR_SOCKET)',
+        // The server's own words, on one line.
+        '/refused: no way: line 1 2026-11-28 INFO all is well [2J',
       ]);
     } finally {
       server.closeAllConnections();

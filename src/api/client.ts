@@ -4,6 +4,7 @@ import { request, type Dispatcher } from 'undici';
 import { outboundAgent, proxyRefusal } from '../outbound.js';
 import { Semaphore } from '../semaphore.js';
 import { isRecord } from '../is-record.js';
+import { oneLine } from '../notify/channels/render.js';
 import { ApiError } from './errors.js';
 import { replyScrubber } from './scrub.js';
 import { DEFAULT_PAGE_SIZE, isRetryableStatus, MAX_RETRY_AFTER_MS, morePages } from './assumptions.js';
@@ -434,8 +435,9 @@ function errorFromReply(
     const body: unknown = JSON.parse(text);
     const e = isRecord(body) && isRecord(body['error']) ? body['error'] : body;
     if (isRecord(e)) {
-      if (typeof e['code'] === 'string') code = e['code'];
-      if (typeof e['message'] === 'string') message = `${code}: ${e['message'].slice(0, 300)}`;
+      // The server's words, on one line: they end up in poll states, events and the CLI's rows.
+      if (typeof e['code'] === 'string') code = oneLine(e['code']).slice(0, 100);
+      if (typeof e['message'] === 'string') message = `${code}: ${oneLine(e['message']).slice(0, 300)}`;
       else message = `${code} (HTTP ${status})`;
       if (isRecord(e['details'])) details = e['details'];
     }
