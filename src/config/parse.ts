@@ -482,11 +482,6 @@ function serverCheck(server: unknown, data: unknown, tree: YamlTree, file: strin
   ];
 }
 
-/**
- * The Liquid templates a written channel holds, with their key paths: a chat channel's
- * `template`, a webhook's `template.body` and `template.headers.*`. They are checked here,
- * variables included, so `check` names the file and line of an unknown variable.
- */
 /** Whether a template path is a webhook's body sent as JSON (its content_type, JSON by default). */
 function jsonBodyOf(channel: unknown, path: KeyPath): boolean {
   if (path.length !== 2 || path[1] !== 'body' || (channel as { type?: unknown }).type !== 'webhook') return false;
@@ -494,6 +489,11 @@ function jsonBodyOf(channel: unknown, path: KeyPath): boolean {
   return type === undefined || (typeof type === 'string' && /json/i.test(type));
 }
 
+/**
+ * The Liquid templates a written channel holds, with their key paths: a chat channel's
+ * `template`, a webhook's `template.body` and `template.headers.*`. They are checked here,
+ * variables included, so `check` names the file and line of an unknown variable.
+ */
 function templatesOf(channel: unknown): Array<[KeyPath, string]> {
   if (channel === null || typeof channel !== 'object') return [];
   const t = (channel as { template?: unknown }).template;
