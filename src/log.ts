@@ -115,14 +115,9 @@ export interface LoggerOptions {
 }
 
 /**
- * pino, JSON by default, pretty for the demo. Known secret-bearing keys are redacted by
- * pino, and every serialized line also passes through the scrubber, so a secret that ends
- * up in a message or an error text is removed too.
- */
-/**
  * A JSON log line whose text pino-pretty will print as it is: its strings (API text in a
  * message or an error) lose their control characters (terminalLine), so a line break in them
- * cannot forge a log line, nor an escape rewrite the terminal. A stack keeps its lines.
+ * cannot forge a log line, nor an escape rewrite the terminal.
  */
 function forTerminal(line: string): string {
   let record: unknown;
@@ -132,7 +127,8 @@ function forTerminal(line: string): string {
     return terminalLine(line);
   }
   const clean = (v: unknown, key: string): unknown => {
-    if (typeof v === 'string') return key === 'stack' ? v : terminalLine(v);
+    // A stack keeps its line breaks (pino-pretty indents it under its record), not its escapes.
+    if (typeof v === 'string') return key === 'stack' ? v.split('\n').map(terminalLine).join('\n') : terminalLine(v);
     if (Array.isArray(v)) return v.map((x) => clean(x, ''));
     if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, clean(x, k)]));
     return v;
@@ -140,6 +136,11 @@ function forTerminal(line: string): string {
   return `${JSON.stringify(clean(record, ''))}\n`;
 }
 
+/**
+ * pino, JSON by default, pretty for the demo. Known secret-bearing keys are redacted by
+ * pino, and every serialized line also passes through the scrubber, so a secret that ends
+ * up in a message or an error text is removed too.
+ */
 export function createLogger(opts: LoggerOptions): Logger {
   const out = opts.destination ?? process.stderr;
   // pino-pretty is loaded only when asked for: the daemon's JSON logs do not pay its memory.
