@@ -289,7 +289,7 @@ describe('the HTTP details of refusals', () => {
       );
       // Not encoded, the + arrives as a space.
       expect(await message('/api/events/stream?access_token=a+b/c=')).toBe(
-        'a valid bearer token is required (Authorization: Bearer <server.token>) or ?access_token=<server.token>, percent-encoded (encodeURIComponent): a + in the token arrives as a space otherwise',
+        'a valid bearer token is required (Authorization: Bearer <server.token>) or ?access_token=<server.token>, percent-encoded (encodeURIComponent): a + in a token arrives as a space otherwise',
       );
       expect((await fetch(`${srv.url}/api/events/stream?access_token=a%2Bb%2Fc%3D`)).status).toBe(200);
       // No token in the URL: the plain message, which quotes no token.

@@ -156,14 +156,6 @@ function matchPath(pattern: string | RegExp, path: string): string[] | null {
 }
 
 /**
- * Bearer token from the Authorization header (the scheme in any case: RFC 9110 §11.1), or
- * `access_token` in the query where the route takes it (the SSE stream: EventSource cannot
- * set headers). Compared in constant time: both sides are hashed to equal length.
- * `missing` when no bearer token was sent (no header, or another scheme such as Basic:
- * RFC 6750 §3.1 gives such a request no error code), `invalid` when one was and it is not
- * the server's.
- */
-/**
  * Why a request was refused its token, with a hint for the two mistakes a token in the URL
  * invites: `access_token` sent to an endpoint that does not take it (only the stream does,
  * for EventSource, which cannot set headers), and a token not percent-encoded (a `+` in it
@@ -173,9 +165,17 @@ function unauthorizedMessage(req: IncomingMessage, url: URL, queryToken: boolean
   const required = 'a valid bearer token is required (Authorization: Bearer <server.token>)';
   if (req.headers.authorization !== undefined || !url.searchParams.has('access_token')) return required;
   if (!queryToken) return `${required}; access_token in the URL is taken by the event stream only (GET /api/events/stream)`;
-  return `${required} or ?access_token=<server.token>, percent-encoded (encodeURIComponent): a + in the token arrives as a space otherwise`;
+  return `${required} or ?access_token=<server.token>, percent-encoded (encodeURIComponent): a + in a token arrives as a space otherwise`;
 }
 
+/**
+ * Bearer token from the Authorization header (the scheme in any case: RFC 9110 §11.1), or
+ * `access_token` in the query where the route takes it (the SSE stream: EventSource cannot
+ * set headers). Compared in constant time: both sides are hashed to equal length.
+ * `missing` when no bearer token was sent (no header, or another scheme such as Basic:
+ * RFC 6750 §3.1 gives such a request no error code), `invalid` when one was and it is not
+ * the server's.
+ */
 export function authorized(req: IncomingMessage, url: URL, token: string, queryToken: boolean): 'ok' | 'missing' | 'invalid' {
   const header = req.headers.authorization ?? '';
   const bearer = /^bearer +(\S.*)$/i.exec(header);
