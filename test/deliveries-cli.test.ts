@@ -7,7 +7,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { hostwatch } from './cli-run.js';
+import { hostwatchWithEnv as hostwatch } from './run-cli.js';
 import { startWorld, TEST_KEY, type World, rows } from './harness.js';
 import { startReceiver, TEST_SECRET, type Answer, type Receiver } from './receiver.js';
 

@@ -8,7 +8,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { hostwatch } from './cli-run.js';
+import { hostwatchWithEnv as hostwatch } from './run-cli.js';
 import { names, startWorld, TEST_KEY, type World, rows } from './harness.js';
 import { startReceiver, TEST_SECRET, type Receiver } from './receiver.js';
 import { SilencesRepo } from '../src/store/silences-repo.js';

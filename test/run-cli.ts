@@ -30,3 +30,8 @@ export function hostwatch(
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+/** `hostwatch ARGS…` with `env` added to this process's environment. */
+export function hostwatchWithEnv(args: string[], env: Record<string, string>): Promise<CliRun> {
+  return hostwatch(args, { env });
+}
