@@ -299,17 +299,30 @@ describe('the catch-up after a start', () => {
     expect(names(world.events)).toEqual([]);
   });
 
-  it('shows a source whose polls still wait for the budget as not caught up and lagging, not as caught up with no lag', async () => {
-    // Every site's health first (critical): 40 polls at 2 requests/s. jobs is due every 10 s,
-    // and its first poll waits behind them; its later cycles find it still waiting.
-    world = await startWorld({ sim: { sites: 40 }, config: { server: { listen: '127.0.0.1:0' }, api: { max_requests_per_second: 2, max_concurrency: 1 }, sources: { jobs: { every: '10s' } } } });
+  it('serves an account-wide source with the critical ones: the jobs list is read at once after a start, not after every site\'s critical sources', async () => {
+    // At 1,000 sites, jobs and cron_list went unread for over 20 minutes after a start.
+    world = await startWorld({ sim: { sites: 10 }, config: { api: { max_requests_per_second: 5, max_concurrency: 2 } } });
     const app = await world.app();
     await app.start();
-    const jobs = async (): Promise<Record<string, unknown>> =>
-      ((await (await fetch(`${app.serverUrl}/api/sources`)).json()) as { data: Array<Record<string, unknown>> }).data.find((s) => s['name'] === 'jobs')!;
+    const paths = (): string[] => world!.sim.requests.map((r) => r.path);
+    await waitFor(() => paths().includes('/api/v1/jobs'), 'the jobs list', 15_000);
+    const critical = paths().filter((p) => /\/sites\/\d+\/(health|usage|nameservers)$/.test(p)).length;
+    await app.stop();
+    // 30 critical per-site requests in the catch-up; the jobs list went before most of them.
+    expect(critical).toBeLessThan(15);
+  });
+
+  it('shows a source whose polls still wait for the budget as not caught up and lagging, not as caught up with no lag', async () => {
+    // Every site's health first (critical): 40 polls at 2 requests/s. backups is due every
+    // 10 s, and its first polls wait behind them; its later cycles find them still waiting.
+    world = await startWorld({ sim: { sites: 40 }, config: { server: { listen: '127.0.0.1:0' }, api: { max_requests_per_second: 2, max_concurrency: 1 }, sources: { backups: { every: '10s' } } } });
+    const app = await world.app();
+    await app.start();
+    const backups = async (): Promise<Record<string, unknown>> =>
+      ((await (await fetch(`${app.serverUrl}/api/sources`)).json()) as { data: Array<Record<string, unknown>> }).data.find((s) => s['name'] === 'backups')!;
     let seen: Record<string, unknown> = {};
-    await waitFor(async () => ((seen = await jobs())['lag_ms'] as number) > 2_000, 'jobs lagging', 20_000, 250);
-    const requested = world.sim.requests.filter((r) => r.path === '/api/v1/jobs').length;
+    await waitFor(async () => ((seen = await backups())['lag_ms'] as number) > 2_000, 'backups lagging', 20_000, 250);
+    const requested = world.sim.requests.filter((r) => r.path.endsWith('/backups')).length;
     await app.stop();
     // Before: caught_up true and lag_ms 0 from its first cycle on, while nothing was read.
     expect(requested).toBe(0);
