@@ -273,6 +273,10 @@ program
         problems.push(`${config.file}: storage.path: ${schema.startsWith(where) ? schema : `${where}: ${schema}`}`);
       }
     }
+    // A plan for more sites than sites.max plans for a site list run would refuse.
+    if (config && o.sites !== undefined && o.sites > config.sites_max) {
+      problems.push(`--sites ${o.sites}: more than sites.max (${config.sites_max.toLocaleString('en-US')}): run would refuse a site list that long and poll no site; raise sites.max`);
+    }
     if (problems.length) fail(problems.join('\n'), EXIT_CONFIG);
     process.stdout.write(`${config!.file}: OK (${counted(ruleCount, 'rule')}, ${counted(config!.channels.length, 'channel')})\n`);
     // Online, the API is asked first: the number of sites it answers is the one to plan for.
@@ -344,14 +348,30 @@ async function probeOnline(config: Config): Promise<{ sites: number | undefined;
         process.stdout.write(`online: ${config.api.base_url}: the key works; GET /sites: ${r.sites} sites\n`);
         for (const l of r.lines) process.stdout.write(scrubOut(`  ${l.source.padEnd(24)} ${l.scope.padEnd(18)} ${l.status === 'ok' ? 'ok' : l.status === 'scope_missing' ? 'SCOPE MISSING' : 'ERROR'}  ${l.detail}`) + '\n');
         const bad = r.lines.filter((l) => l.status !== 'ok');
-        if (bad.length > 0) {
-          fail(`online: ${bad.length} of ${r.lines.length} enabled sources cannot read; add the scopes to the key (hostwatch scopes lists them) or set enabled: false for those sources`, 1);
-        }
+        const found = [onlineSitesProblem(config, r.siteIds)].filter((p) => p !== null);
+        if (bad.length > 0) found.push(`${bad.length} of ${r.lines.length} enabled sources cannot read; add the scopes to the key (hostwatch scopes lists them) or set enabled: false for those sources`);
+        if (found.length > 0) fail(found.map((p) => `online: ${p}`).join('\n'), 1);
       },
     };
   } finally {
     await client.close();
   }
+}
+
+/**
+ * What `check --online` finds wrong with the site list the API answered, as run would meet
+ * it: longer than sites.max (refused whole: no site polled), or without a site `sites:` lists
+ * (that one skipped). Null when nothing.
+ */
+function onlineSitesProblem(config: Config, ids: readonly number[]): string | null {
+  if (config.sites === 'all') {
+    if (ids.length <= config.sites_max) return null;
+    return `GET /sites lists ${ids.length.toLocaleString('en-US')} sites, more than sites.max (${config.sites_max.toLocaleString('en-US')}): run would refuse the site list and poll no site; raise sites.max, or list the sites to watch in sites:`;
+  }
+  const answered = new Set(ids);
+  const missing = config.sites.filter((id) => !answered.has(id));
+  if (missing.length === 0) return null;
+  return `sites: ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} not in the account (GET /sites lists ${ids.length.toLocaleString('en-US')} sites): run would skip ${missing.length === 1 ? 'it' : 'them'}`;
 }
 
 program

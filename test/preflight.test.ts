@@ -270,6 +270,22 @@ describe('hostwatch check --online', () => {
     expect(scoped.stderr).toMatch(/^online: \d+ of \d+ enabled sources cannot read; add the scopes to the key \(hostwatch scopes lists them\) or set enabled: false for those sources\n$/);
   });
 
+  it('says when run would refuse the site list the API answers (more than sites.max), or skip a listed site it lacks; and refuses a --sites plan over sites.max', async () => {
+    sim = await startSimulator({ sites: 2, keys: { [KEY]: '*' } });
+    const [tooMany, missing, planned] = await Promise.all([
+      hostwatch(['check', '--online', '-c', write('max.yaml', config('sites: { max: 1 }\n', sim.url))], { env }),
+      hostwatch(['check', '--online', '-c', write('listed.yaml', config('sites: [1, 99]\n', sim.url))], { env }),
+      hostwatch(['check', '--sites', '20000', '-c', write('plan.yaml', config('', sim.url))], { env }),
+    ]);
+    expect(tooMany.code).toBe(1);
+    expect(tooMany.stderr).toBe('online: GET /sites lists 2 sites, more than sites.max (1): run would refuse the site list and poll no site; raise sites.max, or list the sites to watch in sites:\n');
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe('online: sites: 99 is not in the account (GET /sites lists 2 sites): run would skip it\n');
+    // It printed 442708333333333d-long intervals and exit 0.
+    expect(planned.code).toBe(2);
+    expect(planned.stderr).toBe('--sites 20000: more than sites.max (10,000): run would refuse a site list that long and poll no site; raise sites.max\n');
+  });
+
   it('says when the key is refused or the panel cannot be reached, and never prints the key', async () => {
     sim = await startSimulator({ sites: 1, keys: { 'another-key-0123456789': '*' } });
     const refused = await hostwatch(['check', '--online', '-c', write('config.yaml', config('', sim.url))], { env });
