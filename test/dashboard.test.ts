@@ -347,6 +347,30 @@ describe('the dashboard on awkward data', () => {
     await page.close();
   }, 60_000);
 
+  it('shows a source behind its schedule by more than two intervals amber with how late it is, not healthy', async () => {
+    world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
+    const app = await world.app();
+    await app.start();
+    await app.runOnce();
+    const url = app.serverUrl!;
+    const { page, problems } = await openPage(`${url}/`);
+    // The daemon's own answer, with health read but 16 minutes late on its 5-minute interval.
+    await page.route('**/api/sources', async (route) => {
+      const body = (await (await route.fetch()).json()) as { data: Array<Record<string, unknown>> };
+      for (const s of body.data) if (s['name'] === 'health') Object.assign(s, { caught_up: true, effective_every_ms: 300_000, lag_ms: 960_000 });
+      await route.fulfill({ json: body });
+    });
+    await page.reload();
+    await page.locator('#sources-details > summary').click();
+    const health = page.locator('#sources tr[data-source="health"]');
+    await health.waitFor();
+    await expect.poll(() => health.getAttribute('class')).toBe('health-amber');
+    expect(await health.locator('.dot').getAttribute('title')).toBe('behind: 16m late (every 5m)');
+    expect(await page.locator('#sources-problems li[data-source="health"]').textContent()).toContain('behind: 16m late (every 5m)');
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+
   it('fits a 1280 px and a 375 px wide screen with no sideways scroll when a site has a very long domain, and its filter keeps the site id', async () => {
     world = await startWorld({ config: { server: { listen: '127.0.0.1:0' } } });
     const app = await world.app();

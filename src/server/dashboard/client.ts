@@ -195,6 +195,11 @@ export const DASHBOARD_JS = String.raw`
     // Never read is not healthy: a source read with its parent's records is tried with each
     // cycle but reads nothing while no record came (an empty database, an unreachable API).
     if (!s.last_success_at) return { cls: 'off', text: s.read_with ? 'read with ' + s.read_with + (s.last_attempt_at ? ', not read yet' : '') : 'not read yet' };
+    // Read, but late: behind its schedule by more than two of its intervals (what the
+    // documented HostwatchSourceBehind alert fires on): the request budget, or a slow API.
+    const lag = Number(s.lag_ms || 0);
+    const every = Number(s.effective_every_ms || s.every_ms || 0);
+    if (every > 0 && lag > 2 * every) return { cls: 'amber', text: 'behind: ' + span(lag) + ' late (every ' + span(every) + ')' };
     return { cls: 'green', text: 'healthy' };
   }
 
