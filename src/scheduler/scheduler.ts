@@ -248,8 +248,9 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       st.nextRun = now;
       st.dueSince = now;
     }
-    // Said at start: what the budget allows for the sites known so far.
-    if (this.plan) this.emit('budget:plan', this.plan);
+    // Said at start: what the budget allows for the sites known so far (none known yet: said
+    // once the site list is read, rather than "0 sites … every interval is met").
+    if (this.plan && this.plan.sites > 0) this.emit('budget:plan', this.plan);
     this.task = (this.deps.ticker ?? everySecond(this.deps.log))(
       () => this.tick(),
       () => this.missedBeat(),
