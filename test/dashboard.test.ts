@@ -231,7 +231,7 @@ describe('the dashboard', () => {
     await expect.poll(() => page.locator('#sources tr[data-source="health"]').textContent(), { timeout: 20_000 }).toMatch(/polling \d+\/200 sites/);
     // A stretched interval reads "every 15m → …".
     await expect.poll(() => page.locator('#sources tr[data-source="backups"] td.num').first().textContent(), { timeout: 10_000 }).toMatch(/^every 15m → \S+$/);
-    await expect.poll(() => page.locator('#sources-count').textContent(), { timeout: 10_000 }).toMatch(/request budget short: \d+ stretched/);
+    await expect.poll(() => page.locator('#sources-count').textContent(), { timeout: 10_000 }).toMatch(/request budget short: \d+ stretched \([\d,]+ requests\/hour needed, [\d,]+ allowed\)/);
     expect(await page.locator('#sources tr[data-source="health"] td.num').first().textContent()).toBe('every 5m');
     expect(problems).toEqual([]);
     await page.close();

@@ -265,7 +265,7 @@ export const DASHBOARD_JS = String.raw`
     if (counts.amber) parts.push(counts.amber + ' warning');
     if (counts.off) parts.push(counts.off + ' idle');
     const b = state.budget;
-    if (b && b.short) parts.push('request budget short: ' + b.stretched + ' stretched (' + Number(b.needed_per_hour).toLocaleString() + ' of ' + Number(b.allowed_per_hour).toLocaleString() + ' requests/hour needed)');
+    if (b && b.short) parts.push('request budget short: ' + b.stretched + ' stretched (' + Number(b.needed_per_hour).toLocaleString() + ' requests/hour needed, ' + Number(b.allowed_per_hour).toLocaleString() + ' allowed)');
     $('sources-count').textContent = parts.join(' · ');
     const enabled = list.length - list.filter((s) => s.enabled === false).length;
     const catchingUp = list.filter((s) => s.enabled !== false && s.caught_up === false);
