@@ -153,7 +153,7 @@ describe('a webhook template', () => {
   it('treats credential headers as secrets: scrubbed when written plainly, redacted in config errors', () => {
     const config = (auth: string) =>
       parseConfig(
-        `api: { base_url: https://panel.example.com, key: k }\nchannels:\n  - { name: h, type: webhook, url: "https://example.net/h", template: { body: x, headers: { Authorization: "${auth}", X-Kind: "{{ type }}" } } }\n`,
+        `api: { base_url: https://panel.example.com, key: k }\nchannels:\n  - { name: h, type: webhook, url: "https://example.net/h", template: { body: "{}", headers: { Authorization: "${auth}", X-Kind: "{{ type }}" } } }\n`,
         'c.yaml',
         {},
         { sourceNames: SOURCE_NAMES, baseDir: '/tmp' },
