@@ -97,7 +97,7 @@ describe('a platform incident', () => {
     const deps = { ...repos(app.store), rules: app.rules, now: Date.now() };
     const offline3 = hook.accepted().map((r) => r.event!).find((e) => e.data.name === 'site.offline' && e.data.site_id === 3)!;
     expect((await explainEvent(deps, offline3.id))!.slice(-2)).toEqual([
-      'delivery: held by the platform incident about site.offline for the human channels it reaches (the other channels got it):',
+      'delivery: held by the platform incident about site.offline from the human channels it reaches that had not sent it yet (the channels below got it):',
       '  hooks: delivered after 1 attempt(s)',
     ]);
     const why = await explainWhyNot(deps, 'sites/3/health', 'site-offline');
@@ -139,6 +139,57 @@ describe('a platform incident', () => {
       { status: 'firing', held_outcome: 'dropped', n: 5 },
       { status: 'firing', held_outcome: 'released', n: 3 },
       { status: 'resolved', held_outcome: 'dropped', n: 5 },
+    ]);
+  });
+
+  it('sends a site\'s resolution to the channels that heard it fire before the incident opened, and only to those, when it resolves during the incident', async () => {
+    // The console printed sites 1-4 at once; Slack waited (group_wait) and had them taken back.
+    const slack = await fakeSlack();
+    const w = await startWorld({ sim: { sites: 8 } });
+    cleanups.push(() => w.close(), () => slack.close());
+    const printed: string[] = [];
+    const app = await w.app(
+      {
+        channels: [
+          { name: 'log', type: 'console' },
+          { name: 'ops', type: 'slack', url: slack.url },
+        ],
+        routes: [
+          { channels: ['log'], group_wait: '0s', continue: true },
+          { channels: ['ops'], group_wait: '10m' },
+        ],
+      },
+      { consoleWrite: (l) => void printed.push(l) },
+    );
+    // As the daemon runs: a cycle, then what is due (runOnce would also flush the groups' waits).
+    const cycle = async (): Promise<void> => {
+      await app.scheduler.runAll();
+      await app.worker.deliverDue();
+    };
+    await cycle();
+    for (let id = 1; id <= 4; id++) {
+      w.sim.world.setHealth(id, { status: 'offline' });
+      await cycle();
+    }
+    expect(slack.posts).toHaveLength(0);
+    const siteOffline = (status: string): string[] => printed.filter((l) => /^\S+ site\.offline\s/.test(l) && l.includes(status));
+    expect(siteOffline('FIRING')).toHaveLength(4);
+    for (let id = 5; id <= 8; id++) w.sim.world.setHealth(id, { status: 'offline' });
+    await cycle();
+    expect(names(w.events)).toContain('platform.incident:firing');
+    for (let id = 1; id <= 8; id++) w.sim.world.setHealth(id, { status: 'online' });
+    await app.runOnce();
+    expect(names(w.events)).toContain('platform.incident:resolved');
+    // Before: sites 1-4 stayed down on the console for good (their resolutions were dropped).
+    const resolved = siteOffline('resolved');
+    expect(resolved.map((l) => /\[sites\/(\d+)\//.exec(l)?.[1])).toEqual(['1', '2', '3', '4']);
+    // Slack heard none of the per-site alerts: it gets none of their resolutions.
+    expect(slack.posts.map((p) => p.body).join('\n')).not.toMatch(/back online/);
+    const outcomes = await w.query("SELECT status, held_outcome, count(*) n FROM events WHERE held_by = 'incident:site.offline' GROUP BY status, held_outcome ORDER BY status, held_outcome");
+    expect(outcomes).toEqual([
+      { status: 'firing', held_outcome: 'dropped', n: 8 },
+      { status: 'resolved', held_outcome: 'dropped', n: 4 },
+      { status: 'resolved', held_outcome: 'released', n: 4 },
     ]);
   });
 

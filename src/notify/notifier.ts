@@ -139,28 +139,43 @@ export class Notifier {
         await r.delivery.hold(e.id, decision.by, null);
         d.log.debug({ event: e.id, type: e.type, by: decision.by }, 'event inhibited: stored, held until the inhibiting alert resolves');
         return;
-      case 'queue': {
+      case 'queue':
         // A platform incident holds the human channels' rows; the machine ones go now.
         if (decision.heldBy) await r.delivery.hold(e.id, decision.heldBy, null);
-        // A channel.disabled goes to the other channels: the one it is about takes nothing.
-        const about = e.data.name === 'channel.disabled' ? e.data['channel'] : undefined;
-        for (const q of decision.deliveries) {
-          if (q.channel === about) continue;
-          await r.events.enqueue({
-            event_id: e.id,
-            channel: q.channel,
-            state: 'pending',
-            attempts: 0,
-            next_attempt_at: q.dueAt,
-            last_error: null,
-            created_at: now,
-            updated_at: now,
-            group_key: q.groupKey,
-            order_key: orderKey(e),
-          });
-        }
-      }
+        await this.enqueue(r, e, decision.deliveries, now);
     }
+  }
+
+  /** Queue an event's deliveries (a row per channel; one already there stays as it is). */
+  private async enqueue(r: Repos, e: HostwatchEvent, deliveries: Extract<Decision, { action: 'queue' }>['deliveries'], now: number): Promise<void> {
+    // A channel.disabled goes to the other channels: the one it is about takes nothing.
+    const about = e.data.name === 'channel.disabled' ? e.data['channel'] : undefined;
+    for (const q of deliveries) {
+      if (q.channel === about) continue;
+      await r.events.enqueue({
+        event_id: e.id,
+        channel: q.channel,
+        state: 'pending',
+        attempts: 0,
+        next_attempt_at: q.dueAt,
+        last_error: null,
+        created_at: now,
+        updated_at: now,
+        group_key: q.groupKey,
+        order_key: orderKey(e),
+      });
+    }
+  }
+
+  /**
+   * The channels that heard an alert fire: those that kept a row of its firing event when
+   * a platform incident took the others back (a pager paged, a console printed, before the
+   * incident opened). Its resolution is owed to them, whatever the hold decided.
+   */
+  private async heardFiring(r: Repos, e: HostwatchEvent): Promise<Set<string>> {
+    const firing = e.data['alert_id'];
+    if (e.data.status !== 'resolved' || typeof firing !== 'string') return new Set();
+    return new Set((await r.events.outboxFor(firing)).map((row) => row.channel));
   }
 
   /**
@@ -172,9 +187,19 @@ export class Notifier {
     // Each held body is parsed once: for the drop decision and for deciding it again.
     const held = (await r.delivery.held(by)).map((h) => ({ ...h, event: JSON.parse(h.body) as HostwatchEvent }));
     const drop = dropOnRelease(held.map((h) => ({ ...h, repeat: (h.event.data['repeat'] ?? 0) !== 0 })));
+    let dropped = 0;
     for (const h of held) {
       if (drop.has(h.id)) {
-        await r.delivery.setHeldOutcome(h.id, 'dropped');
+        // Fired and resolved while held: nobody it was held from heard either end. A channel
+        // that heard the firing before the hold still gets the resolution.
+        const heard = await this.heardFiring(r, h.event);
+        // Not those that have it already (the machine channels, queued when it resolved).
+        for (const row of heard.size > 0 ? await r.events.outboxFor(h.id) : []) heard.delete(row.channel);
+        const decision = heard.size > 0 ? await this.decide(r, h.event, now, silences, opts) : null;
+        const owed = decision?.action === 'queue' ? decision.deliveries.filter((q) => heard.has(q.channel)) : [];
+        if (owed.length > 0) await this.enqueue(r, h.event, owed, now);
+        else dropped++;
+        await r.delivery.setHeldOutcome(h.id, owed.length > 0 ? 'released' : 'dropped');
         continue;
       }
       const e = h.event;
@@ -186,6 +211,6 @@ export class Notifier {
       if (decision.action === 'queue' && !decision.heldBy) await r.delivery.setHeldOutcome(h.id, 'released');
       else if (decision.action === 'silenced') await r.delivery.setHeldOutcome(h.id, 'suppressed');
     }
-    if (held.length > 0) r.afterCommit(() => this.deps.log.info({ held_by: by, released: held.length - drop.size, dropped: drop.size }, 'hold ended: held events released'));
+    if (held.length > 0) r.afterCommit(() => this.deps.log.info({ held_by: by, released: held.length - dropped, dropped }, 'hold ended: held events released'));
   }
 }

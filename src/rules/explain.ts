@@ -71,8 +71,9 @@ function holdOf(row: StoredEvent): { reason: 'inhibited' | 'maintenance' | 'inci
   const [kind, ...rest] = row.held_by.split(':');
   if (kind === 'maintenance') return { reason: 'maintenance', text: `held back by the maintenance window ${rest.join(':')}` };
   if (kind === 'incident') {
-    const what = `held by the platform incident about ${rest.join(':')} for the human channels it reaches (the other channels got it)`;
-    return { reason: 'incident', text: row.held_outcome === 'dropped' ? `${what}; it fired and resolved during the incident, so people never got it` : what };
+    // A channel that had sent it before the incident opened keeps its delivery (listed after this).
+    const what = `held by the platform incident about ${rest.join(':')} from the human channels it reaches that had not sent it yet (the channels below got it)`;
+    return { reason: 'incident', text: row.held_outcome === 'dropped' ? `${what}; it fired and resolved during the incident, so the channels it was held from never got it` : what };
   }
   const [source, site] = rest;
   const what = `inhibited while ${source} fires for site ${site}`;
