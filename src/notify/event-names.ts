@@ -53,7 +53,7 @@ export function unknownEventNames(config: Pick<Config, 'inhibit' | 'incidents' |
       return { path, message: `no rule sends the event ${name}${near ? ` (did you mean ${near}?)` : ''}; the events are those of docs/events.md and the event: of your rules` };
     }
     const near = closest(name, alerts);
-    const kind = changes.has(name) ? 'a change event, not an alert' : "about hostwatch itself, not about a site";
+    const kind = changes.has(name) ? 'a change event, not an alert' : name === INCIDENT_EVENT ? 'about many sites at once, not about one site' : 'about hostwatch itself, not about a site';
     return { path, message: `${name} is ${kind}: ${what}${near ? ` (did you mean ${near}?)` : ''}` };
   };
   const matches = (path: Array<string | number>, match: string | null): UnknownEventName[] =>
