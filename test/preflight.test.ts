@@ -124,13 +124,14 @@ describe('hostwatch check reports what run would refuse', () => {
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
     // A change event, or one about hostwatch itself, never starts an inhibition nor gathers an incident.
-    const never = write('never.yaml', config('incidents: { alerts: [dns.record_changed] }\ninhibit: [{ source: site.added }, { source: source.degraded }]\n'));
+    const never = write('never.yaml', config('incidents: { alerts: [dns.record_changed] }\ninhibit: [{ source: site.added }, { source: source.degraded }, { source: platform.incident }]\n'));
     const no = await hostwatch(['check', '-c', never], { env });
     expect(no.code).toBe(2);
     expect(no.stderr).toBe(
       `${never}:9:23: incidents.alerts[0]: dns.record_changed is a change event, not an alert: an incident gathers only sites' alerts (kind: alert) as they fire\n` +
         `${never}:10:21: inhibit[0].source: site.added is a change event, not an alert: an inhibition starts only from a site's alert (kind: alert) as it fires\n` +
-        `${never}:10:45: inhibit[1].source: source.degraded is about hostwatch itself, not about a site: an inhibition starts only from a site's alert (kind: alert) as it fires\n`,
+        `${never}:10:45: inhibit[1].source: source.degraded is about hostwatch itself, not about a site: an inhibition starts only from a site's alert (kind: alert) as it fires\n` +
+        `${never}:10:74: inhibit[2].source: platform.incident is about many sites at once, not about one site: an inhibition starts only from a site's alert (kind: alert) as it fires\n`,
     );
   });
 

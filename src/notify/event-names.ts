@@ -3,6 +3,7 @@ import { closest } from '../closest.js';
 import { knownEventNames } from '../events/catalog.js';
 import { TYPE_PREFIX } from '../events/envelope.js';
 import { matchValueMessage, unknownMatchValues } from './match-variables.js';
+import { INCIDENT_EVENT } from './incidents.js';
 import type { CompiledRule } from '../rules/types.js';
 
 /** A config key (its path, as `['inhibit', 0, 'source']`) that names an event no rule sends. */
