@@ -363,7 +363,9 @@ async function probeOnline(config: Config): Promise<{ sites: number | undefined;
  * it: longer than sites.max (refused whole: no site polled), or without a site `sites:` lists
  * (that one skipped). Null when nothing.
  */
-function onlineSitesProblem(config: Config, ids: readonly number[]): string | null {
+function onlineSitesProblem(config: Config, ids: readonly number[] | null): string | null {
+  // Not read (the key lacks its scope, said with the sources): nothing to compare.
+  if (ids === null) return null;
   if (config.sites === 'all') {
     if (ids.length <= config.sites_max) return null;
     return `GET /sites lists ${ids.length.toLocaleString('en-US')} sites, more than sites.max (${config.sites_max.toLocaleString('en-US')}): run would refuse the site list and poll no site; raise sites.max, or list the sites to watch in sites:`;

@@ -272,12 +272,17 @@ describe('hostwatch check --online', () => {
   });
 
   it('says when run would refuse the site list the API answers (more than sites.max), or skip a listed site it lacks; and refuses a --sites plan over sites.max', async () => {
-    sim = await startSimulator({ sites: 2, keys: { [KEY]: '*' } });
-    const [tooMany, missing, planned] = await Promise.all([
+    sim = await startSimulator({ sites: 2, keys: { [KEY]: '*', 'no-sites-key-0123456789': ['backups:read'] } });
+    const [tooMany, missing, planned, unread] = await Promise.all([
       hostwatch(['check', '--online', '-c', write('max.yaml', config('sites: { max: 1 }\n', sim.url))], { env }),
       hostwatch(['check', '--online', '-c', write('listed.yaml', config('sites: [1, 99]\n', sim.url))], { env }),
       hostwatch(['check', '--sites', '20000', '-c', write('plan.yaml', config('', sim.url))], { env }),
+      // A key that cannot read the site list: the scopes say so, and no site is called missing.
+      hostwatch(['check', '--online', '-c', write('unread.yaml', config('sites: [1]\n', sim.url))], { env: { HW_KEY: 'no-sites-key-0123456789' } }),
     ]);
+    expect(unread.code).toBe(1);
+    expect(unread.stderr).toMatch(/^online: \d+ of \d+ enabled sources cannot read; /);
+    expect(unread.stderr).not.toContain('not in the account');
     expect(tooMany.code).toBe(1);
     expect(tooMany.stderr).toBe('online: GET /sites lists 2 sites, more than sites.max (1): run would refuse the site list and poll no site; raise sites.max, or list the sites to watch in sites:\n');
     expect(missing.code).toBe(1);

@@ -18,8 +18,8 @@ export interface ProbeLine {
 /** The whole answer: the site list first; `fatal` when the key or the panel fails outright. */
 export interface ProbeResult {
   sites: number | null;
-  /** The ids of the sites GET /sites answered (empty when it could not be read). */
-  siteIds: number[];
+  /** The ids of the sites GET /sites answered; null when it could not be read. */
+  siteIds: number[] | null;
   fatal: string | null;
   lines: ProbeLine[];
 }
@@ -36,14 +36,16 @@ export async function probeScopes(
   optionsOf: (source: string, siteId: number | null) => SourceOptions,
 ): Promise<ProbeResult> {
   let siteIds: number[];
+  let listed = true;
   try {
     const data = await client.list(sitesSource.path, sitesSource.query, sitesSource.pageSize);
     // As the poller reads an id: a number, or a string of digits (A4).
     siteIds = data.flatMap((r) => (isRecord(r) && (typeof r['id'] === 'number' || (typeof r['id'] === 'string' && /^\d+$/.test(r['id']))) ? [Number(r['id'])] : []));
   } catch (e) {
     const err = asApiError(e);
-    if (err.code !== 'scope_missing') return { sites: null, siteIds: [], fatal: fatalText(err), lines: [] };
+    if (err.code !== 'scope_missing') return { sites: null, siteIds: null, fatal: fatalText(err), lines: [] };
     siteIds = [];
+    listed = false;
   }
   const byScope = new Map<string, { by: string; status: ProbeLine['status']; detail: string }>();
   for (const { def } of sources) {
@@ -56,7 +58,7 @@ export async function probeScopes(
     if (!probe) return { source: def.name, scope: def.scope, status: 'error', detail: siteIds.length === 0 ? 'not probed: the site list is empty or unreadable' : 'not probed' };
     return { source: def.name, scope: def.scope, status: probe.status, detail: probe.by === def.name ? probe.detail : `${probe.detail} (same scope)` };
   });
-  return { sites: siteIds.length, siteIds, fatal: null, lines };
+  return { sites: siteIds.length, siteIds: listed ? siteIds : null, fatal: null, lines };
 }
 
 async function probeOne(
