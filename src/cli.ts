@@ -56,6 +56,11 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
 });
 let stdoutGone = false;
 
+/** Rows that hold API text (subjects, summaries, answers), printed with terminalLine. */
+function printRows(lines: Iterable<string>): void {
+  for (const line of lines) process.stdout.write(`${terminalLine(line)}\n`);
+}
+
 /** Removes the loaded config's secrets from what the CLI prints (set by `load`). */
 let scrubOut: (text: string) => string = (text) => text;
 
@@ -549,7 +554,7 @@ rulesCmd
         },
       });
       const header = `backtest since ${new Date(since).toISOString()}: ${rules.filter((r) => r.enabled).length} rules, ${result.entities} entities, ${result.snapshots} snapshots replayed, ${result.events.length} events`;
-      for (const line of formatBacktest(result, header)) process.stdout.write(`${terminalLine(line)}\n`);
+      printRows(formatBacktest(result, header));
     } finally {
       await store.close();
     }
@@ -592,10 +597,10 @@ program
       if (id !== undefined) {
         const lines = await explainEvent(deps, id);
         if (!lines) fail(`hostwatch explain: no event with id ${id} in ${store.description}`, 1);
-        for (const line of lines) process.stdout.write(`${terminalLine(line)}\n`);
+        printRows(lines);
       } else {
         if (!rules.some((r) => r.name === o.rule)) fail(`hostwatch explain: ${unknownRule(o.rule!, rules)}`, EXIT_CONFIG);
-        for (const line of (await explainWhyNot(deps, o.subject!, o.rule!)).lines) process.stdout.write(`${terminalLine(line)}\n`);
+        printRows((await explainWhyNot(deps, o.subject!, o.rule!)).lines);
       }
     } finally {
       await store.close();

@@ -39,8 +39,8 @@ export async function probeScopes(
   let listed = true;
   try {
     const data = await client.list(sitesSource.path, sitesSource.query, sitesSource.pageSize);
-    // As the poller reads an id: a number, or a string of digits (A4).
-    siteIds = data.flatMap((r) => (isRecord(r) && (typeof r['id'] === 'number' || (typeof r['id'] === 'string' && /^\d+$/.test(r['id']))) ? [Number(r['id'])] : []));
+    // The ids the poller takes (the site list's keyShape: a positive integer, as a number or digits; A4).
+    siteIds = data.flatMap((r) => (isRecord(r) && (typeof r['id'] === 'number' || typeof r['id'] === 'string') && sitesSource.keyShape!.test(String(r['id'])) ? [Number(r['id'])] : []));
   } catch (e) {
     const err = asApiError(e);
     if (err.code !== 'scope_missing') return { sites: null, siteIds: null, fatal: fatalText(err), lines: [] };

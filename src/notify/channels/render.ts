@@ -76,8 +76,10 @@ export function oneLine(text: string): string {
   return text.replace(UNSAFE_RUNS, ' ').trim();
 }
 
-const UNSAFE_RUNS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]+/g;
-const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+/** Control characters (C0, DEL, C1), line and paragraph separators, and bidi overrides. */
+const UNSAFE_CHARS = '[\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069]';
+const UNSAFE_RUNS = new RegExp(`${UNSAFE_CHARS}+`, 'g');
+const UNSAFE = new RegExp(UNSAFE_CHARS, 'g');
 
 /**
  * A line for a terminal, whose parts may be API text (a subject made of a review's URL, a
